@@ -1,0 +1,47 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Callers test for them with errors.Is; the flightserver maps
+// them to gRPC status codes. Messages built around them name profiles by their
+// keys, never by a server path.
+var (
+	// ErrInvalidKey: keys that are empty, hidden, contain separators or
+	// characters that cannot name a directory, or resolve outside the data dir.
+	ErrInvalidKey = errors.New("store: invalid key")
+	// ErrNotFound: no profile with these keys.
+	ErrNotFound = errors.New("store: profile not found")
+	// ErrVersionNotFound: the profile exists but not the requested version.
+	ErrVersionNotFound = errors.New("store: version not found")
+	// ErrNestedProfile: a profile may not be created inside or above another.
+	ErrNestedProfile = errors.New("store: nested profile")
+	// ErrSchemaMismatch: an append's columns or types do not fit the version.
+	ErrSchemaMismatch = errors.New("store: schema mismatch")
+	// ErrInvalidArgument: a bad option (partition column, filter, column name…).
+	ErrInvalidArgument = errors.New("store: invalid argument")
+	// ErrFormatMismatch: parquet and CSV mixed in one profile.
+	ErrFormatMismatch = errors.New("store: format mismatch")
+	// ErrLockTimeout: the manifest lock was held by someone else for longer
+	// than the lock timeout.
+	ErrLockTimeout = errors.New("store: manifest lock timeout")
+	// ErrTooLarge: a put exceeded the configured maximum size.
+	ErrTooLarge = errors.New("store: put too large")
+	// ErrRequestInProgress: another put with the same request id is running.
+	ErrRequestInProgress = errors.New("store: request in progress")
+)
+
+// CorruptionError reports on-disk state that does not parse: a manifest,
+// commit record or version file. Path is relative to the data directory.
+type CorruptionError struct {
+	Path string
+	Err  error
+}
+
+func (e *CorruptionError) Error() string {
+	return fmt.Sprintf("store: corrupt %s: %v", e.Path, e.Err)
+}
+
+func (e *CorruptionError) Unwrap() error { return e.Err }

@@ -1,0 +1,81 @@
+package store
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// maxKeyLen bounds one key component (most file systems allow 255 bytes).
+const maxKeyLen = 255
+
+// maxKeys bounds the depth of a profile.
+const maxKeys = 32
+
+// ParseKeys splits a profile path such as "sales/orders" into keys and
+// validates them. Several keys may each hold slashes: ("sales/orders") and
+// ("sales", "orders") name the same profile, as in pyrosome.
+func ParseKeys(parts ...string) ([]string, error) {
+	var keys []string
+	for _, p := range parts {
+		if p == "" {
+			return nil, fmt.Errorf("%w: empty key", ErrInvalidKey)
+		}
+		keys = append(keys, strings.Split(p, "/")...)
+	}
+	if err := ValidateKeys(keys); err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
+// ValidateKeys checks keys that are already split into components. A key
+// must be non-empty valid UTF-8, not "." or "..", not start with "." (hidden
+// names belong to the store), and hold no "/", "\", NUL or "=" ("=" marks hive
+// partition directories).
+func ValidateKeys(keys []string) error {
+	if len(keys) == 0 {
+		return fmt.Errorf("%w: at least one key is required", ErrInvalidKey)
+	}
+	if len(keys) > maxKeys {
+		return fmt.Errorf("%w: more than %d keys", ErrInvalidKey, maxKeys)
+	}
+	for _, k := range keys {
+		if err := validateKey(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateKey(k string) error {
+	switch {
+	case k == "":
+		return fmt.Errorf("%w: empty key", ErrInvalidKey)
+	case k == "." || k == "..":
+		return fmt.Errorf("%w: key %q resolves outside the data directory", ErrInvalidKey, k)
+	case strings.HasPrefix(k, "."):
+		return fmt.Errorf("%w: key %q starts with '.'", ErrInvalidKey, k)
+	case len(k) > maxKeyLen:
+		return fmt.Errorf("%w: key longer than %d bytes", ErrInvalidKey, maxKeyLen)
+	case !utf8.ValidString(k):
+		return fmt.Errorf("%w: key is not valid UTF-8", ErrInvalidKey)
+	}
+	for _, r := range k {
+		switch {
+		case r == '/' || r == '\\':
+			return fmt.Errorf("%w: key %q contains a path separator", ErrInvalidKey, k)
+		case r == 0:
+			return fmt.Errorf("%w: key contains NUL", ErrInvalidKey)
+		case r == '=':
+			return fmt.Errorf("%w: key %q contains '='", ErrInvalidKey, k)
+		case r < 0x20 || r == 0x7f:
+			return fmt.Errorf("%w: key %q contains a control character", ErrInvalidKey, k)
+		}
+	}
+	return nil
+}
+
+// ProfilePath is the canonical slash-joined name of a profile, used in
+// messages, tickets and commit records.
+func ProfilePath(keys []string) string { return strings.Join(keys, "/") }

@@ -1,0 +1,5 @@
+package store
+
+import "syscall"
+
+const syscallENOTDIR = syscall.ENOTDIR
