@@ -71,13 +71,19 @@ func (s *Store) Put(ctx context.Context, keys []string, rdr array.RecordReader, 
 	if len(o.SchemaVersion) > 128 {
 		return nil, fmt.Errorf("%w: schema version longer than 128 bytes", ErrInvalidArgument)
 	}
-	if o.Mode == ModeAppend {
-		c, err := s.appendTo(ctx, p, rdr, o)
-		if !errors.Is(err, errNoVersion) {
-			return c, err
+	run := func() (*CommitRecord, error) {
+		if o.Mode == ModeAppend {
+			c, err := s.appendTo(ctx, p, rdr, o)
+			if !errors.Is(err, errNoVersion) {
+				return c, err
+			}
 		}
+		return s.write(ctx, p, rdr, o)
 	}
-	return s.write(ctx, p, rdr, o)
+	if o.RequestID != "" {
+		return s.putOnce(ctx, p, o, run)
+	}
+	return run()
 }
 
 // Write is Put with ModeWrite.

@@ -55,6 +55,9 @@ type CommitRecord struct {
 	Writer        string          `json:"writer"`
 	RequestID     string          `json:"request_id,omitempty"`
 	Metadata      json.RawMessage `json:"metadata,omitempty"`
+	// Replayed is set (never stored) when Put returned the record of an
+	// earlier put with the same request id instead of writing.
+	Replayed bool `json:"-"`
 }
 
 // FileRecord is one data file of a commit. Path is relative to the profile
