@@ -87,6 +87,11 @@ func randomHex() string {
 }
 
 func (l *localFS) CreateExclusive(name string, data []byte) (err error) {
+	if len(data) > 0 {
+		// Write-then-link: a reader (or a crash) never sees the name with
+		// partial content, and link fails with EEXIST rather than replacing.
+		return l.createExclusiveLinked(name, data)
+	}
 	p := l.abs(name)
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
@@ -103,6 +108,32 @@ func (l *localFS) CreateExclusive(name string, data []byte) (err error) {
 		}
 	}
 	if err = f.Sync(); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(p))
+}
+
+// createExclusiveLinked writes data to a hidden temp file in the same
+// directory, syncs it and links it to name; the temp is removed either way.
+func (l *localFS) createExclusiveLinked(name string, data []byte) error {
+	p := l.abs(name)
+	tmp := filepath.Join(filepath.Dir(p), "."+randomHex()+tempSuffix)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	err = errors.Join(err, f.Close())
+	if err == nil {
+		err = os.Link(tmp, p)
+	}
+	if rerr := os.Remove(tmp); rerr != nil && err == nil {
+		err = rerr
+	}
+	if err != nil {
 		return err
 	}
 	return syncDir(filepath.Dir(p))

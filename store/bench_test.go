@@ -1,0 +1,3 @@
+package store_test
+
+func helperBench(dir string, a helperArgs) error { return nil }
