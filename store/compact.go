@@ -1,0 +1,101 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// CompactOptions tune Compact.
+type CompactOptions struct {
+	// TargetFileBytes is the file size compaction aims for. Today a
+	// compacted version is always one commit with one file per partition
+	// (one file when unpartitioned), so that readers see the whole new
+	// version or nothing; splitting a version larger than the target into
+	// several files is not done yet, and the field is recorded in the
+	// commit's metadata only.
+	TargetFileBytes int64
+}
+
+// Compact rewrites the latest version of a profile as a new version with
+// few large files: the same rows, the same schema (and schema version) and
+// the same partitioning. An unpartitioned version keeps its row order;
+// a partitioned one keeps the order of rows within each partition, and
+// its files are read partition by partition. The old version stays until
+// retention removes it. The commit's metadata says which version it was
+// compacted from.
+//
+// Appends that land in the old version while compaction runs are appended
+// to the new version afterwards (their rows follow the compacted ones), so
+// none is lost from the latest version; an append that publishes after
+// Compact returns still lands in the old version only, as with any write.
+func (s *Store) Compact(ctx context.Context, keys []string, o CompactOptions) (*CommitRecord, error) {
+	if o.TargetFileBytes < 0 {
+		return nil, fmt.Errorf("%w: negative target file size", ErrInvalidArgument)
+	}
+	sn, err := s.Snapshot(ctx, keys, SnapshotOptions{Version: -1})
+	if err != nil {
+		return nil, err
+	}
+	from := VersionName(sn.Version)
+	md := map[string]any{"compacted_from": from}
+	if o.TargetFileBytes > 0 {
+		md["target_file_bytes"] = o.TargetFileBytes
+	}
+	c, err := s.putSnapshot(ctx, sn, ModeWrite, md)
+	if err != nil {
+		return nil, fmt.Errorf("compact %s %s: %w", sn.Path(), from, err)
+	}
+	// Catch up with appends committed to the old version meanwhile.
+	done := map[string]bool{}
+	for _, f := range sn.Files {
+		done[f.Path] = true
+	}
+	for round := 0; round < 3; round++ {
+		old, err := s.Snapshot(ctx, keys, SnapshotOptions{Version: sn.Version})
+		if err != nil {
+			return c, fmt.Errorf("compact %s %s: catching up: %w", sn.Path(), from, err)
+		}
+		var late []DataFile
+		for _, f := range old.Files {
+			if !done[f.Path] {
+				late = append(late, f)
+				done[f.Path] = true
+			}
+		}
+		if len(late) == 0 {
+			break
+		}
+		old.Files = late
+		cur, err := s.Snapshot(ctx, keys, SnapshotOptions{Version: -1})
+		if err != nil {
+			return c, err
+		}
+		if VersionName(cur.Version) != c.Version {
+			break // a newer write superseded the compacted version too
+		}
+		if _, err := s.putSnapshot(ctx, old, ModeAppend, map[string]any{"compacted_from": from, "catch_up": true}); err != nil {
+			return c, fmt.Errorf("compact %s %s: catching up: %w", sn.Path(), from, err)
+		}
+	}
+	s.opts.log.Info().Str("profile", sn.Path()).Str("from", from).Str("to", c.Version).Int64("rows", c.Rows).Int("files", len(c.Files)).Msg("compacted")
+	return c, nil
+}
+
+// putSnapshot streams the files of sn into the profile as one put.
+func (s *Store) putSnapshot(ctx context.Context, sn *Snapshot, mode Mode, md map[string]any) (*CommitRecord, error) {
+	rdr, err := s.OpenSnapshot(ctx, sn, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rdr.Release()
+	mdj, err := json.Marshal(md)
+	if err != nil {
+		return nil, err
+	}
+	po := PutOptions{Mode: mode, SchemaVersion: sn.SchemaVersion, Format: string(sn.Format), Metadata: mdj}
+	if mode == ModeWrite {
+		po.PartitionBy = sn.PartitionBy
+	}
+	return s.Put(ctx, sn.Keys, rdr, po)
+}
