@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io/fs"
 	"syscall"
-
 )
 
 // requestsDir holds one record per request id of a profile, so a retried
@@ -157,4 +156,3 @@ func pidAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
-

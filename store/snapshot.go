@@ -157,6 +157,11 @@ func (s *Store) versionState(p profile, version int) (*versionState, error) {
 	default:
 		vs.Format = FormatParquet
 	}
+	if vs.Format == FormatCSV {
+		// CSV stores no schema: types are inferred on read, as pyrosome's
+		// CsvDal does, whatever the writer put.
+		vs.Schema = nil
+	}
 	if vs.Schema == nil && len(vs.Files) > 0 {
 		if vs.Schema, err = s.inferSchema(p, vs.Format, vs.Files); err != nil {
 			return nil, err
