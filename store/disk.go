@@ -143,28 +143,70 @@ func (l *localFS) CreateTemp(dir, suffix string) (TempFile, error) {
 	name := path.Join(dir, "."+randomHex()+suffix+tempSuffix)
 	f, err := os.OpenFile(l.abs(name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return nil, err
+		return nil, l.rel(err)
 	}
 	return &localTemp{fs: l, f: f, name: name}, nil
 }
 
-func (l *localFS) Mkdir(name string) error { return os.Mkdir(l.abs(name), 0o755) }
+func (l *localFS) Mkdir(name string) error { return l.rel(os.Mkdir(l.abs(name), 0o755)) }
 
-func (l *localFS) MkdirAll(name string) error { return os.MkdirAll(l.abs(name), 0o755) }
+func (l *localFS) MkdirAll(name string) error { return l.rel(os.MkdirAll(l.abs(name), 0o755)) }
 
-func (l *localFS) ReadDir(name string) ([]fs.DirEntry, error) { return os.ReadDir(l.abs(name)) }
+func (l *localFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	e, err := os.ReadDir(l.abs(name))
+	return e, l.rel(err)
+}
 
-func (l *localFS) Open(name string) (File, error) { return os.Open(l.abs(name)) }
+func (l *localFS) Open(name string) (File, error) {
+	f, err := os.Open(l.abs(name))
+	if err != nil {
+		return nil, l.rel(err)
+	}
+	return f, nil
+}
 
-func (l *localFS) ReadFile(name string) ([]byte, error) { return os.ReadFile(l.abs(name)) }
+func (l *localFS) ReadFile(name string) ([]byte, error) {
+	b, err := os.ReadFile(l.abs(name))
+	return b, l.rel(err)
+}
 
-func (l *localFS) Stat(name string) (fs.FileInfo, error) { return os.Stat(l.abs(name)) }
+func (l *localFS) Stat(name string) (fs.FileInfo, error) {
+	st, err := os.Stat(l.abs(name))
+	return st, l.rel(err)
+}
 
-func (l *localFS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(l.abs(name)) }
+func (l *localFS) Lstat(name string) (fs.FileInfo, error) {
+	st, err := os.Lstat(l.abs(name))
+	return st, l.rel(err)
+}
 
-func (l *localFS) Remove(name string) error {
+// rel rewrites the paths inside os errors relative to the data directory,
+// so that no error the store returns shows where the data lives.
+func (l *localFS) rel(err error) error {
+	if err == nil {
+		return nil
+	}
+	strip := func(p string) string {
+		if r, rerr := filepath.Rel(l.root, p); rerr == nil && !strings.HasPrefix(r, "..") {
+			return filepath.ToSlash(r)
+		}
+		return filepath.Base(p)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return &fs.PathError{Op: pe.Op, Path: strip(pe.Path), Err: pe.Err}
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return &os.LinkError{Op: le.Op, Old: strip(le.Old), New: strip(le.New), Err: le.Err}
+	}
+	return err
+}
+
+func (l *localFS) Remove(name string) (err error) {
+	defer func() { err = l.rel(err) }()
 	p := l.abs(name)
-	err := os.Remove(p)
+	err = os.Remove(p)
 	if errors.Is(err, fs.ErrPermission) {
 		// Data files are read-only; the directory's write bit is what counts
 		// on POSIX, but be explicit for file systems that disagree.
@@ -174,7 +216,7 @@ func (l *localFS) Remove(name string) error {
 	return err
 }
 
-func (l *localFS) RemoveAll(name string) error { return os.RemoveAll(l.abs(name)) }
+func (l *localFS) RemoveAll(name string) error { return l.rel(os.RemoveAll(l.abs(name))) }
 
 type localTemp struct {
 	fs     *localFS
@@ -184,7 +226,10 @@ type localTemp struct {
 	done   bool
 }
 
-func (t *localTemp) Write(p []byte) (int, error) { return t.f.Write(p) }
+func (t *localTemp) Write(p []byte) (int, error) {
+	n, err := t.f.Write(p)
+	return n, t.fs.rel(err)
+}
 
 func (t *localTemp) Name() string { return t.name }
 
@@ -196,7 +241,8 @@ func (t *localTemp) close() error {
 	return t.f.Close()
 }
 
-func (t *localTemp) Publish(final string, replace, readOnly bool) error {
+func (t *localTemp) Publish(final string, replace, readOnly bool) (err error) {
+	defer func() { err = t.fs.rel(err) }()
 	if t.done {
 		return fmt.Errorf("publish %s: already published", final)
 	}
@@ -248,7 +294,7 @@ func (t *localTemp) Abort() error {
 	if errors.Is(err, fs.ErrNotExist) {
 		err = nil
 	}
-	return errors.Join(cerr, err)
+	return t.fs.rel(errors.Join(cerr, err))
 }
 
 // syncDir makes a directory's entries (a rename, a create) durable.
