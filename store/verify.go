@@ -201,6 +201,7 @@ func (s *Store) verifyVersion(ctx context.Context, p profile, v, latest int, o V
 	}
 	expected := map[string]FileRecord{} // path relative to the profile
 	nrec := 0
+	corrupt := map[int]bool{} // indexes whose record does not parse
 	for _, e := range entries {
 		i, ok := parseIndexed(commitRe, e.Name())
 		if !ok || e.IsDir() {
@@ -218,6 +219,7 @@ func (s *Store) verifyVersion(ctx context.Context, p profile, v, latest int, o V
 		}
 		if err != nil {
 			rep.add(ProblemMutated, name, "commit record does not parse: %v", err)
+			corrupt[i] = true
 			continue
 		}
 		for _, f := range c.Files {
@@ -245,6 +247,9 @@ func (s *Store) verifyVersion(ctx context.Context, p profile, v, latest int, o V
 		}
 		inPartition := strings.Count(rel, "/") >= 2
 		fr, ok := expected[rel]
+		if !ok && corrupt[indexOfPath(rel)] {
+			return nil // its record is reported as mutated already
+		}
 		if !ok {
 			switch _, _, isData := parseDataFile(base); {
 			case inPartition:
