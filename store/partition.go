@@ -200,31 +200,37 @@ func splitByPartition(ctx context.Context, rec arrow.RecordBatch, by []int, name
 		}
 		return partitionDir(names, values, nulls)
 	}
+	// Keys are built once per run of equal values, not per row.
+	eq := make([]func(i, j int) bool, len(cols))
+	for i, c := range cols {
+		eq[i] = equalRows(c)
+	}
+	same := func(i, j int) bool {
+		for _, f := range eq {
+			if !f(i, j) {
+				return false
+			}
+		}
+		return true
+	}
 	type run struct{ start, end int }
 	var order []string
 	runs := map[string][]run{}
-	cur, err := keyOf(0)
-	if err != nil {
-		return nil, nil, err
-	}
 	start := 0
-	flush := func(end int) {
-		if _, ok := runs[cur]; !ok {
-			order = append(order, cur)
+	for row := 1; row <= n; row++ {
+		if row < n && same(row-1, row) {
+			continue
 		}
-		runs[cur] = append(runs[cur], run{start, end})
-	}
-	for row := 1; row < n; row++ {
-		k, err := keyOf(row)
+		k, err := keyOf(start)
 		if err != nil {
 			return nil, nil, err
 		}
-		if k != cur {
-			flush(row)
-			cur, start = k, row
+		if _, ok := runs[k]; !ok {
+			order = append(order, k)
 		}
+		runs[k] = append(runs[k], run{start, row})
+		start = row
 	}
-	flush(n)
 	out := make([]arrow.RecordBatch, 0, len(order))
 	release := func() {
 		for _, r := range out {
@@ -293,4 +299,60 @@ func constantColumn(mem memory.Allocator, dt arrow.DataType, raw string, n int) 
 		}
 	}
 	return b.NewArray(), nil
+}
+
+// equalRows returns a comparison of two rows of a partition column.
+func equalRows(a arrow.Array) func(i, j int) bool {
+	nullEq := func(i, j int) (bool, bool) {
+		ni, nj := a.IsNull(i), a.IsNull(j)
+		if ni || nj {
+			return ni == nj, true
+		}
+		return false, false
+	}
+	switch c := a.(type) {
+	case *array.Int64:
+		return func(i, j int) bool {
+			if r, ok := nullEq(i, j); ok {
+				return r
+			}
+			return c.Value(i) == c.Value(j)
+		}
+	case *array.Int32:
+		return func(i, j int) bool {
+			if r, ok := nullEq(i, j); ok {
+				return r
+			}
+			return c.Value(i) == c.Value(j)
+		}
+	case *array.String:
+		return func(i, j int) bool {
+			if r, ok := nullEq(i, j); ok {
+				return r
+			}
+			return c.Value(i) == c.Value(j)
+		}
+	case *array.LargeString:
+		return func(i, j int) bool {
+			if r, ok := nullEq(i, j); ok {
+				return r
+			}
+			return c.Value(i) == c.Value(j)
+		}
+	case *array.Date32:
+		return func(i, j int) bool {
+			if r, ok := nullEq(i, j); ok {
+				return r
+			}
+			return c.Value(i) == c.Value(j)
+		}
+	case *array.Dictionary:
+		return func(i, j int) bool {
+			if r, ok := nullEq(i, j); ok {
+				return r
+			}
+			return c.GetValueIndex(i) == c.GetValueIndex(j)
+		}
+	}
+	return func(i, j int) bool { return array.SliceEqual(a, int64(i), int64(i+1), a, int64(j), int64(j+1)) }
 }
