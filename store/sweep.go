@@ -118,6 +118,36 @@ func (s *Store) sweepTemps(ctx context.Context, dir string, cutoff time.Time, re
 func (s *Store) sweepVersion(ctx context.Context, p profile, v, latest int, cutoff time.Time, rep *SweepReport) error {
 	vname := VersionName(v)
 	vdir := p.join(vname)
+	entries, err := s.fs.ReadDir(vdir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sweep %s %s: %w", p, vname, err)
+	}
+	committed := false // holds a record, a claim or a visible data file
+	for _, e := range entries {
+		_, _, data := parseDataFile(e.Name())
+		if data || strings.HasSuffix(e.Name(), claimSuffix) || commitRe.MatchString(e.Name()) {
+			committed = true
+			break
+		}
+	}
+	if !committed && v != latest && latest >= 0 {
+		// A write that never committed anything. Judge its age before
+		// touching anything in it: removing a temp makes the dir young.
+		age, ok := s.versionAge(ctx, vdir, s.opts.now())
+		if ok && s.opts.now().Add(-age).Before(cutoff) {
+			if err := s.removeVersionDir(p, v); err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil
+				}
+				return fmt.Errorf("sweep %s: %w", p, err)
+			}
+			rep.Removed = append(rep.Removed, vdir)
+			return nil
+		}
+	}
 	// Files first, records second: a file whose record appears in between
 	// is then known to be committed.
 	type orphan struct {
@@ -125,21 +155,18 @@ func (s *Store) sweepVersion(ctx context.Context, p profile, v, latest int, cuto
 		idx  int
 	}
 	var orphans []orphan
-	var claims, data int
-	err := s.walkFiles(ctx, vdir, func(name string, e fs.DirEntry) error {
+	err = s.walkFiles(ctx, vdir, func(name string, e fs.DirEntry) error {
 		base := e.Name()
 		rel := strings.TrimPrefix(name, vdir+"/")
 		switch {
 		case isTempName(base):
 			return s.sweepTemp(name, e, cutoff, rep)
-		case strings.HasSuffix(base, claimSuffix):
-			claims++
-		case strings.HasPrefix(base, "."):
-		case !strings.Contains(rel, "/"):
-			if _, _, ok := parseDataFile(base); ok {
-				data++
-			}
+		case strings.HasPrefix(base, "."), !strings.Contains(rel, "/"):
+			// claims, records, .version.json; root files are visible
 		default: // under a partition directory
+			if _, _, ok := parseDataFile(base); !ok {
+				return nil // not a file Quiver writes: not ours to delete
+			}
 			info, err := e.Info()
 			if err == nil && info.ModTime().Before(cutoff) {
 				orphans = append(orphans, orphan{name, indexOfPath(name)})
@@ -150,21 +177,19 @@ func (s *Store) sweepVersion(ctx context.Context, p profile, v, latest int, cuto
 	if err != nil {
 		return err
 	}
-	entries, err := s.fs.ReadDir(vdir)
-	if errors.Is(err, fs.ErrNotExist) {
+	if len(orphans) == 0 {
 		return nil
 	}
-	if err != nil {
+	if entries, err = s.fs.ReadDir(vdir); err != nil {
 		return fmt.Errorf("sweep %s %s: %w", p, vname, err)
 	}
 	listed := map[string]bool{}
-	nrec := 0
+	badIdx := map[int]bool{}
 	for _, e := range entries {
 		i, ok := parseIndexed(commitRe, e.Name())
 		if !ok || e.IsDir() {
 			continue
 		}
-		nrec++
 		b, err := s.fs.ReadFile(p.join(vname, commitName(i)))
 		if err != nil {
 			return fmt.Errorf("sweep %s %s: %w", p, vname, err)
@@ -173,28 +198,15 @@ func (s *Store) sweepVersion(ctx context.Context, p profile, v, latest int, cuto
 		if err != nil {
 			// An unreadable record still says its index is committed: keep
 			// everything that index may own. Verify reports the record.
-			listed[fmt.Sprintf("#%d", i)] = true
+			badIdx[i] = true
 			continue
 		}
 		for _, f := range c.Files {
 			listed[p.join(f.Path)] = true
 		}
 	}
-	if nrec == 0 && claims == 0 && data == 0 && v != latest && latest >= 0 {
-		age, ok := s.versionAge(ctx, vdir, s.opts.now())
-		if ok && s.opts.now().Add(-age).Before(cutoff) {
-			if err := s.removeVersionDir(p, v); err != nil {
-				if errors.Is(err, fs.ErrNotExist) {
-					return nil
-				}
-				return fmt.Errorf("sweep %s: %w", p, err)
-			}
-			rep.Removed = append(rep.Removed, vdir)
-		}
-		return nil
-	}
 	for _, o := range orphans {
-		if listed[o.name] || listed[fmt.Sprintf("#%d", o.idx)] {
+		if listed[o.name] || badIdx[o.idx] {
 			continue
 		}
 		if o.idx >= 0 {
