@@ -76,7 +76,10 @@ type KeptVersion struct {
 // RemoveOldVersions deletes whole old version directories of a profile,
 // keeping the newest keep versions (keep >= 1) the manifest has reached.
 // It never removes the latest version, a version newer than the manifest's
-// latest (a write in progress), or a version superseded less than grace ago.
+// latest, a version whose write has not committed (no write commit record:
+// a write in progress that a faster concurrent write overtook), or a
+// version superseded less than grace ago. Only complete versions count
+// towards keep.
 // A version's superseded time is the committed time in the write record of
 // the next newer version that has one, never a file's modification time;
 // an old version whose supersession cannot be dated that way (the newer
@@ -104,13 +107,25 @@ func (s *Store) RemoveOldVersions(ctx context.Context, keys []string, keep int, 
 	if err != nil {
 		return nil, fmt.Errorf("retention of %s: %w", p, err)
 	}
+	rep := &RetentionReport{Removed: []string{}}
+	// Complete versions count towards keep and may be removed; a version
+	// still being written (or abandoned) is never touched here, even when a
+	// concurrent write already moved the manifest past it.
 	var vs []int
 	for _, v := range versionDirs(entries) {
-		if v <= latest {
+		if v > latest {
+			continue
+		}
+		complete, err := s.versionComplete(p, v)
+		if err != nil {
+			return nil, err
+		}
+		if complete || v == latest {
 			vs = append(vs, v)
+		} else if v < latest {
+			rep.Kept = append(rep.Kept, KeptVersion{VersionName(v), "not committed yet (a write in progress, or abandoned: sweep removes those)"})
 		}
 	}
-	rep := &RetentionReport{Removed: []string{}}
 	if len(vs) <= keep {
 		return rep, nil
 	}
@@ -168,6 +183,34 @@ func (s *Store) RemoveOldVersions(ctx context.Context, keys []string, keep int, 
 		s.opts.log.Info().Str("profile", p.String()).Str("version", vname).Int("keep", keep).Dur("grace", grace).Msg("old version removed")
 	}
 	return rep, nil
+}
+
+// versionComplete reports whether a version's write finished: it has its
+// write commit record, or (written by pyrosome, which leaves no
+// .version.json) a visible data file.
+func (s *Store) versionComplete(p profile, version int) (bool, error) {
+	vdir := p.join(VersionName(version))
+	entries, err := s.fs.ReadDir(vdir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("retention of %s: %w", p, err)
+	}
+	info, data := false, false
+	for _, e := range entries {
+		switch name := e.Name(); {
+		case name == commitName(0):
+			return true, nil
+		case name == versionInfoName:
+			info = true
+		default:
+			if _, _, ok := parseDataFile(name); ok {
+				data = true
+			}
+		}
+	}
+	return !info && data, nil
 }
 
 // writeCommitTime is the committed time of a version's write record
