@@ -1,0 +1,155 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/quiverdb/quiver/store"
+)
+
+// Catalog plans reads and lists profiles over one store. It holds no state
+// of its own and is safe for concurrent use.
+type Catalog struct {
+	st   *store.Store
+	opts options
+}
+
+type options struct {
+	endpointBytes int64
+	endpointFiles int
+	mem           memory.Allocator
+}
+
+// Option configures a Catalog.
+type Option func(*options)
+
+// WithEndpointBytes sets the target size of one endpoint's file group
+// (default 256 MiB). A file is never split across endpoints.
+func WithEndpointBytes(n int64) Option { return func(o *options) { o.endpointBytes = n } }
+
+// WithEndpointFiles caps the files one endpoint ticket lists (default
+// 1024), which bounds the ticket size for profiles of many small appends.
+func WithEndpointFiles(n int) Option { return func(o *options) { o.endpointFiles = n } }
+
+// WithAllocator sets the allocator used to serialize schemas.
+func WithAllocator(mem memory.Allocator) Option { return func(o *options) { o.mem = mem } }
+
+// New returns a Catalog over st.
+func New(st *store.Store, opts ...Option) *Catalog {
+	o := options{endpointBytes: 256 << 20, endpointFiles: 1024, mem: memory.DefaultAllocator}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.endpointBytes <= 0 {
+		o.endpointBytes = 1
+	}
+	if o.endpointFiles <= 0 {
+		o.endpointFiles = 1
+	}
+	return &Catalog{st: st, opts: o}
+}
+
+// Snapshot resolves a read request to a pinned snapshot (partitions pruned,
+// r.Files pinned) and the schema the read will stream (projected to
+// r.Columns, with the metadata the client put).
+func (c *Catalog) Snapshot(ctx context.Context, r *Request) (*store.Snapshot, *arrow.Schema, error) {
+	sn, err := c.st.Snapshot(ctx, r.Keys, r.ReadOptions().SnapshotOptions)
+	if err != nil {
+		return nil, nil, err
+	}
+	// OpenSnapshot opens no file until Next; it is the one place that
+	// knows the projected schema.
+	rdr, err := c.st.OpenSnapshot(ctx, sn, r.Columns)
+	if err != nil {
+		return nil, nil, err
+	}
+	sc := rdr.Schema()
+	rdr.Release()
+	return sn, sc, nil
+}
+
+// Open resolves r and returns a reader of exactly its snapshot. The caller
+// releases the reader; it must not outlive ctx.
+func (c *Catalog) Open(ctx context.Context, r *Request) (array.RecordReader, *store.Snapshot, error) {
+	sn, err := c.st.Snapshot(ctx, r.Keys, r.ReadOptions().SnapshotOptions)
+	if err != nil {
+		return nil, nil, err
+	}
+	rdr, err := c.st.OpenSnapshot(ctx, sn, r.Columns)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rdr, sn, nil
+}
+
+// Plan resolves r to one snapshot and describes it as a FlightInfo: the
+// schema, totals, and endpoints whose tickets pin the version and the exact
+// files, grouped to about EndpointBytes each, in index order. desc is
+// echoed in the FlightInfo (a PATH descriptor of the keys when nil).
+func (c *Catalog) Plan(ctx context.Context, r *Request, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	sn, sc, err := c.Snapshot(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if desc == nil {
+		desc = PathDescriptor(sn.Keys)
+	}
+	info := &flight.FlightInfo{
+		Schema:           flight.SerializeSchema(sc, c.opts.mem),
+		FlightDescriptor: desc,
+		TotalRecords:     sn.Rows(),
+		TotalBytes:       sn.Bytes(),
+		Ordered:          true,
+	}
+	for _, group := range c.groups(sn.Files) {
+		t := &Request{Keys: sn.Keys, Version: sn.Version, Columns: r.Columns, Files: group}
+		info.Endpoint = append(info.Endpoint, &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: EncodeTicket(t)}})
+	}
+	return info, nil
+}
+
+// groups splits files, in order, into runs of about endpointBytes. There is
+// always at least one group, so an empty snapshot still has an endpoint that
+// streams its schema.
+func (c *Catalog) groups(files []store.DataFile) [][]string {
+	var out [][]string
+	cur := []string{}
+	var size int64
+	for _, f := range files {
+		if len(cur) > 0 && (size+f.Bytes > c.opts.endpointBytes || len(cur) >= c.opts.endpointFiles) {
+			out = append(out, cur)
+			cur, size = []string{}, 0
+		}
+		cur = append(cur, f.Path)
+		size += f.Bytes
+	}
+	return append(out, cur)
+}
+
+// List calls fn with a FlightInfo for each profile under prefix (component
+// by component; nil is every profile), in lexical order: a PATH
+// descriptor, the latest schema, totals and planned endpoints. A profile
+// that cannot be planned (a corrupt manifest, a version being retired) is
+// listed with its descriptor only and totals of -1, so one bad profile does
+// not hide the others.
+func (c *Catalog) List(ctx context.Context, prefix []string, fn func(*flight.FlightInfo) error) error {
+	err := c.st.ListProfiles(ctx, prefix, func(ps store.ProfileSummary) error {
+		info, err := c.Plan(ctx, &Request{Keys: ps.Keys, Version: Latest}, nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			info = &flight.FlightInfo{FlightDescriptor: PathDescriptor(ps.Keys), TotalRecords: -1, TotalBytes: -1, Ordered: true}
+		}
+		return fn(info)
+	})
+	if err != nil {
+		return fmt.Errorf("list profiles: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,406 @@
+package catalog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+
+	"github.com/quiverdb/quiver/store"
+)
+
+// Latest is the Version of a request that reads the newest version.
+const Latest = -1
+
+// HiveNull is the partition value that selects null partition values
+// (pyarrow's hive default partition name). A JSON null in a partition
+// filter means the same.
+const HiveNull = "__HIVE_DEFAULT_PARTITION__"
+
+// maxRequestBytes bounds the JSON of a descriptor, ticket or action body, so
+// that a hostile client cannot make the server parse megabytes of JSON.
+const maxRequestBytes = 1 << 20
+
+// Request is a parsed CMD/PATH descriptor or ticket: the profile and the
+// options of a read or a put. Fields that do not apply to an RPC are zero.
+type Request struct {
+	// Keys name the profile (validated by store.ParseKeys).
+	Keys []string
+
+	// Read options.
+
+	// Version is the version to read, or Latest.
+	Version int
+	// Partition keeps only files whose partition column values are one of
+	// the listed hive values.
+	Partition map[string][]string
+	// Columns projects the read, in this order; nil means all columns.
+	Columns []string
+	// Files pins exact committed files (paths relative to the profile
+	// directory), as tickets from Plan do; nil means every file.
+	Files []string
+
+	// Put options (CMD descriptors only).
+
+	// Mode is store.ModeAppend (default) or store.ModeWrite.
+	Mode store.Mode
+	// PartitionBy names hive partition columns of a write.
+	PartitionBy []string
+	// SchemaVersion is stamped into every data file of the put.
+	SchemaVersion string
+	// Metadata is a JSON object copied into the commit record.
+	Metadata json.RawMessage
+	// RequestID is the client's idempotency key.
+	RequestID string
+	// Format is "parquet" (default) or "csv".
+	Format string
+}
+
+// Path is the profile's slash-joined name.
+func (r *Request) Path() string { return store.ProfilePath(r.Keys) }
+
+// ReadOptions converts the read fields for store.Read.
+func (r *Request) ReadOptions() store.ReadOptions {
+	return store.ReadOptions{
+		SnapshotOptions: store.SnapshotOptions{Version: r.Version, Partition: r.Partition, Files: r.Files},
+		Columns:         r.Columns,
+	}
+}
+
+// PutOptions converts the put fields for store.Put.
+func (r *Request) PutOptions() store.PutOptions {
+	return store.PutOptions{
+		Mode:          r.Mode,
+		PartitionBy:   r.PartitionBy,
+		SchemaVersion: r.SchemaVersion,
+		Format:        r.Format,
+		Metadata:      r.Metadata,
+		RequestID:     r.RequestID,
+	}
+}
+
+// versionField accepts "v3", "3", 3, "latest" or null.
+type versionField struct{ n int }
+
+func (v *versionField) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if bytes.Equal(b, []byte("null")) {
+		v.n = Latest
+		return nil
+	}
+	var s string
+	if len(b) > 0 && b[0] == '"' {
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		if s == "latest" {
+			v.n = Latest
+			return nil
+		}
+	} else {
+		s = string(b)
+	}
+	n, err := store.ParseVersion(s)
+	if err != nil {
+		return fmt.Errorf("version %s: want \"v<N>\", <N> or \"latest\"", truncate(string(b)))
+	}
+	v.n = n
+	return nil
+}
+
+// partitionValues accepts one value or a list of values; strings, numbers
+// and booleans are hive text, null is HiveNull.
+type partitionValues []string
+
+func (p *partitionValues) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '[' {
+		var raw []json.RawMessage
+		if err := json.Unmarshal(b, &raw); err != nil {
+			return err
+		}
+		if len(raw) == 0 {
+			return errors.New("empty list of partition values")
+		}
+		out := make([]string, 0, len(raw))
+		for _, r := range raw {
+			v, err := partitionScalar(r)
+			if err != nil {
+				return err
+			}
+			out = append(out, v)
+		}
+		*p = out
+		return nil
+	}
+	v, err := partitionScalar(b)
+	if err != nil {
+		return err
+	}
+	*p = []string{v}
+	return nil
+}
+
+func partitionScalar(b json.RawMessage) (string, error) {
+	b = bytes.TrimSpace(b)
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return "", err
+	}
+	switch x := v.(type) {
+	case nil:
+		return HiveNull, nil
+	case string:
+		return x, nil
+	case json.Number:
+		return x.String(), nil
+	case bool:
+		return strconv.FormatBool(x), nil
+	}
+	return "", fmt.Errorf("partition value %s: want a string, number, boolean, null or a list of them", truncate(string(b)))
+}
+
+// readWire is the JSON of a ticket: the read fields only.
+type readWire struct {
+	Path      *string                    `json:"path,omitempty"`
+	Keys      []string                   `json:"keys,omitempty"`
+	Version   *versionField              `json:"version,omitempty"`
+	Partition map[string]partitionValues `json:"partition,omitempty"`
+	Columns   []string                   `json:"columns,omitempty"`
+	Files     *[]string                  `json:"files,omitempty"`
+}
+
+// cmdWire is the JSON of a CMD descriptor: read and put fields.
+type cmdWire struct {
+	readWire
+	Mode          string          `json:"mode,omitempty"`
+	PartitionBy   []string        `json:"partition_by,omitempty"`
+	SchemaVersion string          `json:"schema_version,omitempty"`
+	Metadata      json.RawMessage `json:"metadata,omitempty"`
+	RequestID     string          `json:"request_id,omitempty"`
+	Format        string          `json:"format,omitempty"`
+}
+
+// decodeStrict decodes exactly one JSON value into v, rejecting unknown
+// fields (a typo such as "partiton" must not silently read everything) and
+// trailing data.
+func decodeStrict(b []byte, v any) error {
+	if len(b) > maxRequestBytes {
+		return fmt.Errorf("longer than %d bytes", maxRequestBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
+
+func (w *readWire) toRequest(what string) (*Request, error) {
+	r := &Request{Version: Latest}
+	switch {
+	case w.Path != nil && w.Keys != nil:
+		return nil, fmt.Errorf("%w: %s has both \"path\" and \"keys\"; give one", ErrInvalid, what)
+	case w.Path != nil:
+		keys, err := store.ParseKeys(*w.Path)
+		if err != nil {
+			return nil, fmt.Errorf("%s path: %w", what, err)
+		}
+		r.Keys = keys
+	case w.Keys != nil:
+		keys, err := store.ParseKeys(w.Keys...)
+		if err != nil {
+			return nil, fmt.Errorf("%s keys: %w", what, err)
+		}
+		r.Keys = keys
+	default:
+		return nil, fmt.Errorf("%w: %s names no profile (want \"path\" or \"keys\")", ErrInvalid, what)
+	}
+	if w.Version != nil {
+		r.Version = w.Version.n
+	}
+	if len(w.Partition) > 0 {
+		r.Partition = make(map[string][]string, len(w.Partition))
+		for col, vals := range w.Partition {
+			if col == "" {
+				return nil, fmt.Errorf("%w: %s has an empty partition column name", ErrInvalid, what)
+			}
+			r.Partition[col] = []string(vals)
+		}
+	}
+	if w.Columns != nil {
+		for _, c := range w.Columns {
+			if c == "" {
+				return nil, fmt.Errorf("%w: %s has an empty column name", ErrInvalid, what)
+			}
+		}
+		r.Columns = append([]string{}, w.Columns...)
+	}
+	if w.Files != nil {
+		r.Files = append([]string{}, (*w.Files)...)
+	}
+	return r, nil
+}
+
+// ParseTicket parses a DoGet ticket: JSON when it begins with "{" (after
+// white space), otherwise a bare UTF-8 profile path such as "sales/orders".
+func ParseTicket(b []byte) (*Request, error) {
+	t := bytes.TrimSpace(b)
+	if len(t) == 0 {
+		return nil, fmt.Errorf("%w: empty ticket", ErrInvalid)
+	}
+	if t[0] != '{' {
+		return parseBarePath(t, "ticket")
+	}
+	var w readWire
+	if err := decodeStrict(t, &w); err != nil {
+		return nil, fmt.Errorf("%w: ticket is not valid JSON: %s", ErrInvalid, jsonError(err))
+	}
+	return w.toRequest("ticket")
+}
+
+func parseBarePath(b []byte, what string) (*Request, error) {
+	if !utf8.Valid(b) {
+		return nil, fmt.Errorf("%w: %s is neither JSON nor a UTF-8 path", ErrInvalid, what)
+	}
+	if len(b) > maxRequestBytes {
+		return nil, fmt.Errorf("%w: %s longer than %d bytes", ErrInvalid, what, maxRequestBytes)
+	}
+	keys, err := store.ParseKeys(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return &Request{Keys: keys, Version: Latest}, nil
+}
+
+// ParseDescriptor parses a Flight descriptor. A PATH descriptor's
+// components are the keys; a CMD descriptor is JSON (see package doc), or
+// a bare path when it does not begin with "{".
+func ParseDescriptor(d *flight.FlightDescriptor) (*Request, error) {
+	if d == nil {
+		return nil, fmt.Errorf("%w: missing flight descriptor", ErrInvalid)
+	}
+	switch d.Type {
+	case flight.DescriptorPATH:
+		if len(d.Path) == 0 {
+			return nil, fmt.Errorf("%w: PATH descriptor has no path", ErrInvalid)
+		}
+		keys, err := store.ParseKeys(d.Path...)
+		if err != nil {
+			return nil, fmt.Errorf("descriptor: %w", err)
+		}
+		return &Request{Keys: keys, Version: Latest, Mode: store.ModeAppend}, nil
+	case flight.DescriptorCMD:
+		return ParseCommand(d.Cmd)
+	}
+	return nil, fmt.Errorf("%w: descriptor type %v (want PATH or CMD)", ErrInvalid, d.Type)
+}
+
+// ParseCommand parses the bytes of a CMD descriptor.
+func ParseCommand(b []byte) (*Request, error) {
+	t := bytes.TrimSpace(b)
+	if len(t) == 0 {
+		return nil, fmt.Errorf("%w: empty CMD descriptor", ErrInvalid)
+	}
+	if t[0] != '{' {
+		r, err := parseBarePath(t, "descriptor")
+		if err != nil {
+			return nil, err
+		}
+		r.Mode = store.ModeAppend
+		return r, nil
+	}
+	var w cmdWire
+	if err := decodeStrict(t, &w); err != nil {
+		return nil, fmt.Errorf("%w: CMD descriptor is not valid JSON: %s", ErrInvalid, jsonError(err))
+	}
+	r, err := w.toRequest("descriptor")
+	if err != nil {
+		return nil, err
+	}
+	switch strings.ToLower(w.Mode) {
+	case "", string(store.ModeAppend):
+		r.Mode = store.ModeAppend
+	case string(store.ModeWrite):
+		r.Mode = store.ModeWrite
+	default:
+		return nil, fmt.Errorf("%w: mode %q (want \"append\" or \"write\")", ErrInvalid, truncate(w.Mode))
+	}
+	if len(w.PartitionBy) > 0 && r.Mode != store.ModeWrite {
+		return nil, fmt.Errorf("%w: partition_by needs mode \"write\" (an append follows the version's partitioning)", ErrInvalid)
+	}
+	r.PartitionBy = w.PartitionBy
+	r.SchemaVersion = w.SchemaVersion
+	if len(w.Metadata) > 0 && !bytes.Equal(bytes.TrimSpace(w.Metadata), []byte("null")) {
+		if m := bytes.TrimSpace(w.Metadata); m[0] != '{' {
+			return nil, fmt.Errorf("%w: metadata must be a JSON object", ErrInvalid)
+		}
+		r.Metadata = append(json.RawMessage{}, w.Metadata...)
+	}
+	if len(w.RequestID) > 256 {
+		return nil, fmt.Errorf("%w: request_id longer than 256 bytes", ErrInvalid)
+	}
+	r.RequestID = w.RequestID
+	r.Format = w.Format
+	return r, nil
+}
+
+// PathDescriptor is the PATH descriptor of a profile.
+func PathDescriptor(keys []string) *flight.FlightDescriptor {
+	return &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: append([]string{}, keys...)}
+}
+
+// EncodeTicket renders the read fields of r as a JSON ticket that
+// ParseTicket reads back to the same request. The version is written as a
+// number; Latest is left out.
+func EncodeTicket(r *Request) []byte {
+	path := r.Path()
+	w := readWire{Path: &path, Columns: r.Columns}
+	if r.Version != Latest {
+		w.Version = &versionField{n: r.Version}
+	}
+	if len(r.Partition) > 0 {
+		w.Partition = make(map[string]partitionValues, len(r.Partition))
+		for k, v := range r.Partition {
+			w.Partition[k] = v
+		}
+	}
+	if r.Files != nil {
+		files := append([]string{}, r.Files...)
+		w.Files = &files
+	}
+	b, err := json.Marshal(w)
+	if err != nil {
+		panic(fmt.Sprintf("catalog: encode ticket: %v", err)) // strings and ints only; cannot fail
+	}
+	return b
+}
+
+// MarshalJSON writes a version as its number.
+func (v versionField) MarshalJSON() ([]byte, error) { return []byte(strconv.Itoa(v.n)), nil }
+
+// jsonError shortens a decoder error for a client message.
+func jsonError(err error) string { return truncate(err.Error()) }
+
+func truncate(s string) string {
+	const max = 120
+	if len(s) <= max {
+		return strings.ToValidUTF8(s, "?")
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strings.ToValidUTF8(s[:cut], "?") + "…"
+}
