@@ -1,0 +1,119 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"testing"
+)
+
+// sortedRows sorts the JSON rows of readAll, for partitioned versions whose
+// file order is by partition.
+func sortedRows(t *testing.T, rows string) string {
+	t.Helper()
+	var rs []json.RawMessage
+	if err := json.Unmarshal([]byte(rows), &rs); err != nil {
+		t.Fatal(err)
+	}
+	ss := make([]string, len(rs))
+	for i, r := range rs {
+		ss[i] = string(r)
+	}
+	sort.Strings(ss)
+	return fmt.Sprint(ss)
+}
+
+func TestCompact(t *testing.T) {
+	cases := []struct {
+		name        string
+		partitionBy []string
+		format      string
+		fill        func(t *testing.T, s *Store, k []string)
+		wantFiles   int
+		sameOrder   bool
+	}{
+		{"unpartitioned", nil, "", func(t *testing.T, s *Store, k []string) {
+			put(t, s, ModeWrite, k, ids(0, 1, 2), PutOptions{SchemaVersion: "2.1.0", Metadata: json.RawMessage(`{"run_id":"r0"}`)})
+			for i := int64(1); i <= 12; i++ {
+				put(t, s, ModeAppend, k, ids(10*i, 10*i+1), PutOptions{})
+			}
+		}, 1, true},
+		{"partitioned", []string{"region"}, "", func(t *testing.T, s *Store, k []string) {
+			put(t, s, ModeWrite, k, fromJSON(t, regionSchema, `[{"id":1,"region":"eu"},{"id":2,"region":"us"},{"id":3,"region":null}]`), PutOptions{PartitionBy: []string{"region"}, SchemaVersion: "1.0.0"})
+			for i := 0; i < 8; i++ {
+				put(t, s, ModeAppend, k, fromJSON(t, regionSchema, fmt.Sprintf(`[{"id":%d,"region":"eu"},{"id":%d,"region":"ap"}]`, 10+i, 20+i)), PutOptions{})
+			}
+		}, 4, false},
+		{"csv", nil, "csv", func(t *testing.T, s *Store, k []string) {
+			put(t, s, ModeWrite, k, ids(1, 2), PutOptions{Format: "csv"})
+			for i := int64(3); i < 8; i++ {
+				put(t, s, ModeAppend, k, ids(i), PutOptions{})
+			}
+		}, 1, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, _ := newTestStore(t)
+			ctx := context.Background()
+			k := []string{"c", c.name}
+			c.fill(t, s, k)
+			before, err := s.Snapshot(ctx, k, SnapshotOptions{Version: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc0, rows0 := readAll(t, s, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: -1}})
+			rec, err := s.Compact(ctx, k, CompactOptions{TargetFileBytes: 64 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Version != "v1" || rec.Mode != ModeWrite || len(rec.Files) != c.wantFiles || rec.Rows != before.Rows() {
+				t.Fatalf("compaction record %+v", rec)
+			}
+			var md map[string]any
+			if err := json.Unmarshal(rec.Metadata, &md); err != nil || md["compacted_from"] != "v0" {
+				t.Fatalf("metadata %s", rec.Metadata)
+			}
+			after, err := s.Snapshot(ctx, k, SnapshotOptions{Version: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.Version != 1 || len(after.Files) != c.wantFiles || after.SchemaVersion != before.SchemaVersion ||
+				fmt.Sprint(after.PartitionBy) != fmt.Sprint(before.PartitionBy) || after.Format != before.Format {
+				t.Fatalf("compacted snapshot %+v\nwas %+v", after, before)
+			}
+			sc1, rows1 := readAll(t, s, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: -1}})
+			if !sc1.Equal(sc0) {
+				t.Fatalf("schema changed:\n%s\n%s", sc0, sc1)
+			}
+			if c.sameOrder && rows1 != rows0 {
+				t.Fatalf("rows changed:\n%s\n%s", rows0, rows1)
+			}
+			if sortedRows(t, rows1) != sortedRows(t, rows0) {
+				t.Fatalf("rows changed:\n%s\n%s", rows0, rows1)
+			}
+			// The old version stays, unchanged, until retention removes it.
+			if _, old := readAll(t, s, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: 0}}); old != rows0 {
+				t.Fatalf("v0 changed: %s", old)
+			}
+			if vr, err := s.Verify(ctx, VerifyOptions{}); err != nil || !vr.OK {
+				t.Fatalf("verify: %+v %v", vr, err)
+			}
+			rep, err := s.RemoveOldVersions(ctx, k, 1, 0)
+			if err != nil || fmt.Sprint(rep.Removed) != "[v0]" {
+				t.Fatalf("retention: %+v %v", rep, err)
+			}
+			manifestOK(t, s, k)
+			if _, rows2 := readAll(t, s, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: -1}}); rows2 != rows1 {
+				t.Fatalf("rows changed by retention:\n%s\n%s", rows1, rows2)
+			}
+		})
+	}
+}
+
+func TestCompactMissingProfile(t *testing.T) {
+	s, _ := newTestStore(t)
+	if _, err := s.Compact(context.Background(), []string{"nope"}, CompactOptions{}); err == nil {
+		t.Fatal("compacted a missing profile")
+	}
+}
