@@ -37,7 +37,7 @@ func (s *Store) checkFormatOf(p profile, f Format) error {
 	if err != nil {
 		return err
 	}
-	vs, err := s.versionState(p, latest)
+	vs, err := s.versionHead(p, latest)
 	if err != nil {
 		return err
 	}

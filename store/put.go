@@ -206,7 +206,7 @@ func (s *Store) appendTo(ctx context.Context, p profile, rdr array.RecordReader,
 	if err != nil {
 		return nil, err
 	}
-	vs, err := s.versionState(p, version)
+	vs, err := s.versionHead(p, version)
 	if err != nil {
 		return nil, err
 	}

@@ -69,10 +69,13 @@ func (sn *Snapshot) Bytes() int64 {
 // versionState is what a version directory holds.
 type versionState struct {
 	Snapshot
-	info *VersionInfo
+	info      *VersionInfo
+	committed bool // known to hold a commit without listing it (versionHead)
 }
 
-func (vs *versionState) empty() bool { return len(vs.Files) == 0 && len(vs.Records) == 0 }
+func (vs *versionState) empty() bool {
+	return !vs.committed && len(vs.Files) == 0 && len(vs.Records) == 0
+}
 
 // versionState lists and parses one version: its info, commit records and
 // visible files in index order.
@@ -180,6 +183,26 @@ func (s *Store) versionState(p profile, version int) (*versionState, error) {
 		vs.Schema = arrow.NewSchema(nil, nil)
 	}
 	return vs, nil
+}
+
+// versionHead is versionState without reading every commit record: what an
+// append needs (schema, format, partitioning, schema version, emptiness).
+// A version with a .version.json was committed with index 0 before the
+// manifest named it, so it is never empty; only pyrosome's versions (and
+// CSV versions, whose types are inferred) need their files listed.
+func (s *Store) versionHead(p profile, version int) (*versionState, error) {
+	vi, sc, err := s.readVersionInfo(p, version)
+	if err != nil {
+		return nil, err
+	}
+	if vi == nil || vi.Format == FormatCSV {
+		return s.versionState(p, version)
+	}
+	if _, err := s.fs.Stat(p.join(VersionName(version), commitName(0))); err != nil {
+		return s.versionState(p, version)
+	}
+	return &versionState{Snapshot: Snapshot{Keys: p.keys, Version: version, Format: vi.Format, Schema: sc,
+		PartitionBy: vi.PartitionBy, SchemaVersion: vi.SchemaVersion, Created: vi.Created}, info: vi, committed: true}, nil
 }
 
 // inferSchema derives a version's schema from its files when it has no
