@@ -177,12 +177,18 @@ type helperProc struct {
 	done  chan error // the result of Wait, once
 }
 
+// helperCommand is the test binary re-executed as a helper process.
+func helperCommand(mode, dir, args string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1", "-test.timeout=30m")
+	cmd.Env = append(os.Environ(), helperEnvMode+"="+mode, helperEnvDir+"="+dir, helperEnvArgs+"="+args)
+	return cmd
+}
+
 // startHelper starts the test binary as a helper process.
 func startHelper(t testing.TB, mode, dir string, a helperArgs) *helperProc {
 	t.Helper()
 	args, _ := json.Marshal(a)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1", "-test.timeout=30m")
-	cmd.Env = append(os.Environ(), helperEnvMode+"="+mode, helperEnvDir+"="+dir, helperEnvArgs+"="+string(args))
+	cmd := helperCommand(mode, dir, string(args))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
