@@ -1,0 +1,167 @@
+// Command quiver is the Quiver binary: `quiver serve` runs the Arrow Flight
+// service over a data directory; client and admin subcommands hang off the
+// same root command.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/quiverdb/quiver/flightserver"
+	"github.com/quiverdb/quiver/store"
+)
+
+func main() {
+	if err := newRoot(os.Stdout, os.Stderr).Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "quiver:", err)
+		os.Exit(1)
+	}
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "quiver",
+		Short:         "Quiver: an Arrow Flight service over a versioned Parquet store",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newServe(stdout, stderr))
+	return root
+}
+
+// serveConfig is what `quiver serve` is configured with.
+type serveConfig struct {
+	dataDir      string
+	addr         string
+	logLevel     string
+	logFormat    string
+	maxRecv      int
+	maxSend      int
+	maxPutBytes  int64
+	grace        time.Duration
+	stopTimeout  time.Duration
+	lockTimeout  time.Duration
+	endpointSize int64
+}
+
+// env returns the QUIVER_* variable or def.
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func newServe(stdout, stderr io.Writer) *cobra.Command {
+	var c serveConfig
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the data directory over Arrow Flight",
+		Long: `Serve the data directory over Arrow Flight until SIGTERM or SIGINT.
+
+Every flag can also be set with its QUIVER_* environment variable
+(--data-dir: QUIVER_DATA_DIR, --addr: QUIVER_ADDR, --log-level:
+QUIVER_LOG_LEVEL, --log-format: QUIVER_LOG_FORMAT); a flag wins over the
+environment. Once listening, serve prints "quiver: serving <data-dir> on
+<host:port>" on stdout (useful with --addr 127.0.0.1:0).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return serve(cmd.Context(), c, stdout, stderr)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&c.dataDir, "data-dir", env("QUIVER_DATA_DIR", "./data"), "data directory (env QUIVER_DATA_DIR)")
+	f.StringVar(&c.addr, "addr", env("QUIVER_ADDR", "localhost:8815"), "listen address host:port (env QUIVER_ADDR)")
+	f.StringVar(&c.logLevel, "log-level", env("QUIVER_LOG_LEVEL", "info"), "debug, info, warn or error (env QUIVER_LOG_LEVEL)")
+	f.StringVar(&c.logFormat, "log-format", env("QUIVER_LOG_FORMAT", "json"), "json or console (env QUIVER_LOG_FORMAT)")
+	f.IntVar(&c.maxRecv, "max-recv-msg-size", flightserver.DefaultMaxRecvMsgSize, "largest message (one DoPut batch) a client may send, bytes")
+	f.IntVar(&c.maxSend, "max-send-msg-size", flightserver.DefaultMaxSendMsgSize, "DoGet slices batches to keep each message under this many bytes")
+	f.Int64Var(&c.maxPutBytes, "max-put-bytes", 0, "largest encoded size of one put, bytes (0: no limit)")
+	f.DurationVar(&c.grace, "grace", flightserver.DefaultGrace, "default grace period of remove-old-versions")
+	f.DurationVar(&c.stopTimeout, "stop-timeout", 30*time.Second, "on SIGTERM, how long in-flight RPCs may finish before they are cancelled")
+	f.DurationVar(&c.lockTimeout, "lock-timeout", 10*time.Second, "how long a writer waits for a manifest lock")
+	f.Int64Var(&c.endpointSize, "endpoint-bytes", 256<<20, "target size of one GetFlightInfo endpoint, bytes")
+	return cmd
+}
+
+func newLogger(c serveConfig, stderr io.Writer) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(strings.ToLower(c.logLevel))
+	if err != nil || lvl == zerolog.NoLevel {
+		return zerolog.Nop(), fmt.Errorf("--log-level %q: want debug, info, warn or error", c.logLevel)
+	}
+	var w io.Writer
+	switch c.logFormat {
+	case "json":
+		w = stderr
+	case "console":
+		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339}
+	default:
+		return zerolog.Nop(), fmt.Errorf("--log-format %q: want json or console", c.logFormat)
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	log, err := newLogger(c, stderr)
+	if err != nil {
+		return err
+	}
+	if c.maxRecv <= 0 || c.maxSend <= 0 {
+		return errors.New("message size limits must be positive")
+	}
+	st, err := store.Open(c.dataDir, store.WithLogger(log), store.WithMaxPutBytes(c.maxPutBytes), store.WithLockTimeout(c.lockTimeout))
+	if err != nil {
+		return fmt.Errorf("open data dir %s: %w", c.dataDir, err)
+	}
+	srv := flightserver.New(st,
+		flightserver.WithLogger(log),
+		flightserver.WithMaxRecvMsgSize(c.maxRecv),
+		flightserver.WithMaxSendMsgSize(c.maxSend),
+		flightserver.WithGrace(c.grace),
+		flightserver.WithEndpointBytes(c.endpointSize),
+	)
+	lis, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", c.addr, err)
+	}
+	log.Info().Str("addr", lis.Addr().String()).Str("data_dir", st.Root()).Msg("serving")
+	fmt.Fprintf(stdout, "quiver: serving %s on %s\n", st.Root(), lis.Addr())
+
+	sigCtx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-sigCtx.Done():
+	}
+	stop() // a second signal kills the process the default way
+	log.Info().Dur("timeout", c.stopTimeout).Msg("stopping: letting in-flight RPCs finish")
+	tctx, cancel := context.WithTimeout(context.Background(), c.stopTimeout)
+	defer cancel()
+	if !srv.Stop(tctx) {
+		log.Warn().Msg("stop timeout: in-flight RPCs cancelled; interrupted puts committed nothing")
+	}
+	if err := <-errc; err != nil {
+		return err
+	}
+	log.Info().Msg("stopped")
+	return nil
+}

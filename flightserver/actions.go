@@ -1,0 +1,116 @@
+package flightserver
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+
+	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/store"
+)
+
+// versionsResult is the body of list-versions.
+type versionsResult struct {
+	Path     string                 `json:"path"`
+	Latest   string                 `json:"latest"`
+	Versions []store.VersionSummary `json:"versions"`
+}
+
+// DoAction runs an admin action (DESIGN.md §3.1). Every action answers one
+// Result with a JSON object, except lineage, which answers one Result per
+// commit record, oldest first.
+func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoActionServer) error {
+	ctx := stream.Context()
+	ri := info(ctx)
+	ri.action.Store(action.GetType())
+	a, err := catalog.ParseAction(action.GetType(), action.GetBody())
+	if err != nil {
+		return fail(ctx, err)
+	}
+	ri.profile.Store(a.Path())
+	send := func(v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fail(ctx, fmt.Errorf("encode %s result: %w", a.Type, err))
+		}
+		ri.bytes.Add(int64(len(b)))
+		if err := stream.Send(&flight.Result{Body: b}); err != nil {
+			return fail(ctx, fmt.Errorf("send %s result: %w", a.Type, err))
+		}
+		return nil
+	}
+	switch a.Type {
+	case catalog.ActionListVersions:
+		latest, vs, err := s.st.Versions(ctx, a.Keys)
+		if err != nil {
+			return fail(ctx, err)
+		}
+		if vs == nil {
+			vs = []store.VersionSummary{}
+		}
+		return send(versionsResult{Path: a.Path(), Latest: store.VersionName(latest), Versions: vs})
+	case catalog.ActionVerify:
+		rep, err := s.st.Verify(ctx, store.VerifyOptions{Keys: a.Keys, Prefix: a.Prefix})
+		if err != nil {
+			return fail(ctx, err)
+		}
+		ri.rows.Store(int64(rep.CheckedFiles))
+		return send(rep)
+	case catalog.ActionLineage:
+		err := s.st.Lineage(ctx, a.Keys, func(cr *store.CommitRecord) error {
+			ri.rows.Add(1)
+			if err := send(cr); err != nil {
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return fail(ctx, err)
+		}
+		return nil
+	case catalog.ActionRemoveOldVersions:
+		grace := s.opts.grace
+		if a.Grace != nil {
+			grace = *a.Grace
+		}
+		rep, err := s.st.RemoveOldVersions(ctx, a.Keys, a.Keep, grace)
+		if err != nil {
+			return fail(ctx, err)
+		}
+		if rep.Removed == nil {
+			rep.Removed = []string{}
+		}
+		s.opts.log.Info().Str("profile", a.Path()).Strs("removed", rep.Removed).Msg("remove-old-versions")
+		return send(rep)
+	case catalog.ActionSweep:
+		age := s.opts.sweepAge
+		if a.OlderThan != nil {
+			age = *a.OlderThan
+		}
+		rep, err := s.st.Sweep(ctx, age)
+		if err != nil {
+			return fail(ctx, err)
+		}
+		if rep.Removed == nil {
+			rep.Removed = []string{}
+		}
+		s.opts.log.Info().Int("removed", len(rep.Removed)).Msg("sweep")
+		return send(rep)
+	case catalog.ActionBreakLock:
+		res, err := s.st.BreakLock(ctx, a.Keys)
+		if err != nil {
+			return fail(ctx, err)
+		}
+		s.opts.log.Warn().Str("profile", a.Path()).Bool("broken", res.Broken).Str("reason", res.Reason).Msg("break-lock")
+		return send(res)
+	case catalog.ActionCompact:
+		cr, err := s.st.Compact(ctx, a.Keys, store.CompactOptions{})
+		if err != nil {
+			return fail(ctx, err)
+		}
+		ri.rows.Store(cr.Rows)
+		return send(cr)
+	}
+	return fail(ctx, fmt.Errorf("%w: %q", catalog.ErrUnknownAction, a.Type))
+}

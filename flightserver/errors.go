@@ -1,0 +1,54 @@
+package flightserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/store"
+)
+
+// statusOf maps an error of the catalog or store to a gRPC status. The
+// store's messages name profiles by key, never by server path; a corruption
+// error carries a data-dir-relative path, which is reported only as a
+// generic internal error.
+func statusOf(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		// Already a status (or wraps one, e.g. a message-too-large error
+		// from the transport surfaced through the IPC reader).
+		st, _ := status.FromError(err)
+		if st.Code() != codes.Unknown {
+			return st.Err()
+		}
+	}
+	var corrupt *store.CorruptionError
+	switch {
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, catalog.ErrUnknownAction):
+		return status.Error(codes.Unimplemented, err.Error())
+	case errors.Is(err, catalog.ErrInvalid), errors.Is(err, store.ErrInvalidKey), errors.Is(err, store.ErrInvalidArgument),
+		errors.Is(err, store.ErrSchemaMismatch), errors.Is(err, store.ErrNestedProfile):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrVersionNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, store.ErrFormatMismatch):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, store.ErrLockTimeout), errors.Is(err, store.ErrRequestInProgress):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, store.ErrTooLarge):
+		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.As(err, &corrupt):
+		return status.Error(codes.Internal, fmt.Sprintf("corrupt store metadata (%s); run the verify action", corrupt.Path))
+	}
+	return status.Error(codes.Internal, "internal error (see server log)")
+}

@@ -1,0 +1,173 @@
+package flightserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/store"
+)
+
+// Defaults of the limits; each has an Option.
+const (
+	// DefaultMaxRecvMsgSize is the largest message a client may send (one
+	// IPC batch of a DoPut). pyarrow sends a batch as one message, so it
+	// must be well above grpc-go's 4 MiB default: a 64 MiB batch passes.
+	DefaultMaxRecvMsgSize = 256 << 20
+	// DefaultMaxSendMsgSize is the size DoGet keeps each message under by
+	// slicing batches: grpc-go clients receive at most 4 MiB by default.
+	DefaultMaxSendMsgSize = 4 << 20
+	// DefaultGrace is how long remove-old-versions leaves a superseded
+	// version in place for readers holding tickets to it.
+	DefaultGrace = time.Hour
+	// DefaultSweepAge is the age after which sweep removes temps.
+	DefaultSweepAge = store.DefaultStaleAfter
+)
+
+// flightServiceName is the gRPC name of the Flight service, for health
+// checks of that service.
+const flightServiceName = "arrow.flight.protocol.FlightService"
+
+// Server is the Flight service over one store. It embeds
+// flight.BaseFlightServer, so RPCs it does not implement answer
+// Unimplemented.
+type Server struct {
+	flight.BaseFlightServer
+
+	st     *store.Store
+	cat    *catalog.Catalog
+	opts   options
+	grpc   *grpc.Server
+	health *health.Server
+}
+
+type options struct {
+	log           zerolog.Logger
+	mem           memory.Allocator
+	maxRecv       int
+	maxSend       int
+	endpointBytes int64
+	grace         time.Duration
+	sweepAge      time.Duration
+	now           func() time.Time
+	grpcOpts      []grpc.ServerOption
+}
+
+// Option configures a Server.
+type Option func(*options)
+
+// WithLogger sets the logger for the per-RPC lines (default: none).
+func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithAllocator sets the Arrow allocator for DoPut decoding and DoGet
+// encoding (tests pass a checked allocator).
+func WithAllocator(mem memory.Allocator) Option { return func(o *options) { o.mem = mem } }
+
+// WithMaxRecvMsgSize sets the largest message a client may send
+// (default DefaultMaxRecvMsgSize). A larger one fails with
+// ResourceExhausted.
+func WithMaxRecvMsgSize(n int) Option { return func(o *options) { o.maxRecv = n } }
+
+// WithMaxSendMsgSize sets the size DoGet keeps each batch message under
+// (default DefaultMaxSendMsgSize).
+func WithMaxSendMsgSize(n int) Option { return func(o *options) { o.maxSend = n } }
+
+// WithEndpointBytes sets the target size of one GetFlightInfo endpoint.
+func WithEndpointBytes(n int64) Option { return func(o *options) { o.endpointBytes = n } }
+
+// WithGrace sets the default grace period of remove-old-versions.
+func WithGrace(d time.Duration) Option { return func(o *options) { o.grace = d } }
+
+// WithSweepAge sets the default age threshold of sweep.
+func WithSweepAge(d time.Duration) Option { return func(o *options) { o.sweepAge = d } }
+
+// WithClock replaces time.Now for the durations in log lines, for tests.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithGRPCOptions adds options to the gRPC server (TLS credentials, …).
+func WithGRPCOptions(opts ...grpc.ServerOption) Option {
+	return func(o *options) { o.grpcOpts = append(o.grpcOpts, opts...) }
+}
+
+// New returns a Server over st with its gRPC server built: the Flight
+// service and the standard health service registered, logging
+// interceptors installed.
+func New(st *store.Store, opts ...Option) *Server {
+	o := options{
+		log:           zerolog.Nop(),
+		mem:           memory.DefaultAllocator,
+		maxRecv:       DefaultMaxRecvMsgSize,
+		maxSend:       DefaultMaxSendMsgSize,
+		endpointBytes: 256 << 20,
+		grace:         DefaultGrace,
+		sweepAge:      DefaultSweepAge,
+		now:           time.Now,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s := &Server{
+		st:   st,
+		cat:  catalog.New(st, catalog.WithEndpointBytes(o.endpointBytes), catalog.WithAllocator(o.mem)),
+		opts: o,
+	}
+	gopts := append([]grpc.ServerOption{
+		grpc.MaxRecvMsgSize(o.maxRecv),
+		grpc.ChainUnaryInterceptor(s.unaryLog),
+		grpc.ChainStreamInterceptor(s.streamLog),
+	}, o.grpcOpts...)
+	s.grpc = grpc.NewServer(gopts...)
+	flight.RegisterFlightServiceServer(s.grpc, s)
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(flightServiceName, healthpb.HealthCheckResponse_SERVING)
+	return s
+}
+
+// GRPCServer is the underlying gRPC server, for registering more services.
+func (s *Server) GRPCServer() *grpc.Server { return s.grpc }
+
+// Serve accepts connections on lis until Stop. It returns nil after a
+// graceful stop.
+func (s *Server) Serve(lis net.Listener) error {
+	err := s.grpc.Serve(lis)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// Stop stops accepting RPCs, reports NOT_SERVING to health checks, and
+// lets in-flight RPCs finish until ctx ends; then it cancels them (an
+// interrupted put commits nothing). It reports whether the stop was
+// graceful.
+func (s *Server) Stop(ctx context.Context) bool {
+	s.health.Shutdown()
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-done
+		return false
+	}
+}
