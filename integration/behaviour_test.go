@@ -245,7 +245,7 @@ func TestEndpointSnapshot(t *testing.T) {
 	}
 	b := batch(1000, 5)
 	defer b.Release()
-	mustPut(t, s.client, pathDesc("snap"), b)                                          // lands in the same version
+	mustPut(t, s.client, pathDesc("snap"), b)                                         // lands in the same version
 	mustPut(t, s.client, cmdDesc(map[string]any{"path": "snap", "mode": "write"}), b) // a new version
 	var ids []int64
 	for _, ep := range fi.Endpoint {

@@ -1,0 +1,176 @@
+package flightserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/quiverdb/quiver/store"
+)
+
+// start runs a Server over a temp store on a loopback port, with a checked
+// allocator that must be back to zero when the test ends.
+func start(t *testing.T, opts ...Option) (flight.Client, *memory.CheckedAllocator) {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	st, err := store.Open(t.TempDir(), store.WithAllocator(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(st, append([]Option{WithAllocator(mem)}, opts...)...)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	c, err := flight.NewClientWithMiddleware(lis.Addr().String(), nil, nil, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if !srv.Stop(ctx) {
+			t.Error("stop was not graceful")
+		}
+		mem.AssertSize(t, 0)
+	})
+	return c, mem
+}
+
+func strBatch(n int, width int) arrow.RecordBatch {
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "s", Type: arrow.BinaryTypes.String}}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	pad := make([]byte, width)
+	for i := range pad {
+		pad[i] = 'x'
+	}
+	for i := 0; i < n; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		b.Field(1).(*array.StringBuilder).Append(string(pad))
+	}
+	return b.NewRecordBatch()
+}
+
+func doPut(t *testing.T, c flight.Client, path string, rec arrow.RecordBatch) *store.CommitRecord {
+	t.Helper()
+	stream, err := c.DoPut(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := flight.NewRecordWriter(stream, ipc.WithSchema(rec.Schema()))
+	w.SetFlightDescriptor(&flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{path}})
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Close()
+	_ = stream.CloseSend()
+	res, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cr store.CommitRecord
+	if err := json.Unmarshal(res.AppMetadata, &cr); err != nil {
+		t.Fatal(err)
+	}
+	return &cr
+}
+
+// TestDoGetSlices: a batch of ~16 MiB comes back to a client with grpc's
+// default 4 MiB receive limit, in several messages.
+func TestDoGetSlices(t *testing.T) {
+	c, _ := start(t)
+	rec := strBatch(4000, 4000)
+	defer rec.Release()
+	if cr := doPut(t, c, "wide", rec); cr.Rows != 4000 {
+		t.Fatalf("put %+v", cr)
+	}
+	stream, err := c.DoGet(context.Background(), &flight.Ticket{Ticket: []byte("wide")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdr, err := flight.NewRecordReader(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdr.Release()
+	var rows int64
+	var msgs int
+	for rdr.Next() {
+		rows += rdr.RecordBatch().NumRows()
+		msgs++
+	}
+	if err := rdr.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 4000 || msgs < 4 {
+		t.Fatalf("%d rows in %d messages", rows, msgs)
+	}
+}
+
+// TestDoGetClientGoesAway: a client that stops reading and cancels does not
+// leak a batch (the checked allocator ends at zero).
+func TestDoGetClientGoesAway(t *testing.T) {
+	c, _ := start(t, WithMaxSendMsgSize(64<<10))
+	rec := strBatch(2000, 1000)
+	defer rec.Release()
+	doPut(t, c, "p", rec)
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := c.DoGet(ctx, &flight.Ticket{Ticket: []byte("p")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	for {
+		if _, err := stream.Recv(); err != nil {
+			break
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+}
+
+func TestStatusOf(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want codes.Code
+	}{
+		{store.ErrInvalidKey, codes.InvalidArgument},
+		{store.ErrSchemaMismatch, codes.InvalidArgument},
+		{store.ErrNotFound, codes.NotFound},
+		{store.ErrVersionNotFound, codes.NotFound},
+		{store.ErrFormatMismatch, codes.FailedPrecondition},
+		{store.ErrLockTimeout, codes.Unavailable},
+		{store.ErrTooLarge, codes.ResourceExhausted},
+		{&store.CorruptionError{Path: "a/manifest.json", Err: io.ErrUnexpectedEOF}, codes.Internal},
+		{errors.New("open /srv/secret/data: boom"), codes.Internal},
+		{context.Canceled, codes.Canceled},
+		{status.Error(codes.ResourceExhausted, "too big"), codes.ResourceExhausted},
+	} {
+		got := statusOf(errors.Join(c.err))
+		if status.Code(got) != c.want {
+			t.Errorf("statusOf(%v) = %v, want %s", c.err, got, c.want)
+		}
+	}
+	if msg := status.Convert(statusOf(errors.New("open /srv/secret/data: boom"))).Message(); msg != "internal error (see server log)" {
+		t.Errorf("internal message leaks: %q", msg)
+	}
+}
