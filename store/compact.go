@@ -6,14 +6,15 @@ import (
 	"fmt"
 )
 
+// DefaultCompactTarget is the file size Compact aims for by default.
+const DefaultCompactTarget = 512 << 20
+
 // CompactOptions tune Compact.
 type CompactOptions struct {
-	// TargetFileBytes is the file size compaction aims for. Today a
-	// compacted version is always one commit with one file per partition
-	// (one file when unpartitioned), so that readers see the whole new
-	// version or nothing; splitting a version larger than the target into
-	// several files is not done yet, and the field is recorded in the
-	// commit's metadata only.
+	// TargetFileBytes is the file size compaction aims for (default 512
+	// MiB): a partition (or an unpartitioned version) larger than that is
+	// written as several files of about that size. The compacted version is
+	// still one commit, so readers see all of it or nothing.
 	TargetFileBytes int64
 }
 
@@ -42,7 +43,10 @@ func (s *Store) Compact(ctx context.Context, keys []string, o CompactOptions) (*
 	if o.TargetFileBytes > 0 {
 		md["target_file_bytes"] = o.TargetFileBytes
 	}
-	c, err := s.putSnapshot(ctx, sn, ModeWrite, md)
+	if o.TargetFileBytes == 0 {
+		o.TargetFileBytes = DefaultCompactTarget
+	}
+	c, err := s.putSnapshot(ctx, sn, ModeWrite, md, o.TargetFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("compact %s %s: %w", sn.Path(), from, err)
 	}
@@ -74,7 +78,7 @@ func (s *Store) Compact(ctx context.Context, keys []string, o CompactOptions) (*
 		if VersionName(cur.Version) != c.Version {
 			break // a newer write superseded the compacted version too
 		}
-		if _, err := s.putSnapshot(ctx, old, ModeAppend, map[string]any{"compacted_from": from, "catch_up": true}); err != nil {
+		if _, err := s.putSnapshot(ctx, old, ModeAppend, map[string]any{"compacted_from": from, "catch_up": true}, 0); err != nil {
 			return c, fmt.Errorf("compact %s %s: catching up: %w", sn.Path(), from, err)
 		}
 	}
@@ -83,7 +87,7 @@ func (s *Store) Compact(ctx context.Context, keys []string, o CompactOptions) (*
 }
 
 // putSnapshot streams the files of sn into the profile as one put.
-func (s *Store) putSnapshot(ctx context.Context, sn *Snapshot, mode Mode, md map[string]any) (*CommitRecord, error) {
+func (s *Store) putSnapshot(ctx context.Context, sn *Snapshot, mode Mode, md map[string]any, target int64) (*CommitRecord, error) {
 	rdr, err := s.OpenSnapshot(ctx, sn, nil)
 	if err != nil {
 		return nil, err
@@ -93,7 +97,7 @@ func (s *Store) putSnapshot(ctx context.Context, sn *Snapshot, mode Mode, md map
 	if err != nil {
 		return nil, err
 	}
-	po := PutOptions{Mode: mode, SchemaVersion: sn.SchemaVersion, Format: string(sn.Format), Metadata: mdj}
+	po := PutOptions{Mode: mode, SchemaVersion: sn.SchemaVersion, Format: string(sn.Format), Metadata: mdj, TargetFileBytes: target}
 	if mode == ModeWrite {
 		po.PartitionBy = sn.PartitionBy
 	}

@@ -117,3 +117,56 @@ func TestCompactMissingProfile(t *testing.T) {
 		t.Fatal("compacted a missing profile")
 	}
 }
+
+func TestCompactSplitsByTargetSize(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+	k := []string{"split"}
+	put(t, s, ModeWrite, k, fromJSON(t, regionSchema, `[{"id":1,"region":"eu"},{"id":2,"region":"us"}]`), PutOptions{PartitionBy: []string{"region"}})
+	for i := 0; i < 4; i++ {
+		put(t, s, ModeAppend, k, fromJSON(t, regionSchema, fmt.Sprintf(`[{"id":%d,"region":"eu"}]`, 10+i)), PutOptions{})
+	}
+	_, rows0 := readAll(t, s, k, latest)
+	// A target of one byte starts a new file after every batch read.
+	rec, err := s.Compact(ctx, k, CompactOptions{TargetFileBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, f := range rec.Files {
+		paths = append(paths, f.Path)
+	}
+	want := "[v1/region=eu/0.parquet v1/region=eu/1.parquet v1/region=eu/2.parquet v1/region=eu/3.parquet v1/region=eu/4.parquet v1/region=us/0.parquet]"
+	if fmt.Sprint(paths) != want || rec.Index != 0 {
+		t.Fatalf("files %v", paths)
+	}
+	_, rows1 := readAll(t, s, k, latest)
+	if sortedRows(t, rows1) != sortedRows(t, rows0) {
+		t.Fatalf("rows changed:\n%s\n%s", rows0, rows1)
+	}
+	if vr, err := s.Verify(ctx, VerifyOptions{}); err != nil || !vr.OK {
+		t.Fatalf("verify: %+v %v", vr, err)
+	}
+	// The next append takes the next free index.
+	c := put(t, s, ModeAppend, k, fromJSON(t, regionSchema, `[{"id":99,"region":"us"}]`), PutOptions{})
+	if c.Index != 5 {
+		t.Fatalf("append after split compaction: index %d", c.Index)
+	}
+
+	// Unpartitioned: root files 0..n, all listed by the one record.
+	k2 := []string{"split2"}
+	put(t, s, ModeWrite, k2, ids(1, 2), PutOptions{})
+	put(t, s, ModeAppend, k2, ids(3), PutOptions{})
+	put(t, s, ModeAppend, k2, ids(4), PutOptions{})
+	_, before := readAll(t, s, k2, latest)
+	rec, err = s.Compact(ctx, k2, CompactOptions{TargetFileBytes: 1})
+	if err != nil || len(rec.Files) != 3 || rec.Files[2].Path != "v1/2.parquet" {
+		t.Fatalf("%+v %v", rec, err)
+	}
+	if _, after := readAll(t, s, k2, latest); after != before {
+		t.Fatalf("rows changed:\n%s\n%s", before, after)
+	}
+	if vr, err := s.Verify(ctx, VerifyOptions{}); err != nil || !vr.OK {
+		t.Fatalf("verify: %+v %v", vr, err)
+	}
+}

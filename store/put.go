@@ -42,9 +42,15 @@ type PutOptions struct {
 	Metadata json.RawMessage
 	// Writer overrides the store's writer identity for this commit.
 	Writer string
-	// RequestID is recorded in the commit record (idempotency is the
-	// caller's: see FindRequest).
+	// RequestID makes the put idempotent: a retried put with the same id
+	// on the same profile returns the first put's commit record (Replayed
+	// set) and writes nothing.
 	RequestID string
+	// TargetFileBytes (writes only; 0: no limit) starts a new file once one
+	// has passed this many encoded bytes. All files of the put are still one
+	// commit: at the version root they take indices 0, 1, 2…; under a
+	// partition directory the n-th file of that partition takes index n.
+	TargetFileBytes int64
 }
 
 // Put streams rdr into the profile named by keys, as one append or one new
@@ -67,6 +73,9 @@ func (s *Store) Put(ctx context.Context, keys []string, rdr array.RecordReader, 
 		if err := json.Unmarshal(o.Metadata, &obj); err != nil || obj == nil {
 			return nil, fmt.Errorf("%w: metadata must be a JSON object", ErrInvalidArgument)
 		}
+	}
+	if o.TargetFileBytes < 0 {
+		return nil, fmt.Errorf("%w: negative target file size", ErrInvalidArgument)
 	}
 	if len(o.SchemaVersion) > 128 {
 		return nil, fmt.Errorf("%w: schema version longer than 128 bytes", ErrInvalidArgument)
@@ -248,6 +257,7 @@ func (s *Store) writerOf(o PutOptions) string {
 // sink is one output file of a put.
 type sink struct {
 	part   partKey
+	seq    int // n-th file of its directory in this put
 	tmp    TempFile
 	h      hash.Hash
 	n      int64 // bytes written
@@ -284,7 +294,8 @@ func (s *Store) stream(ctx context.Context, t *target, rdr array.RecordReader, o
 		md := t.schema.Metadata()
 		fileSchema = arrow.NewSchema(keep, &md)
 	}
-	sinks := map[string]*sink{}
+	sinks := map[string]*sink{} // the open file of each directory
+	seqs := map[string]int{}    // files started per directory
 	var order []*sink
 	var total int64
 	abort := func(err error) (*CommitRecord, error) {
@@ -306,7 +317,8 @@ func (s *Store) stream(ctx context.Context, t *target, rdr array.RecordReader, o
 			return nil, fmt.Errorf("%w: a put may touch at most %d partitions", ErrInvalidArgument, s.opts.partitionLimit)
 		}
 		fdir := vdir
-		k := &sink{h: sha256.New()}
+		k := &sink{h: sha256.New(), seq: seqs[dir]}
+		seqs[dir]++
 		if dir != "" {
 			fdir = path.Join(vdir, dir)
 			if err := s.fs.MkdirAll(fdir); err != nil {
@@ -364,10 +376,19 @@ func (s *Store) stream(ctx context.Context, t *target, rdr array.RecordReader, o
 		if s.opts.maxPutBytes > 0 && total > s.opts.maxPutBytes {
 			return fmt.Errorf("%w: %s: more than %d bytes in one put", ErrTooLarge, t.p, s.opts.maxPutBytes)
 		}
+		if o.TargetFileBytes > 0 && mode == ModeWrite && k.pw != nil && k.n+k.pw.RowGroupTotalBytesWritten() >= o.TargetFileBytes {
+			// Roll over: the next rows of this directory start a new file.
+			k.closed = true
+			delete(sinks, k.part.dir)
+			if err := k.pw.Close(); err != nil {
+				return err
+			}
+		}
 		return nil
 	}
+	root := func() (*sink, error) { return open("") }
 	if len(partIdx) == 0 {
-		if _, err := open(""); err != nil {
+		if _, err := root(); err != nil {
 			return abort(err)
 		}
 	}
@@ -381,7 +402,10 @@ func (s *Store) stream(ctx context.Context, t *target, rdr array.RecordReader, o
 		}
 		if len(partIdx) == 0 {
 			fb := toFileBatch(rec, fileSchema)
-			werr := writeTo(order[0], fb)
+			k, werr := root()
+			if werr == nil {
+				werr = writeTo(k, fb)
+			}
 			fb.Release()
 			rec.Release()
 			if werr != nil {
@@ -417,6 +441,9 @@ func (s *Store) stream(ctx context.Context, t *target, rdr array.RecordReader, o
 		return abort(err)
 	}
 	for _, k := range order {
+		if k.closed {
+			continue
+		}
 		if k.cw != nil && k.rows == 0 {
 			// An empty CSV still needs its header row.
 			cols := emptyColumns(fileSchema)
@@ -461,15 +488,31 @@ func (s *Store) publish(ctx context.Context, t *target, order []*sink, o PutOpti
 			return abort(err)
 		}
 	}
-	// Files in a stable order: root first, then partitions by path.
-	sort.SliceStable(order, func(i, j int) bool { return order[i].part.dir < order[j].part.dir })
+	// Files in a stable order: root first, then partitions by path, each
+	// directory's files in the order written.
+	sort.SliceStable(order, func(i, j int) bool {
+		if order[i].part.dir != order[j].part.dir {
+			return order[i].part.dir < order[j].part.dir
+		}
+		return order[i].seq < order[j].seq
+	})
+	// A write split into several files per directory takes the next indices
+	// too; nobody else can claim them in a version the manifest does not
+	// name yet.
+	for _, k := range order {
+		if k.seq > 0 && mode == ModeWrite {
+			if err := s.fs.CreateExclusive(path.Join(vdir, claimName(idx+k.seq, t.format)), nil); err != nil && !errors.Is(err, fs.ErrExist) {
+				return abort(fmt.Errorf("claim index in %s %s: %w", t.p, vname, err))
+			}
+		}
+	}
 	c := &CommitRecord{
 		Path: ProfilePath(t.p.keys), Keys: t.p.keys, Version: vname, Index: idx, Mode: mode, Format: t.format,
 		SchemaVersion: t.schemaVer, Writer: s.writerOf(o), RequestID: o.RequestID, Metadata: o.Metadata,
 		Files: []FileRecord{},
 	}
 	for _, k := range order {
-		rel := path.Join(k.part.dir, dataFileName(idx, t.format))
+		rel := path.Join(k.part.dir, dataFileName(idx+k.seq, t.format))
 		if err := k.tmp.Publish(path.Join(vdir, rel), false, true); err != nil {
 			return abort(fmt.Errorf("publish %s %s: %w", t.p, vname, err))
 		}
