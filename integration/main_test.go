@@ -107,6 +107,10 @@ func startServer(t *testing.T, extra ...string) *server {
 	}
 	t.Cleanup(func() {
 		s.client.Close()
+		if s.cmd == nil {
+			<-logDone
+			return // the test stopped the server itself
+		}
 		_ = s.cmd.Process.Signal(syscall.SIGTERM)
 		err := s.cmd.Wait()
 		<-logDone
