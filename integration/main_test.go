@@ -1,7 +1,8 @@
 // Package integration holds end-to-end tests against the real quiver
 // binary: TestMain builds it, each test starts `quiver serve` on a free
 // loopback port with a temporary data dir and talks to it with the
-// arrow-go Flight client. Set QUIVER_BIG=1 to also run the 1 GB DoGet.
+// arrow-go Flight client. Set QUIVER_BIG=1 to also run the 1 GB DoGet, and
+// QUIVER_RACE=1 to build the server with the race detector.
 package integration
 
 import (
@@ -39,7 +40,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "quiver")
-	build := exec.Command("go", "build", "-o", binary, "github.com/quiverdb/quiver/cmd/quiver")
+	args := []string{"build", "-o", binary}
+	if os.Getenv("QUIVER_RACE") == "1" {
+		args = append(args, "-race") // the server itself under the race detector
+	}
+	build := exec.Command("go", append(args, "github.com/quiverdb/quiver/cmd/quiver")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build quiver:", err)
