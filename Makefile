@@ -1,8 +1,10 @@
 # Quiver. `make test` is the one command that runs every test (CI runs it).
 GO ?= go
-STRESS_SCALE ?= small
+# stress: small in CI (make test runs the default sizes); `make stress` runs
+# the full settings documented in docs/reliability.md.
+export GOFLAGS ?=
 
-.PHONY: test test-go test-race vet build bench stress
+.PHONY: test test-go test-race test-python vet build bench stress
 
 build:
 	$(GO) build -o bin/quiver ./cmd/quiver
@@ -14,7 +16,21 @@ vet:
 test-go:
 	$(GO) test -count=1 ./...
 
+# Under the race detector the multi-process and crash tests run their
+# -short sizes.
 test-race:
-	$(GO) test -count=1 -race ./store/...
+	$(GO) test -count=1 -short -race ./...
 
-test: vet test-go test-race
+test-python:
+	scripts/test-python.sh
+
+test: vet test-go test-race test-python
+
+# Full-size concurrency and crash runs (minutes).
+stress:
+	QUIVER_STRESS=1 $(GO) test -count=1 -run 'MultiProcess|CrashKilled' -v ./store/
+
+# Store benchmarks: throughput matrix, then peak heap/RSS at 100 MB and 1 GB.
+bench:
+	$(GO) test -run '^$$' -bench 'Put|Read' -benchmem ./store/
+	$(GO) test -run '^$$' -bench Memory -benchtime 1x -timeout 30m ./store/

@@ -179,10 +179,16 @@ func (s *Store) write(ctx context.Context, p profile, rdr array.RecordReader, o 
 	if err != nil {
 		return nil, err
 	}
-	committed = true // the files and record are published; keep them even if the manifest fails
 	if err := s.commitManifest(ctx, p, version); err != nil {
+		// Keep the version only if the manifest names it after all (the
+		// failure came after the rename); otherwise nobody will ever read
+		// it and the client was told it failed.
+		if cur, rerr := s.readManifest(p); rerr == nil && cur == version {
+			committed = true
+		}
 		return nil, fmt.Errorf("commit %s %s: %w", p, VersionName(version), err)
 	}
+	committed = true
 	return c, nil
 }
 
@@ -294,6 +300,10 @@ func (s *Store) stream(ctx context.Context, t *target, rdr array.RecordReader, o
 		md := t.schema.Metadata()
 		fileSchema = arrow.NewSchema(keep, &md)
 	}
+	var props *parquet.WriterProperties
+	if t.format == FormatParquet {
+		props = s.parquetProps(fileSchema)
+	}
 	sinks := map[string]*sink{} // the open file of each directory
 	seqs := map[string]int{}    // files started per directory
 	var order []*sink
@@ -338,7 +348,7 @@ func (s *Store) stream(ctx context.Context, t *target, rdr array.RecordReader, o
 		if t.format == FormatCSV {
 			k.cw = csv.NewWriter(k, fileSchema, csv.WithHeader(true), csv.WithNullWriter(""))
 		} else {
-			k.pw, err = pqarrow.NewFileWriter(fileSchema, k, s.parquetProps(), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(s.opts.mem)))
+			k.pw, err = pqarrow.NewFileWriter(fileSchema, k, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(s.opts.mem)))
 			if err != nil {
 				_ = tmp.Abort()
 				return nil, fmt.Errorf("%w: %s cannot be stored as Parquet: %v", ErrInvalidArgument, t.p, err)
@@ -562,15 +572,28 @@ func (s *Store) claimIndex(p profile, version int, f Format) (int, error) {
 	}
 }
 
-func (s *Store) parquetProps() *parquet.WriterProperties {
-	return parquet.NewWriterProperties(
+// parquetProps are the writer properties for files of schema sc.
+// Dictionary encoding is on for byte-array columns (strings, binaries) only:
+// for numbers arrow-go's dictionary hashing costs half of the write time
+// and rarely pays.
+func (s *Store) parquetProps(sc *arrow.Schema) *parquet.WriterProperties {
+	opts := []parquet.WriterProperty{
 		parquet.WithCompression(compress.Codecs.Zstd),
 		parquet.WithMaxRowGroupLength(s.opts.rowGroupRows),
 		parquet.WithAllocator(s.opts.mem),
 		parquet.WithStats(true),
-		parquet.WithDictionaryDefault(true),
+		parquet.WithDictionaryDefault(false),
 		parquet.WithCreatedBy("quiver"),
-	)
+	}
+	if pqs, err := pqarrow.ToParquet(sc, parquet.NewWriterProperties(opts...), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema())); err == nil {
+		for i := 0; i < pqs.NumColumns(); i++ {
+			c := pqs.Column(i)
+			if c.PhysicalType() == parquet.Types.ByteArray || c.PhysicalType() == parquet.Types.FixedLenByteArray {
+				opts = append(opts, parquet.WithDictionaryPath(c.ColumnPath(), true))
+			}
+		}
+	}
+	return parquet.NewWriterProperties(opts...)
 }
 
 // toFileBatch relabels rec with the file schema (same columns).
