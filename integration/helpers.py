@@ -95,6 +95,8 @@ def _wait_ready(srv: QuiverServer) -> None:
             try:
                 list(client.list_actions(options=opts))
                 return
+            except flight.FlightUnauthenticatedError:
+                return  # it answered: a server with --auth-file wants a token
             except flight.FlightError as e:  # not listening yet
                 last = e
             except pa.ArrowException as e:
