@@ -74,6 +74,29 @@ func (r *Request) ReadOptions() store.ReadOptions {
 }
 
 // PutOptions converts the put fields for store.Put.
+// CheckPut refuses read fields in a put's descriptor: a put cannot name a
+// version (appends always go to the latest; mode "write" makes a new one),
+// nor a partition filter, columns or files.
+func (r *Request) CheckPut() error {
+	var bad []string
+	if r.Version != Latest {
+		bad = append(bad, "version")
+	}
+	if r.Partition != nil {
+		bad = append(bad, "partition")
+	}
+	if r.Columns != nil {
+		bad = append(bad, "columns")
+	}
+	if r.Files != nil {
+		bad = append(bad, "files")
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: a put's descriptor cannot set %s (appends always go to the latest version; use mode \"write\" for a new version, partition_by to partition it)", ErrInvalid, strings.Join(bad, ", "))
+	}
+	return nil
+}
+
 func (r *Request) PutOptions() store.PutOptions {
 	return store.PutOptions{
 		Mode:          r.Mode,
