@@ -39,6 +39,9 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newServe(stdout, stderr))
+	root.AddCommand(newPut(stdout, stderr), newGet(stdout, stderr), newLs(stdout, stderr))
+	root.AddCommand(newVersions(stdout, stderr), newSchema(stdout, stderr), newLineage(stdout, stderr), newVerify(stdout, stderr))
+	root.AddCommand(newGC(stdout, stderr), newCompact(stdout, stderr), newSweep(stdout, stderr), newBreakLock(stdout, stderr))
 	return root
 }
 

@@ -1,0 +1,434 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	arrowcsv "github.com/apache/arrow-go/v18/arrow/csv"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/spf13/cobra"
+)
+
+// Output formats of `quiver get`.
+const (
+	outParquet = "parquet"
+	outCSV     = "csv"
+	outArrow   = "arrow"  // IPC file format (Feather v2)
+	outArrows  = "arrows" // IPC stream format
+	outTable   = "table"
+)
+
+type getFlags struct {
+	conn     connFlags
+	output   string
+	format   string
+	version  string
+	where    []string
+	columns  []string
+	progress progressMode
+	rows     int
+	parallel int
+}
+
+// readDescriptor is the CMD descriptor of a read (DESIGN.md §3.1).
+type readDescriptor struct {
+	Path      string         `json:"path"`
+	Version   any            `json:"version,omitempty"`
+	Partition map[string]any `json:"partition,omitempty"`
+	Columns   []string       `json:"columns,omitempty"`
+}
+
+func newGet(stdout, stderr io.Writer) *cobra.Command {
+	g := getFlags{progress: "auto"}
+	cmd := &cobra.Command{
+		Use:   "get PROFILE",
+		Short: "Fetch a profile to a Parquet, CSV or Arrow file, or print its first rows",
+		Long: `Fetch a profile (its latest version, or --version) from the server.
+
+With -o FILE the format follows the extension (.parquet, .csv,
+.arrow/.feather/.ipc, .arrows for an IPC stream) or --format; the file appears
+complete or not at all. Without -o, a terminal gets a table of the first rows
+and the total row count; a pipe gets CSV (or --format).
+
+--where col=value keeps only the partitions that match (repeat it for more
+columns, or for several values of one column); --columns picks and orders the
+columns. The read is planned once (GetFlightInfo) and its endpoints are fetched
+in parallel, all from one snapshot, and written in order.`,
+		Example: `  quiver get sales/orders
+  quiver get sales/orders -o orders.parquet
+  quiver get sales/orders --where region=eu --columns id,total -o eu.csv
+  quiver get sales/orders --version v3 | head`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signalContext(cmd)
+			defer stop()
+			return clientError(runGet(ctx, &g, args[0], stdout, stderr), &g.conn)
+		},
+	}
+	addConnFlags(cmd, &g.conn)
+	f := cmd.Flags()
+	f.StringVarP(&g.output, "output", "o", "", "write to FILE (\"-\": stdout)")
+	f.StringVar(&g.format, "format", "", "parquet, csv, arrow (IPC file / Feather v2), arrows (IPC stream) or table")
+	f.StringVar(&g.version, "version", "", "version to read (v3 or 3; default the latest)")
+	f.StringArrayVar(&g.where, "where", nil, "partition filter col=value (repeatable)")
+	f.StringSliceVar(&g.columns, "columns", nil, "columns to fetch, comma-separated, in this order")
+	f.Var(&g.progress, "progress", "progress bar on stderr: auto (on a terminal), always or never")
+	f.IntVar(&g.rows, "rows", 20, "rows the terminal table shows")
+	f.IntVar(&g.parallel, "parallel", 4, "endpoints fetched at once")
+	return cmd
+}
+
+// parseVersion accepts "v3", "3" and "latest".
+func parseVersion(s string) (any, error) {
+	s = strings.TrimSpace(s)
+	switch s {
+	case "", "latest":
+		return nil, nil
+	}
+	n := strings.TrimPrefix(s, "v")
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return nil, fmt.Errorf("--version %q: want v3, 3 or latest", s)
+		}
+	}
+	if n == "" {
+		return nil, fmt.Errorf("--version %q: want v3, 3 or latest", s)
+	}
+	return "v" + n, nil
+}
+
+// parseWhere turns col=value filters into the descriptor's partition
+// object; a column given twice matches either value.
+func parseWhere(where []string) (map[string]any, error) {
+	if len(where) == 0 {
+		return nil, nil
+	}
+	vals := map[string][]string{}
+	var order []string
+	for _, w := range where {
+		k, v, ok := strings.Cut(w, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("--where %q: want column=value", w)
+		}
+		k = strings.TrimSpace(k)
+		if _, seen := vals[k]; !seen {
+			order = append(order, k)
+		}
+		vals[k] = append(vals[k], v)
+	}
+	out := make(map[string]any, len(vals))
+	for _, k := range order {
+		if len(vals[k]) == 1 {
+			out[k] = vals[k][0]
+		} else {
+			out[k] = vals[k]
+		}
+	}
+	return out, nil
+}
+
+func (g *getFlags) descriptor(profile string) ([]byte, error) {
+	d := readDescriptor{Path: profile}
+	var err error
+	if d.Version, err = parseVersion(g.version); err != nil {
+		return nil, err
+	}
+	if d.Partition, err = parseWhere(g.where); err != nil {
+		return nil, err
+	}
+	for _, c := range g.columns {
+		if c = strings.TrimSpace(c); c != "" {
+			d.Columns = append(d.Columns, c)
+		}
+	}
+	return json.Marshal(d)
+}
+
+// outputFormat picks the format: --format, else the extension of -o,
+// else a table for a terminal and CSV for a pipe.
+func (g *getFlags) outputFormat(stdout io.Writer) (string, error) {
+	f := strings.ToLower(g.format)
+	if f == "" && g.output != "" && g.output != "-" {
+		switch strings.ToLower(filepath.Ext(g.output)) {
+		case ".parquet", ".pq", ".parq":
+			f = outParquet
+		case ".csv":
+			f = outCSV
+		case ".arrow", ".feather", ".ipc", ".fea":
+			f = outArrow
+		case ".arrows":
+			f = outArrows
+		default:
+			return "", fmt.Errorf("-o %s: unknown extension (use .parquet, .csv, .arrow/.feather/.ipc or .arrows, or set --format)", g.output)
+		}
+	}
+	switch f {
+	case "":
+		if isTerminal(stdout) {
+			return outTable, nil
+		}
+		return outCSV, nil
+	case "feather", "ipc":
+		return outArrow, nil
+	case outParquet, outCSV, outArrow, outArrows, outTable:
+		return f, nil
+	}
+	return "", fmt.Errorf("--format %q: want parquet, csv, arrow, arrows or table", g.format)
+}
+
+func runGet(ctx context.Context, g *getFlags, profile string, stdout, stderr io.Writer) error {
+	cmdBytes, err := g.descriptor(profile)
+	if err != nil {
+		return err
+	}
+	format, err := g.outputFormat(stdout)
+	if err != nil {
+		return err
+	}
+	if g.parallel < 1 {
+		return errors.New("--parallel must be at least 1")
+	}
+	cl, err := g.conn.dial()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	mem := memory.DefaultAllocator
+	info, err := cl.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: cmdBytes})
+	if err != nil {
+		return err
+	}
+	schema, err := flight.DeserializeSchema(info.Schema, mem)
+	if err != nil {
+		return fmt.Errorf("the server's schema: %w", err)
+	}
+
+	if format == outTable {
+		fr := newFrame(schema, g.rows)
+		err := fetch(ctx, cl, info.Endpoint, g.parallel, nil, func(rec arrow.RecordBatch) error {
+			fr.add(rec)
+			if fr.full() {
+				return errEnough
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errEnough) {
+			return err
+		}
+		return fr.write(stdout, info.TotalRecords, colorOK(stdout))
+	}
+
+	// A file appears whole or not at all: write a hidden temp beside it,
+	// rename at the end.
+	var out io.Writer = stdout
+	var tmp *os.File
+	if g.output != "" && g.output != "-" {
+		dir, base := filepath.Split(g.output)
+		if dir == "" {
+			dir = "."
+		}
+		if tmp, err = os.CreateTemp(dir, "."+base+".*.tmp"); err != nil {
+			return err
+		}
+		defer func() {
+			if tmp != nil {
+				_ = tmp.Close()
+				_ = os.Remove(tmp.Name())
+			}
+		}()
+		out = struct{ io.Writer }{tmp} // writers that Close their sink must not close the temp before Sync
+	}
+	sk, err := newSink(format, out, schema, mem)
+	if err != nil {
+		return err
+	}
+	prog := newProgress(stderr, g.progress, info.TotalRecords, false, "get "+profile)
+	err = fetch(ctx, cl, info.Endpoint, g.parallel, prog, sk.write)
+	prog.finish()
+	if cerr := sk.close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if tmp != nil {
+		name := tmp.Name()
+		if err := tmp.Sync(); err != nil {
+			return err
+		}
+		if err := tmp.Close(); err != nil {
+			tmp = nil
+			_ = os.Remove(name)
+			return err
+		}
+		tmp = nil
+		if err := os.Rename(name, g.output); err != nil {
+			_ = os.Remove(name)
+			return err
+		}
+		fmt.Fprintf(stderr, "wrote %s rows to %s\n", groupDigits(info.TotalRecords), g.output)
+	}
+	return nil
+}
+
+// errEnough stops a fetch early (the table has its rows).
+var errEnough = errors.New("enough rows")
+
+// fetch reads every endpoint's ticket, up to parallel at once, and hands
+// the batches to fn in endpoint order. Each endpoint buffers a few batches
+// ahead; a slow consumer holds the fetchers back rather than memory growing.
+// fn must not keep a batch beyond its call without retaining it.
+func fetch(ctx context.Context, cl flight.Client, eps []*flight.FlightEndpoint, parallel int, prog *progress, fn func(arrow.RecordBatch) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type part struct {
+		recs chan arrow.RecordBatch
+		err  error // set before recs is closed
+	}
+	parts := make([]*part, len(eps))
+	for i := range parts {
+		parts[i] = &part{recs: make(chan arrow.RecordBatch, 8)}
+	}
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// Start fetchers in endpoint order so the one being written is
+		// always running: no deadlock however slow the writer is.
+		for i, ep := range eps {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				for _, p := range parts[i:] {
+					p.err = ctx.Err()
+					close(p.recs)
+				}
+				return
+			}
+			wg.Add(1)
+			go func(p *part, ep *flight.FlightEndpoint) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				defer close(p.recs)
+				p.err = fetchOne(ctx, cl, ep, p.recs)
+			}(parts[i], ep)
+		}
+	}()
+	defer func() {
+		cancel()
+		for _, p := range parts { // release what is still buffered
+			for r := range p.recs {
+				r.Release()
+			}
+		}
+		wg.Wait()
+	}()
+	for _, p := range parts {
+		for rec := range p.recs {
+			err := fn(rec)
+			prog.add(rec.NumRows())
+			rec.Release()
+			if err != nil {
+				return err
+			}
+		}
+		if p.err != nil {
+			return p.err
+		}
+	}
+	return nil
+}
+
+func fetchOne(ctx context.Context, cl flight.Client, ep *flight.FlightEndpoint, out chan<- arrow.RecordBatch) error {
+	stream, err := cl.DoGet(ctx, ep.Ticket)
+	if err != nil {
+		return err
+	}
+	rdr, err := flight.NewRecordReader(stream)
+	if err != nil {
+		return err
+	}
+	defer rdr.Release()
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		rec.Retain()
+		select {
+		case out <- rec:
+		case <-ctx.Done():
+			rec.Release()
+			return ctx.Err()
+		}
+	}
+	return rdr.Err()
+}
+
+// sink writes batches in one output format.
+type sink struct {
+	write func(arrow.RecordBatch) error
+	close func() error
+}
+
+func newSink(format string, w io.Writer, schema *arrow.Schema, mem memory.Allocator) (*sink, error) {
+	// The stream's batches carry the schema DoGet sent; writers want their
+	// own schema exactly, so rebind each batch to it.
+	rebind := func(rec arrow.RecordBatch, f func(arrow.RecordBatch) error) error {
+		if rec.Schema().Equal(schema) {
+			return f(rec)
+		}
+		r := array.NewRecordBatch(schema, rec.Columns(), rec.NumRows())
+		defer r.Release()
+		return f(r)
+	}
+	switch format {
+	case outParquet:
+		props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd), parquet.WithAllocator(mem))
+		pw, err := pqarrow.NewFileWriter(schema, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+		if err != nil {
+			return nil, err
+		}
+		return &sink{
+			write: func(rec arrow.RecordBatch) error { return rebind(rec, pw.WriteBuffered) },
+			close: pw.Close,
+		}, nil
+	case outCSV:
+		cw := arrowcsv.NewWriter(w, schema, arrowcsv.WithHeader(true), arrowcsv.WithNullWriter(""))
+		return &sink{
+			write: func(rec arrow.RecordBatch) error { return rebind(rec, cw.Write) },
+			close: cw.Flush,
+		}, nil
+	case outArrow:
+		fw, err := ipc.NewFileWriter(w, ipc.WithSchema(schema), ipc.WithAllocator(mem))
+		if err != nil {
+			return nil, err
+		}
+		return &sink{
+			write: func(rec arrow.RecordBatch) error { return rebind(rec, fw.Write) },
+			close: fw.Close,
+		}, nil
+	case outArrows:
+		sw := ipc.NewWriter(w, ipc.WithSchema(schema), ipc.WithAllocator(mem))
+		return &sink{
+			write: func(rec arrow.RecordBatch) error { return rebind(rec, sw.Write) },
+			close: sw.Close,
+		}, nil
+	}
+	return nil, fmt.Errorf("unknown output format %q", format)
+}

@@ -1,0 +1,540 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	arrowcsv "github.com/apache/arrow-go/v18/arrow/csv"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// Input formats of `quiver put`.
+const (
+	fmtParquet = "parquet"
+	fmtCSV     = "csv"
+	fmtArrow   = "arrow" // IPC file (Feather v2) or stream; told apart by the magic
+	fmtNDJSON  = "ndjson"
+)
+
+// batchRows is how many rows the CSV, NDJSON and Parquet readers put in one
+// batch; inferRows is how many leading rows of a CSV or NDJSON file decide
+// its column types.
+const (
+	batchRows = 64 << 10
+	inferRows = 1000
+	// maxSendBatch keeps each DoPut message well under the server's
+	// receive limit (256 MiB by default) whatever the input's batches.
+	maxSendBatch = 32 << 20
+)
+
+// inputFormat names the format of path: --format if given, else its
+// extension.
+func inputFormat(path, forced string) (string, error) {
+	if forced != "" {
+		switch f := strings.ToLower(forced); f {
+		case fmtParquet, fmtCSV, fmtNDJSON:
+			return f, nil
+		case "arrow", "ipc", "feather", "arrows":
+			return fmtArrow, nil
+		case "json", "jsonl":
+			return fmtNDJSON, nil
+		}
+		return "", fmt.Errorf("--format %q: want parquet, csv, arrow (IPC/Feather) or ndjson", forced)
+	}
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".parquet", ".pq", ".parq":
+		return fmtParquet, nil
+	case ".csv":
+		return fmtCSV, nil
+	case ".arrow", ".arrows", ".ipc", ".feather", ".fea":
+		return fmtArrow, nil
+	case ".ndjson", ".jsonl", ".json":
+		return fmtNDJSON, nil
+	}
+	return "", fmt.Errorf("%s: unknown file type (use .parquet, .csv, .arrow/.feather/.ipc or .ndjson, or set --format)", path)
+}
+
+// countingFile counts the bytes read from a file, for the progress bar.
+type countingFile struct {
+	f    *os.File
+	prog *progress
+}
+
+func (c *countingFile) Read(p []byte) (int, error) {
+	n, err := c.f.Read(p)
+	c.prog.add(int64(n))
+	return n, err
+}
+
+func (c *countingFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.f.ReadAt(p, off)
+	c.prog.add(int64(n))
+	return n, err
+}
+
+func (c *countingFile) Seek(off int64, whence int) (int64, error) { return c.f.Seek(off, whence) }
+
+// input is one opened FILE of a put: a stream of batches, read lazily.
+type input struct {
+	path   string
+	format string
+	rdr    array.RecordReader
+	closer func() error
+}
+
+func (in *input) Close() error {
+	if in.rdr != nil {
+		in.rdr.Release()
+	}
+	if in.closer != nil {
+		return in.closer()
+	}
+	return nil
+}
+
+// openInput opens path as format. Only the schema (and for CSV and NDJSON
+// the first inferRows rows) is read here; the rest streams.
+func openInput(ctx context.Context, path, format string, mem memory.Allocator, prog *progress) (*input, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	in := &input{path: path, format: format, closer: f.Close}
+	src := &countingFile{f: f, prog: prog}
+	switch format {
+	case fmtParquet:
+		err = in.openParquet(ctx, src, mem)
+	case fmtCSV:
+		err = in.openCSV(src, mem)
+	case fmtArrow:
+		err = in.openArrow(src, mem)
+	case fmtNDJSON:
+		err = in.openNDJSON(src, mem)
+	default:
+		err = fmt.Errorf("unknown format %q", format)
+	}
+	if err != nil {
+		_ = in.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return in, nil
+}
+
+// openParquet streams a Parquet file row group by row group.
+func (in *input) openParquet(ctx context.Context, src *countingFile, mem memory.Allocator) error {
+	pf, err := file.NewParquetReader(src)
+	if err != nil {
+		return fmt.Errorf("not a Parquet file: %w", err)
+	}
+	prev := in.closer
+	in.closer = func() error { return errors.Join(pf.Close(), prev()) }
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: batchRows}, mem)
+	if err != nil {
+		return err
+	}
+	// The file's schema has the schema-level metadata (from ARROW:schema)
+	// that the record reader's lacks.
+	sc, err := fr.Schema()
+	if err != nil {
+		return err
+	}
+	rr, err := fr.GetRecordReader(ctx, nil, nil)
+	if err != nil {
+		return err
+	}
+	in.rdr = &fieldIDStripper{RecordReader: rr, schema: stripFieldIDs(sc)}
+	return nil
+}
+
+// openArrow reads an Arrow IPC file (Feather v2) batch by batch, or an
+// IPC stream when the file does not start with the file magic.
+func (in *input) openArrow(src *countingFile, mem memory.Allocator) error {
+	magic := make([]byte, 6)
+	n, _ := io.ReadFull(src.f, magic)
+	if _, err := src.f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	if n == 6 && string(magic) == "ARROW1" {
+		fr, err := ipc.NewFileReader(src, ipc.WithAllocator(mem))
+		if err != nil {
+			return fmt.Errorf("not an Arrow IPC file: %w", err)
+		}
+		prev := in.closer
+		in.closer = func() error { return errors.Join(fr.Close(), prev()) }
+		in.rdr = &ipcFileReader{fr: fr}
+		return nil
+	}
+	r, err := ipc.NewReader(src, ipc.WithAllocator(mem))
+	if err != nil {
+		return fmt.Errorf("not an Arrow IPC file or stream: %w", err)
+	}
+	in.rdr = r
+	return nil
+}
+
+// ipcFileReader walks an IPC file's batches as a RecordReader.
+type ipcFileReader struct {
+	fr  *ipc.FileReader
+	i   int
+	cur arrow.RecordBatch
+	err error
+}
+
+func (r *ipcFileReader) Retain()               {}
+func (r *ipcFileReader) Release()              { r.release() }
+func (r *ipcFileReader) Schema() *arrow.Schema { return r.fr.Schema() }
+func (r *ipcFileReader) RecordBatch() arrow.RecordBatch {
+	return r.cur
+}
+func (r *ipcFileReader) Record() arrow.RecordBatch { return r.cur } //nolint:staticcheck // interface
+func (r *ipcFileReader) Err() error                { return r.err }
+func (r *ipcFileReader) release() {
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+}
+func (r *ipcFileReader) Next() bool {
+	r.release()
+	if r.err != nil || r.i >= r.fr.NumRecords() {
+		return false
+	}
+	rec, err := r.fr.RecordBatch(r.i)
+	if err != nil {
+		r.err = err
+		return false
+	}
+	r.i++
+	rec.Retain() // the file reader reuses its batch on the next call
+	r.cur = rec
+	return true
+}
+
+// teeReader remembers every byte it reads until replay, so a file's first
+// rows can be sniffed for types and then read again by the real reader
+// without seeking (and without reading the file twice).
+type teeReader struct {
+	r   io.Reader
+	buf bytes.Buffer
+}
+
+func (t *teeReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	t.buf.Write(p[:n])
+	return n, err
+}
+
+func (t *teeReader) replay() io.Reader { return io.MultiReader(&t.buf, t.r) }
+
+// openCSV reads a CSV file with a header row. Column types are inferred
+// from the first inferRows rows (arrow's own inferring reader looks only at
+// the first one, so a column whose first value is 1 and a later one 1.5
+// would fail): int64, then float64, then bool, else string. Empty, NULL and
+// null are nulls in non-string columns.
+func (in *input) openCSV(src *countingFile, mem memory.Allocator) error {
+	tee := &teeReader{r: src}
+	cr := csv.NewReader(tee)
+	cr.ReuseRecord = true
+	header, err := cr.Read()
+	if err != nil {
+		return fmt.Errorf("no CSV header row: %w", err)
+	}
+	header = append([]string(nil), header...)
+	kinds := make([]kind, len(header))
+	for i := range kinds {
+		kinds[i] = kindUnknown
+	}
+	for n := 0; n < inferRows; n++ {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("CSV: %w", err)
+		}
+		for i, v := range rec {
+			if i < len(kinds) {
+				kinds[i] = kinds[i].widen(csvKind(v))
+			}
+		}
+	}
+	types := make(map[string]arrow.DataType, len(header))
+	for i, name := range header {
+		if _, dup := types[name]; dup {
+			return fmt.Errorf("CSV column %q appears twice", name)
+		}
+		types[name] = kinds[i].arrowType()
+	}
+	in.rdr = arrowcsv.NewInferringReader(tee.replay(),
+		arrowcsv.WithHeader(true),
+		arrowcsv.WithColumnTypes(types),
+		arrowcsv.WithChunk(batchRows),
+		arrowcsv.WithNullReader(false),
+		arrowcsv.WithAllocator(mem))
+	// The inferring reader learns its schema from the header on the first
+	// Next; peek so that the schema is known before the put starts.
+	in.rdr = peek(in.rdr)
+	return nil
+}
+
+// kind is an inferred column type; kinds only widen.
+type kind int
+
+const (
+	kindUnknown kind = iota // only nulls so far
+	kindInt
+	kindFloat
+	kindBool
+	kindString
+)
+
+func (k kind) widen(v kind) kind {
+	switch {
+	case v == kindUnknown || k == v:
+		return k
+	case k == kindUnknown:
+		return v
+	case (k == kindInt && v == kindFloat) || (k == kindFloat && v == kindInt):
+		return kindFloat
+	}
+	return kindString
+}
+
+func (k kind) arrowType() arrow.DataType {
+	switch k {
+	case kindInt:
+		return arrow.PrimitiveTypes.Int64
+	case kindFloat:
+		return arrow.PrimitiveTypes.Float64
+	case kindBool:
+		return arrow.FixedWidthTypes.Boolean
+	}
+	return arrow.BinaryTypes.String
+}
+
+func csvKind(v string) kind {
+	switch v {
+	case "", "NULL", "null":
+		return kindUnknown
+	}
+	if _, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return kindInt
+	}
+	if _, err := strconv.ParseFloat(v, 64); err == nil {
+		return kindFloat
+	}
+	if _, err := strconv.ParseBool(v); err == nil {
+		return kindBool
+	}
+	return kindString
+}
+
+// openNDJSON reads newline-delimited JSON objects. The columns are the
+// keys of the first inferRows objects, in order of first appearance; their
+// types are inferred from the values (int64, float64, bool, string).
+// Nested objects and arrays are refused with a clear error: for nested
+// data use Parquet or Arrow IPC, which carry their schema.
+func (in *input) openNDJSON(src *countingFile, mem memory.Allocator) error {
+	tee := &teeReader{r: src}
+	br := bufio.NewReaderSize(tee, 1<<16)
+	var names []string
+	kinds := map[string]kind{}
+	for n, line := 0, 0; n < inferRows; {
+		b, err := br.ReadBytes('\n')
+		line++
+		if t := bytes.TrimSpace(b); len(t) > 0 {
+			n++
+			if err := sniffJSONObject(t, &names, kinds); err != nil {
+				return fmt.Errorf("NDJSON line %d: %w", line, err)
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if len(names) == 0 {
+		return errors.New("NDJSON: no objects to take columns from")
+	}
+	fields := make([]arrow.Field, len(names))
+	for i, name := range names {
+		fields[i] = arrow.Field{Name: name, Type: kinds[name].arrowType(), Nullable: true}
+	}
+	in.rdr = array.NewJSONReader(tee.replay(), arrow.NewSchema(fields, nil),
+		array.WithChunk(batchRows), array.WithAllocator(mem))
+	return nil
+}
+
+// sniffJSONObject adds the keys of one JSON object to names (in order of
+// first appearance) and widens their kinds.
+func sniffJSONObject(b []byte, names *[]string, kinds map[string]kind) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return errors.New("not a JSON object")
+	}
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := kt.(string)
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		var k kind
+		switch x := v.(type) {
+		case nil:
+			k = kindUnknown
+		case bool:
+			k = kindBool
+		case string:
+			k = kindString
+		case json.Number:
+			if _, err := strconv.ParseInt(string(x), 10, 64); err == nil {
+				k = kindInt
+			} else {
+				k = kindFloat
+			}
+		default:
+			return fmt.Errorf("column %q holds a nested value; quiver put infers flat NDJSON only (use Parquet or Arrow IPC for nested data)", key)
+		}
+		old, seen := kinds[key]
+		if !seen {
+			*names = append(*names, key)
+			old = kindUnknown
+		}
+		if old != kindUnknown && k != kindUnknown && old != k && old.widen(k) != kindFloat {
+			return fmt.Errorf("column %q holds both %s and %s values", key, old.arrowType(), k.arrowType())
+		}
+		kinds[key] = old.widen(k)
+	}
+	_, err = dec.Token()
+	return err
+}
+
+// peeked is a RecordReader whose first batch was read early.
+type peeked struct {
+	array.RecordReader
+	first  bool
+	schema *arrow.Schema
+}
+
+// peek reads the first batch of r so that Schema is known.
+func peek(r array.RecordReader) array.RecordReader {
+	ok := r.Next()
+	return &peeked{RecordReader: r, first: ok, schema: r.Schema()}
+}
+
+func (p *peeked) Schema() *arrow.Schema {
+	if p.schema != nil {
+		return p.schema
+	}
+	return p.RecordReader.Schema()
+}
+
+func (p *peeked) Next() bool {
+	if p.first {
+		p.first = false
+		return true
+	}
+	return p.RecordReader.Next()
+}
+
+// fieldIDStripper drops the PARQUET:field_id metadata pqarrow adds to every
+// field it reads, so the profile gets the schema the file was written with.
+type fieldIDStripper struct {
+	pqarrow.RecordReader
+	schema *arrow.Schema
+	cur    arrow.RecordBatch
+}
+
+func (f *fieldIDStripper) Schema() *arrow.Schema { return f.schema }
+func (f *fieldIDStripper) Next() bool {
+	if f.cur != nil {
+		f.cur.Release()
+		f.cur = nil
+	}
+	if !f.RecordReader.Next() {
+		return false
+	}
+	rec := f.RecordReader.RecordBatch()
+	f.cur = array.NewRecordBatch(f.schema, rec.Columns(), rec.NumRows())
+	return true
+}
+func (f *fieldIDStripper) RecordBatch() arrow.RecordBatch { return f.cur }
+func (f *fieldIDStripper) Record() arrow.RecordBatch      { return f.cur } //nolint:staticcheck // interface
+func (f *fieldIDStripper) Release() {
+	if f.cur != nil {
+		f.cur.Release()
+		f.cur = nil
+	}
+	f.RecordReader.Release()
+}
+
+func stripFieldIDs(sc *arrow.Schema) *arrow.Schema {
+	fields := make([]arrow.Field, sc.NumFields())
+	for i, f := range sc.Fields() {
+		fields[i] = f
+		if k := f.Metadata.FindKey("PARQUET:field_id"); k >= 0 {
+			var keys, vals []string
+			for j := 0; j < f.Metadata.Len(); j++ {
+				if j != k {
+					keys = append(keys, f.Metadata.Keys()[j])
+					vals = append(vals, f.Metadata.Values()[j])
+				}
+			}
+			fields[i].Metadata = arrow.NewMetadata(keys, vals)
+		}
+	}
+	md := sc.Metadata()
+	return arrow.NewSchema(fields, &md)
+}
+
+// sameColumns explains how schema b differs from a in names or types; it
+// ignores nullability and metadata, which the first file's schema decides.
+func sameColumns(a, b *arrow.Schema) error {
+	if a.NumFields() != b.NumFields() {
+		return fmt.Errorf("%d columns (%s), not %d (%s)", b.NumFields(), columnNames(b), a.NumFields(), columnNames(a))
+	}
+	for i := range a.NumFields() {
+		fa, fb := a.Field(i), b.Field(i)
+		if fa.Name != fb.Name {
+			return fmt.Errorf("column %d is %q, not %q", i+1, fb.Name, fa.Name)
+		}
+		if !arrow.TypeEqual(fa.Type, fb.Type) {
+			return fmt.Errorf("column %q is %s, not %s", fa.Name, fb.Type, fa.Type)
+		}
+	}
+	return nil
+}
+
+func columnNames(s *arrow.Schema) string {
+	names := make([]string, s.NumFields())
+	for i, f := range s.Fields() {
+		names[i] = f.Name
+	}
+	return strings.Join(names, ", ")
+}
