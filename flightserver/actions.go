@@ -1,6 +1,7 @@
 package flightserver
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -29,6 +30,15 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 		return fail(ctx, err)
 	}
 	ri.profile.Store(a.Path())
+	if a.Type != catalog.ActionVerify || len(a.Keys) > 0 {
+		var keys []string // sweep acts on the whole data dir
+		if a.Type != catalog.ActionSweep {
+			keys = a.Keys
+		}
+		if err := s.allow(ctx, a.Type, keys); err != nil {
+			return err
+		}
+	}
 	send := func(v any) error {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -51,10 +61,11 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 		}
 		return send(versionsResult{Path: a.Path(), Latest: store.VersionName(latest), Versions: vs})
 	case catalog.ActionVerify:
-		rep, err := s.st.Verify(ctx, store.VerifyOptions{Keys: a.Keys, Prefix: a.Prefix})
+		rep, err := s.verify(ctx, a)
 		if err != nil {
-			return fail(ctx, err)
+			return err
 		}
+		s.metrics.verify(rep)
 		ri.rows.Store(int64(rep.CheckedFiles))
 		return send(rep)
 	case catalog.ActionLineage:
@@ -76,12 +87,12 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 		}
 		rep, err := s.st.RemoveOldVersions(ctx, a.Keys, a.Keep, grace)
 		if err != nil {
-			return fail(ctx, err)
+			return s.failed(ctx, err)
 		}
 		if rep.Removed == nil {
 			rep.Removed = []string{}
 		}
-		s.opts.log.Info().Str("profile", a.Path()).Strs("removed", rep.Removed).Msg("remove-old-versions")
+		s.opts.log.Info().Str("identity", IdentityFrom(ctx).Name).Str("profile", a.Path()).Strs("removed", rep.Removed).Msg("remove-old-versions")
 		return send(rep)
 	case catalog.ActionSweep:
 		age := s.opts.sweepAge
@@ -95,22 +106,60 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 		if rep.Removed == nil {
 			rep.Removed = []string{}
 		}
-		s.opts.log.Info().Int("removed", len(rep.Removed)).Msg("sweep")
+		s.opts.log.Info().Str("identity", IdentityFrom(ctx).Name).Int("removed", len(rep.Removed)).Msg("sweep")
 		return send(rep)
 	case catalog.ActionBreakLock:
 		res, err := s.st.BreakLock(ctx, a.Keys)
 		if err != nil {
 			return fail(ctx, err)
 		}
-		s.opts.log.Warn().Str("profile", a.Path()).Bool("broken", res.Broken).Str("reason", res.Reason).Msg("break-lock")
+		s.opts.log.Warn().Str("identity", IdentityFrom(ctx).Name).Str("profile", a.Path()).Bool("broken", res.Broken).Str("reason", res.Reason).Msg("break-lock")
 		return send(res)
 	case catalog.ActionCompact:
 		cr, err := s.st.Compact(ctx, a.Keys, store.CompactOptions{})
 		if err != nil {
-			return fail(ctx, err)
+			return s.failed(ctx, err)
 		}
+		s.metrics.commit("compact")
 		ri.rows.Store(cr.Rows)
 		return send(cr)
 	}
 	return fail(ctx, fmt.Errorf("%w: %q", catalog.ErrUnknownAction, a.Type))
+}
+
+// verify runs the verify action over what the caller may read: one
+// profile (checked by allow), or a key prefix narrowed to the caller's own
+// prefixes (verify {} by a prefix-limited identity checks exactly its
+// prefixes). A prefix wholly outside them is PermissionDenied.
+func (s *Server) verify(ctx context.Context, a *catalog.Action) (*store.VerifyReport, error) {
+	if len(a.Keys) > 0 {
+		rep, err := s.st.Verify(ctx, store.VerifyOptions{Keys: a.Keys})
+		if err != nil {
+			return nil, fail(ctx, err)
+		}
+		return rep, nil
+	}
+	id := IdentityFrom(ctx)
+	if id == nil || id.Role < RoleRead {
+		return nil, s.allow(ctx, catalog.ActionVerify, a.Prefix)
+	}
+	targets := id.Within(a.Prefix)
+	if len(targets) == 0 {
+		return nil, s.deny(ctx, id, catalog.ActionVerify, store.ProfilePath(a.Prefix), "prefix is outside the identity's key prefixes")
+	}
+	var all *store.VerifyReport
+	for _, p := range targets {
+		rep, err := s.st.Verify(ctx, store.VerifyOptions{Prefix: p})
+		if err != nil {
+			return nil, fail(ctx, err)
+		}
+		if all == nil {
+			all = rep
+			continue
+		}
+		all.OK = all.OK && rep.OK
+		all.CheckedFiles += rep.CheckedFiles
+		all.Problems = append(all.Problems, rep.Problems...)
+	}
+	return all, nil
 }

@@ -2,6 +2,7 @@ package flightserver
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -11,15 +12,18 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/quiverdb/quiver/store"
 )
 
 // rpcInfo is what a handler tells the log line about its RPC.
 type rpcInfo struct {
-	profile atomic.Value // string
-	action  atomic.Value // string
-	rows    atomic.Int64
-	bytes   atomic.Int64
-	cause   atomic.Value // error: the error behind an Internal status
+	profile  atomic.Value // string
+	action   atomic.Value // string
+	rows     atomic.Int64
+	bytes    atomic.Int64
+	cause    atomic.Value // error: the error behind an Internal status
+	identity atomic.Value // string: who the RPC ran as
 }
 
 type rpcKey struct{}
@@ -36,6 +40,14 @@ func info(ctx context.Context) *rpcInfo {
 func fail(ctx context.Context, err error) error {
 	info(ctx).cause.Store(err)
 	return statusOf(err)
+}
+
+// failed is fail that also counts lock timeouts for the metrics.
+func (s *Server) failed(ctx context.Context, err error) error {
+	if errors.Is(err, store.ErrLockTimeout) {
+		s.metrics.lockTimeout.Inc()
+	}
+	return fail(ctx, err)
 }
 
 type wrappedStream struct {
@@ -56,6 +68,10 @@ func (s *Server) unaryLog(ctx context.Context, req any, si *grpc.UnaryServerInfo
 func (s *Server) streamLog(srv any, ss grpc.ServerStream, si *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 	ri := &rpcInfo{}
 	start := s.opts.now()
+	name := si.FullMethod[strings.LastIndexByte(si.FullMethod, '/')+1:]
+	if !isHealth(si.FullMethod) {
+		defer s.metrics.streamOpen(name)()
+	}
 	err := h(srv, &wrappedStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), rpcKey{}, ri)})
 	s.logRPC(ss.Context(), si.FullMethod, ri, start, err)
 	return err
@@ -65,6 +81,9 @@ func (s *Server) streamLog(srv any, ss grpc.ServerStream, si *grpc.StreamServerI
 // duration, peer, status.
 func (s *Server) logRPC(ctx context.Context, method string, ri *rpcInfo, start time.Time, err error) {
 	code := status.Code(err)
+	name := method[strings.LastIndexByte(method, '/')+1:]
+	action, _ := ri.action.Load().(string)
+	s.metrics.rpc(name, code, s.opts.now().Sub(start), action, ri)
 	lvl := zerolog.InfoLevel
 	switch {
 	case strings.HasPrefix(method, "/grpc.health."):
@@ -78,13 +97,15 @@ func (s *Server) logRPC(ctx context.Context, method string, ri *rpcInfo, start t
 	if !ev.Enabled() {
 		return
 	}
-	name := method[strings.LastIndexByte(method, '/')+1:]
 	ev = ev.Str("method", name)
+	if id, ok := ri.identity.Load().(string); ok && id != "" {
+		ev = ev.Str("identity", id)
+	}
 	if p, ok := ri.profile.Load().(string); ok && p != "" {
 		ev = ev.Str("profile", p)
 	}
-	if a, ok := ri.action.Load().(string); ok && a != "" {
-		ev = ev.Str("action", a)
+	if action != "" {
+		ev = ev.Str("action", action)
 	}
 	ev = ev.Int64("rows", ri.rows.Load()).Int64("bytes", ri.bytes.Load())
 	ev = ev.Dur("duration", s.opts.now().Sub(start))

@@ -52,15 +52,22 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 		return fail(ctx, err)
 	}
 	ri.profile.Store(req.Path())
-	cr, err := s.st.Put(ctx, req.Keys, &countingReader{Reader: rdr, ri: ri}, req.PutOptions())
+	if err := s.allow(ctx, "DoPut", req.Keys); err != nil {
+		return err
+	}
+	opts := req.PutOptions()
+	opts.Writer = IdentityFrom(ctx).Name // who wrote it goes into the commit record
+	cr, err := s.st.Put(ctx, req.Keys, &countingReader{Reader: rdr, ri: ri}, opts)
 	if err == nil && rdr.Err() != nil {
 		// The store checks the reader itself; this guards the contract.
 		err = fmt.Errorf("put %s: %w", req.Path(), rdr.Err())
 	}
 	if err != nil {
-		return fail(ctx, s.streamError(err, "put "+req.Path()))
+		return s.failed(ctx, s.streamError(err, "put "+req.Path()))
 	}
-	if cr.Replayed {
+	if !cr.Replayed {
+		s.metrics.commit(string(cr.Mode))
+	} else {
 		// The log counts what this stream carried; nothing was written.
 		s.opts.log.Info().Str("profile", req.Path()).Str("request_id", cr.RequestID).Msg("put replayed from request id")
 	}
@@ -108,6 +115,9 @@ func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServ
 		return fail(ctx, err)
 	}
 	ri.profile.Store(req.Path())
+	if err := s.allow(ctx, "DoGet", req.Keys); err != nil {
+		return err
+	}
 	rdr, _, err := s.cat.Open(ctx, req)
 	if err != nil {
 		return fail(ctx, err)
@@ -167,6 +177,9 @@ func (s *Server) GetFlightInfo(ctx context.Context, desc *flight.FlightDescripto
 		return nil, fail(ctx, err)
 	}
 	info(ctx).profile.Store(req.Path())
+	if err := s.allow(ctx, "GetFlightInfo", req.Keys); err != nil {
+		return nil, err
+	}
 	fi, err := s.cat.Plan(ctx, req, desc)
 	if err != nil {
 		return nil, fail(ctx, err)
@@ -184,6 +197,9 @@ func (s *Server) GetSchema(ctx context.Context, desc *flight.FlightDescriptor) (
 		return nil, fail(ctx, err)
 	}
 	info(ctx).profile.Store(req.Path())
+	if err := s.allow(ctx, "GetSchema", req.Keys); err != nil {
+		return nil, err
+	}
 	_, sc, err := s.cat.Snapshot(ctx, req)
 	if err != nil {
 		return nil, fail(ctx, err)
@@ -192,7 +208,8 @@ func (s *Server) GetSchema(ctx context.Context, desc *flight.FlightDescriptor) (
 }
 
 // ListFlights answers one FlightInfo per profile under the criteria's key
-// prefix (component by component; empty lists every profile).
+// prefix (component by component; empty lists every profile) that the
+// caller may read; profiles outside its key prefixes are left out.
 func (s *Server) ListFlights(c *flight.Criteria, stream flight.FlightService_ListFlightsServer) error {
 	ctx := stream.Context()
 	prefix, err := catalog.ParsePrefix(string(c.GetExpression()))
@@ -200,12 +217,17 @@ func (s *Server) ListFlights(c *flight.Criteria, stream flight.FlightService_Lis
 		return fail(ctx, err)
 	}
 	info(ctx).profile.Store(string(c.GetExpression()))
-	err = s.cat.List(ctx, prefix, func(fi *flight.FlightInfo) error {
-		info(ctx).rows.Add(1)
-		return stream.Send(fi)
-	})
-	if err != nil {
-		return fail(ctx, err)
+	if id := IdentityFrom(ctx); id == nil || id.Role < RoleRead {
+		return s.allow(ctx, "ListFlights", prefix)
+	}
+	for _, p := range readable(ctx, prefix) {
+		err = s.cat.List(ctx, p, func(fi *flight.FlightInfo) error {
+			info(ctx).rows.Add(1)
+			return stream.Send(fi)
+		})
+		if err != nil {
+			return fail(ctx, err)
+		}
 	}
 	return nil
 }

@@ -44,11 +44,12 @@ const flightServiceName = "arrow.flight.protocol.FlightService"
 type Server struct {
 	flight.BaseFlightServer
 
-	st     *store.Store
-	cat    *catalog.Catalog
-	opts   options
-	grpc   *grpc.Server
-	health *health.Server
+	st      *store.Store
+	cat     *catalog.Catalog
+	opts    options
+	grpc    *grpc.Server
+	health  *health.Server
+	metrics *metrics
 }
 
 type options struct {
@@ -61,6 +62,9 @@ type options struct {
 	sweepAge      time.Duration
 	now           func() time.Time
 	grpcOpts      []grpc.ServerOption
+	auth          *Authenticator
+	idleTimeout   time.Duration
+	maxStreams    uint32
 }
 
 // Option configures a Server.
@@ -99,9 +103,22 @@ func WithGRPCOptions(opts ...grpc.ServerOption) Option {
 	return func(o *options) { o.grpcOpts = append(o.grpcOpts, opts...) }
 }
 
+// WithAuth requires every RPC but health checks to authenticate against
+// a (bearer token or basic-auth handshake). Without it every caller is an
+// anonymous admin: cmd/quiver allows that only on a loopback address.
+func WithAuth(a *Authenticator) Option { return func(o *options) { o.auth = a } }
+
+// WithIdleTimeout sets how long a DoPut or DoGet stream may go without a
+// message before it is cancelled (default DefaultIdleTimeout; 0: never).
+func WithIdleTimeout(d time.Duration) Option { return func(o *options) { o.idleTimeout = d } }
+
+// WithMaxConcurrentStreams sets how many RPCs one connection may have open
+// at once (default DefaultMaxConcurrentStreams).
+func WithMaxConcurrentStreams(n uint32) Option { return func(o *options) { o.maxStreams = n } }
+
 // New returns a Server over st with its gRPC server built: the Flight
-// service and the standard health service registered, logging
-// interceptors installed.
+// service and the standard health service registered, logging, auth and
+// limit interceptors installed.
 func New(st *store.Store, opts ...Option) *Server {
 	o := options{
 		log:           zerolog.Nop(),
@@ -112,19 +129,25 @@ func New(st *store.Store, opts ...Option) *Server {
 		grace:         DefaultGrace,
 		sweepAge:      DefaultSweepAge,
 		now:           time.Now,
+		idleTimeout:   DefaultIdleTimeout,
+		maxStreams:    DefaultMaxConcurrentStreams,
 	}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	s := &Server{
-		st:   st,
-		cat:  catalog.New(st, catalog.WithEndpointBytes(o.endpointBytes), catalog.WithAllocator(o.mem)),
-		opts: o,
+		st:      st,
+		cat:     catalog.New(st, catalog.WithEndpointBytes(o.endpointBytes), catalog.WithAllocator(o.mem)),
+		opts:    o,
+		metrics: newMetrics(),
 	}
+	// Logging is outermost so that refused RPCs are logged and counted too;
+	// the idle guard is innermost, around the handler's own stream use.
 	gopts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(o.maxRecv),
-		grpc.ChainUnaryInterceptor(s.unaryLog),
-		grpc.ChainStreamInterceptor(s.streamLog),
+		grpc.MaxConcurrentStreams(o.maxStreams),
+		grpc.ChainUnaryInterceptor(s.unaryLog, s.unaryAuth),
+		grpc.ChainStreamInterceptor(s.streamLog, s.streamAuth, s.streamIdle),
 	}, o.grpcOpts...)
 	s.grpc = grpc.NewServer(gopts...)
 	flight.RegisterFlightServiceServer(s.grpc, s)
@@ -133,6 +156,13 @@ func New(st *store.Store, opts ...Option) *Server {
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(flightServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s
+}
+
+// Serving reports whether the server answers SERVING to health checks
+// (false once Stop began).
+func (s *Server) Serving() bool {
+	res, err := s.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	return err == nil && res.GetStatus() == healthpb.HealthCheckResponse_SERVING
 }
 
 // GRPCServer is the underlying gRPC server, for registering more services.

@@ -58,6 +58,16 @@ type serveConfig struct {
 	stopTimeout  time.Duration
 	lockTimeout  time.Duration
 	endpointSize int64
+
+	authFile       string
+	insecureNoAuth bool
+	sessionTTL     time.Duration
+	tlsCert        string
+	tlsKey         string
+	tlsClientCA    string
+	metricsAddr    string
+	maxStreams     uint32
+	idleTimeout    time.Duration
 }
 
 // env returns the QUIVER_* variable or def.
@@ -97,6 +107,15 @@ environment. Once listening, serve prints "quiver: serving <data-dir> on
 	f.DurationVar(&c.stopTimeout, "stop-timeout", 30*time.Second, "on SIGTERM, how long in-flight RPCs may finish before they are cancelled")
 	f.DurationVar(&c.lockTimeout, "lock-timeout", 10*time.Second, "how long a writer waits for a manifest lock")
 	f.Int64Var(&c.endpointSize, "endpoint-bytes", 256<<20, "target size of one GetFlightInfo endpoint, bytes")
+	f.StringVar(&c.authFile, "auth-file", env("QUIVER_AUTH_FILE", ""), "JSON file of users and tokens (docs/security.md); reloaded on SIGHUP (env QUIVER_AUTH_FILE)")
+	f.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "serve a non-loopback address without --auth-file (everyone is an anonymous admin)")
+	f.DurationVar(&c.sessionTTL, "session-ttl", flightserver.DefaultSessionTTL, "how long a token from the basic-auth handshake is valid")
+	f.StringVar(&c.tlsCert, "tls-cert", env("QUIVER_TLS_CERT", ""), "PEM certificate (chain) to serve TLS with (env QUIVER_TLS_CERT)")
+	f.StringVar(&c.tlsKey, "tls-key", env("QUIVER_TLS_KEY", ""), "PEM private key of --tls-cert (env QUIVER_TLS_KEY)")
+	f.StringVar(&c.tlsClientCA, "tls-client-ca", env("QUIVER_TLS_CLIENT_CA", ""), "PEM CA bundle: require client certificates signed by it (mutual TLS) (env QUIVER_TLS_CLIENT_CA)")
+	f.StringVar(&c.metricsAddr, "metrics-addr", env("QUIVER_METRICS_ADDR", ""), "serve Prometheus /metrics and /healthz over HTTP on host:port (default off) (env QUIVER_METRICS_ADDR)")
+	f.Uint32Var(&c.maxStreams, "max-concurrent-streams", flightserver.DefaultMaxConcurrentStreams, "RPCs one client connection may have open at once")
+	f.DurationVar(&c.idleTimeout, "idle-timeout", flightserver.DefaultIdleTimeout, "cancel a DoPut/DoGet stream when no message moves for this long (0: never)")
 	return cmd
 }
 
@@ -132,17 +151,45 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("open data dir %s: %w", c.dataDir, err)
 	}
-	srv := flightserver.New(st,
+	sec, err := setupSecurity(c, log)
+	if err != nil {
+		return err
+	}
+	if c.maxStreams == 0 {
+		return errors.New("--max-concurrent-streams must be positive")
+	}
+	srv := flightserver.New(st, append([]flightserver.Option{
 		flightserver.WithLogger(log),
 		flightserver.WithMaxRecvMsgSize(c.maxRecv),
 		flightserver.WithMaxSendMsgSize(c.maxSend),
 		flightserver.WithGrace(c.grace),
 		flightserver.WithEndpointBytes(c.endpointSize),
-	)
+		flightserver.WithMaxConcurrentStreams(c.maxStreams),
+		flightserver.WithIdleTimeout(c.idleTimeout),
+	}, sec.opts...)...)
 	lis, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", c.addr, err)
 	}
+	if err := checkExposure(lis, c, sec, log, stderr); err != nil {
+		_ = lis.Close()
+		return err
+	}
+	if c.metricsAddr != "" {
+		stopMetrics, err := startMetrics(c.metricsAddr, srv, log, stdout)
+		if err != nil {
+			_ = lis.Close()
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			stopMetrics(sctx)
+		}()
+	}
+	hupCtx, stopHUP := context.WithCancel(ctx)
+	defer stopHUP()
+	reloadOnHUP(hupCtx, sec, log)
 	log.Info().Str("addr", lis.Addr().String()).Str("data_dir", st.Root()).Msg("serving")
 	fmt.Fprintf(stdout, "quiver: serving %s on %s\n", st.Root(), lis.Addr())
 

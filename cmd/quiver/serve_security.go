@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/quiverdb/quiver/flightserver"
+)
+
+// security is what serve sets up for auth, TLS and metrics.
+type security struct {
+	opts  []flightserver.Option
+	auth  *flightserver.Authenticator
+	certs *flightserver.Certificates
+}
+
+// setupSecurity loads the auth file and TLS files named by the flags.
+func setupSecurity(c serveConfig, log zerolog.Logger) (*security, error) {
+	sec := &security{}
+	if c.authFile != "" {
+		a, err := flightserver.LoadAuthenticator(c.authFile, flightserver.WithSessionTTL(c.sessionTTL))
+		if err != nil {
+			return nil, fmt.Errorf("--auth-file: %w", err)
+		}
+		users, tokens := a.Counts()
+		log.Info().Str("auth_file", c.authFile).Int("users", users).Int("tokens", tokens).Msg("auth enabled")
+		sec.auth = a
+		sec.opts = append(sec.opts, flightserver.WithAuth(a))
+	}
+	if c.tlsCert != "" || c.tlsKey != "" || c.tlsClientCA != "" {
+		if c.tlsCert == "" || c.tlsKey == "" {
+			return nil, errors.New("--tls-cert and --tls-key go together (and --tls-client-ca needs both)")
+		}
+		cfg, certs, err := flightserver.LoadTLS(flightserver.TLSFiles{CertFile: c.tlsCert, KeyFile: c.tlsKey, ClientCAFile: c.tlsClientCA})
+		if err != nil {
+			return nil, err
+		}
+		sec.certs = certs
+		sec.opts = append(sec.opts, flightserver.WithTLS(cfg))
+		log.Info().Bool("mutual", c.tlsClientCA != "").Msg("tls enabled")
+	}
+	return sec, nil
+}
+
+// checkExposure refuses to serve without auth on an address other
+// clients can reach, unless --insecure-no-auth says so; without auth on
+// loopback it warns loudly.
+func checkExposure(lis net.Listener, c serveConfig, sec *security, log zerolog.Logger, stderr io.Writer) error {
+	if sec.auth != nil {
+		return nil
+	}
+	loopback := false
+	if ta, ok := lis.Addr().(*net.TCPAddr); ok {
+		loopback = ta.IP.IsLoopback()
+	}
+	switch {
+	case loopback:
+		log.Warn().Str("addr", lis.Addr().String()).Msg("NO AUTHENTICATION: every local client is an anonymous admin; give --auth-file to require credentials")
+		fmt.Fprintf(stderr, "quiver: WARNING: no --auth-file: every client on this machine has full (admin) access to %s\n", lis.Addr())
+	case c.insecureNoAuth:
+		log.Warn().Str("addr", lis.Addr().String()).Msg("NO AUTHENTICATION on a non-loopback address (--insecure-no-auth): anyone who can reach it is an anonymous admin")
+		fmt.Fprintf(stderr, "quiver: WARNING: --insecure-no-auth: anyone who can reach %s has full (admin) access\n", lis.Addr())
+	default:
+		return fmt.Errorf("refusing to serve %s without authentication: give --auth-file, bind a loopback address, or pass --insecure-no-auth", lis.Addr())
+	}
+	return nil
+}
+
+// reloadOnHUP reloads the auth file and the TLS certificate on SIGHUP
+// until ctx ends. A file that fails to load leaves the old one in force.
+func reloadOnHUP(ctx context.Context, sec *security, log zerolog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+			}
+			if sec.auth != nil {
+				if err := sec.auth.Reload(); err != nil {
+					log.Error().Err(err).Msg("SIGHUP: auth file not reloaded; the previous one stays in force")
+				} else {
+					users, tokens := sec.auth.Counts()
+					log.Info().Int("users", users).Int("tokens", tokens).Msg("SIGHUP: auth file reloaded")
+				}
+			}
+			if sec.certs != nil {
+				if err := sec.certs.Reload(); err != nil {
+					log.Error().Err(err).Msg("SIGHUP: TLS certificate not reloaded; the previous one stays in use")
+				} else {
+					log.Info().Msg("SIGHUP: TLS certificate reloaded")
+				}
+			}
+		}
+	}()
+}
+
+// startMetrics serves /metrics (Prometheus) and /healthz on addr. The
+// returned func shuts it down.
+func startMetrics(addr string, srv *flightserver.Server, log zerolog.Logger, stdout io.Writer) (func(context.Context), error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", srv.MetricsHandler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if !srv.Serving() {
+			http.Error(w, "not serving", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Msg("metrics server")
+		}
+	}()
+	log.Info().Str("metrics_addr", lis.Addr().String()).Msg("serving metrics")
+	fmt.Fprintf(stdout, "quiver: metrics on http://%s/metrics\n", lis.Addr())
+	return func(ctx context.Context) { _ = hs.Shutdown(ctx) }, nil
+}

@@ -1,0 +1,147 @@
+package flightserver
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc/codes"
+
+	"github.com/quiverdb/quiver/store"
+)
+
+// metrics are the server's Prometheus metrics (docs/operations.md). Each
+// Server has its own registry, so tests can run many servers in one
+// process.
+type metrics struct {
+	reg         *prometheus.Registry
+	rpcs        *prometheus.CounterVec
+	durations   *prometheus.HistogramVec
+	actions     *prometheus.CounterVec
+	rows        *prometheus.CounterVec
+	bytes       *prometheus.CounterVec
+	commits     *prometheus.CounterVec
+	lockTimeout prometheus.Counter
+	problems    *prometheus.CounterVec
+	verifies    prometheus.Counter
+	streams     *prometheus.GaugeVec
+	authFail    prometheus.Counter
+	denials     *prometheus.CounterVec
+	idle        prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quiver_rpc_requests_total",
+			Help: "RPCs finished, by method and gRPC status code.",
+		}, []string{"method", "code"}),
+		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "quiver_rpc_duration_seconds",
+			Help:    "RPC duration, by method and gRPC status code.",
+			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 60, 300, 1800},
+		}, []string{"method", "code"}),
+		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quiver_actions_total",
+			Help: "DoAction calls finished, by action type and gRPC status code.",
+		}, []string{"action", "code"}),
+		rows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quiver_rows_total",
+			Help: "Rows received by DoPut (direction=in) and sent by DoGet (direction=out).",
+		}, []string{"direction"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quiver_bytes_total",
+			Help: "Arrow buffer bytes received by DoPut (direction=in) and sent by DoGet (direction=out).",
+		}, []string{"direction"}),
+		commits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quiver_commits_total",
+			Help: "Commit records published, by kind (append, write, compact). Replayed puts are not counted.",
+		}, []string{"kind"}),
+		lockTimeout: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "quiver_lock_timeouts_total",
+			Help: "Writers that gave up waiting for a manifest lock (answered Unavailable).",
+		}),
+		problems: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quiver_verify_problems_total",
+			Help: "Problems reported by verify actions, by kind.",
+		}, []string{"kind"}),
+		verifies: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "quiver_verify_runs_total",
+			Help: "Verify actions completed.",
+		}),
+		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "quiver_open_streams",
+			Help: "Streaming RPCs in progress, by method.",
+		}, []string{"method"}),
+		authFail: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "quiver_auth_failures_total",
+			Help: "RPCs refused as Unauthenticated.",
+		}),
+		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quiver_permission_denied_total",
+			Help: "Operations refused as PermissionDenied, by RPC or action.",
+		}, []string{"op"}),
+		idle: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "quiver_idle_stream_timeouts_total",
+			Help: "Streams cancelled because no message moved for the idle timeout.",
+		}),
+	}
+	m.reg.MustRegister(m.rpcs, m.durations, m.actions, m.rows, m.bytes, m.commits, m.lockTimeout,
+		m.problems, m.verifies, m.streams, m.authFail, m.denials, m.idle,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, d := range []string{"in", "out"} {
+		m.rows.WithLabelValues(d)
+		m.bytes.WithLabelValues(d)
+	}
+	for _, k := range []string{string(store.ModeAppend), string(store.ModeWrite), "compact"} {
+		m.commits.WithLabelValues(k)
+	}
+	return m
+}
+
+func (m *metrics) rpc(method string, code codes.Code, d time.Duration, action string, ri *rpcInfo) {
+	c := code.String()
+	m.rpcs.WithLabelValues(method, c).Inc()
+	m.durations.WithLabelValues(method, c).Observe(d.Seconds())
+	if action != "" {
+		m.actions.WithLabelValues(action, c).Inc()
+	}
+	switch method {
+	case "DoPut":
+		m.rows.WithLabelValues("in").Add(float64(ri.rows.Load()))
+		m.bytes.WithLabelValues("in").Add(float64(ri.bytes.Load()))
+	case "DoGet":
+		m.rows.WithLabelValues("out").Add(float64(ri.rows.Load()))
+		m.bytes.WithLabelValues("out").Add(float64(ri.bytes.Load()))
+	}
+}
+
+func (m *metrics) commit(kind string) { m.commits.WithLabelValues(kind).Inc() }
+func (m *metrics) denied(op string)   { m.denials.WithLabelValues(op).Inc() }
+func (m *metrics) unauthenticated()   { m.authFail.Inc() }
+func (m *metrics) idleTimeout()       { m.idle.Inc() }
+func (m *metrics) streamOpen(method string) func() {
+	g := m.streams.WithLabelValues(method)
+	g.Inc()
+	return g.Dec
+}
+
+func (m *metrics) verify(rep *store.VerifyReport) {
+	m.verifies.Inc()
+	for _, p := range rep.Problems {
+		m.problems.WithLabelValues(p.Kind).Inc()
+	}
+}
+
+// MetricsHandler serves the server's metrics in the Prometheus text
+// format.
+func (s *Server) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
+}
+
+// Registry is the Prometheus registry of the server's metrics, for
+// registering more collectors.
+func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
