@@ -16,13 +16,13 @@ type VersionSummary struct {
 	Files         int       `json:"files"`
 	Rows          int64     `json:"rows"`
 	Bytes         int64     `json:"bytes"`
-	Created       time.Time `json:"created"`
+	Created       time.Time `json:"created,omitzero"`
 	Format        Format    `json:"format"`
 	SchemaVersion string    `json:"schema_version,omitempty"`
 	PartitionBy   []string  `json:"partition_by,omitempty"`
 	Commits       int       `json:"commits"`
 	// LastCommit is the time of the version's newest commit record.
-	LastCommit time.Time `json:"last_commit"`
+	LastCommit time.Time `json:"last_commit,omitzero"`
 }
 
 // Versions lists every version of a profile, oldest first, and the latest

@@ -11,12 +11,14 @@ import (
 	"io/fs"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/csv"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/arrow/util"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -90,7 +92,14 @@ func (s *Store) Put(ctx context.Context, keys []string, rdr array.RecordReader, 
 		return s.write(ctx, p, rdr, o)
 	}
 	if o.RequestID != "" {
-		return s.putOnce(ctx, p, o, run)
+		c, err := s.putOnce(ctx, p, o, run)
+		if c != nil && c.Replayed {
+			// Consume the client's stream before answering: a Flight
+			// client that is still sending loses an early answer.
+			for rdr.Next() && ctx.Err() == nil {
+			}
+		}
+		return c, err
 	}
 	return run()
 }
@@ -151,15 +160,28 @@ func (s *Store) write(ctx context.Context, p profile, rdr array.RecordReader, o 
 			return nil, err
 		}
 	}
+	created := s.missingDirs(p)
 	if err := s.fs.MkdirAll(p.dir); err != nil {
 		return nil, fmt.Errorf("create profile %s: %w", p, err)
 	}
+	committed := false
+	defer func() {
+		if !committed {
+			// A refused first write leaves no empty profile behind. Remove
+			// only empty directories: another writer may be creating the
+			// same profile.
+			for _, d := range created {
+				if s.fs.Remove(d) != nil {
+					break
+				}
+			}
+		}
+	}()
 	version, err := s.reserveVersion(p)
 	if err != nil {
 		return nil, err
 	}
 	vdir := p.join(VersionName(version))
-	committed := false
 	defer func() {
 		if !committed {
 			// The manifest never named this version: nobody else uses it.
@@ -190,6 +212,50 @@ func (s *Store) write(ctx context.Context, p profile, rdr array.RecordReader, o 
 	}
 	committed = true
 	return c, nil
+}
+
+// missingDirs lists the directories of a profile's path that do not exist
+// yet, deepest first.
+func (s *Store) missingDirs(p profile) []string {
+	var out []string
+	for i := len(p.keys); i > 0; i-- {
+		d := path.Join(p.keys[:i]...)
+		if _, err := s.fs.Stat(d); err == nil {
+			break
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// csvFloats writes floats as polars does, so a whole number stays a float
+// when the CSV is read back ("1.0", not "1").
+func csvFloats(typ arrow.DataType, col arrow.Array) ([]string, bool) {
+	var get func(i int) float64
+	switch c := col.(type) {
+	case *array.Float64:
+		get = c.Value
+	case *array.Float32:
+		get = func(i int) float64 { return float64(c.Value(i)) }
+	default:
+		return nil, false
+	}
+	bits := 64
+	if typ.ID() == arrow.FLOAT32 {
+		bits = 32
+	}
+	out := make([]string, col.Len())
+	for i := range out {
+		if col.IsNull(i) {
+			continue
+		}
+		v := strconv.FormatFloat(get(i), 'g', -1, bits)
+		if !strings.ContainsAny(v, ".eEnN") { // not 1.5, 1e+21, NaN, Inf
+			v += ".0"
+		}
+		out[i] = v
+	}
+	return out, true
 }
 
 // reserveVersion claims the next vN directory with an atomic mkdir.
@@ -271,13 +337,27 @@ type sink struct {
 	pw     *pqarrow.FileWriter
 	cw     *csv.Writer
 	closed bool
+	ioErr  error // the first error of the file itself (disk full, …)
 }
 
 func (k *sink) Write(b []byte) (int, error) {
 	n, err := k.tmp.Write(b)
 	k.h.Write(b[:n])
 	k.n += int64(n)
+	if err != nil && k.ioErr == nil {
+		k.ioErr = err
+	}
 	return n, err
+}
+
+// encodeErr classifies an error of the Parquet/CSV encoder: one that did
+// not come from the disk is the data's fault (a type the format cannot
+// hold) and so the client's.
+func (k *sink) encodeErr(p profile, f Format, err error) error {
+	if err == nil || k.ioErr != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s: the data cannot be stored as %s: %v", ErrInvalidArgument, p, f, err)
 }
 
 // stream writes rdr through t.plan into one sink per partition, then claims
@@ -346,7 +426,7 @@ func (s *Store) stream(ctx context.Context, t *target, rdr array.RecordReader, o
 		}
 		k.tmp = tmp
 		if t.format == FormatCSV {
-			k.cw = csv.NewWriter(k, fileSchema, csv.WithHeader(true), csv.WithNullWriter(""))
+			k.cw = csv.NewWriter(k, fileSchema, csv.WithHeader(true), csv.WithNullWriter(""), csv.WithCustomTypeConverter(csvFloats))
 		} else {
 			k.pw, err = pqarrow.NewFileWriter(fileSchema, k, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(s.opts.mem)))
 			if err != nil {
@@ -367,18 +447,18 @@ func (s *Store) stream(ctx context.Context, t *target, rdr array.RecordReader, o
 		k.rows += rec.NumRows()
 		if k.cw != nil {
 			if err := k.cw.Write(rec); err != nil {
-				return err
+				return k.encodeErr(t.p, t.format, err)
 			}
 			if err := k.cw.Flush(); err != nil {
-				return err
+				return k.encodeErr(t.p, t.format, err)
 			}
 		} else {
 			if err := k.pw.WriteBuffered(rec); err != nil {
-				return err
+				return k.encodeErr(t.p, t.format, err)
 			}
 			if k.pw.RowGroupTotalBytesWritten() >= s.opts.rowGroupBytes/int64(max(1, len(sinks))) {
 				if err := k.pw.NewBufferedRowGroupChecked(); err != nil {
-					return err
+					return k.encodeErr(t.p, t.format, err)
 				}
 			}
 		}
@@ -391,7 +471,7 @@ func (s *Store) stream(ctx context.Context, t *target, rdr array.RecordReader, o
 			k.closed = true
 			delete(sinks, k.part.dir)
 			if err := k.pw.Close(); err != nil {
-				return err
+				return k.encodeErr(t.p, t.format, err)
 			}
 		}
 		return nil
@@ -402,9 +482,16 @@ func (s *Store) stream(ctx context.Context, t *target, rdr array.RecordReader, o
 			return abort(err)
 		}
 	}
+	var inBytes int64
 	for rdr.Next() {
 		if err := ctx.Err(); err != nil {
 			return abort(err)
+		}
+		// The limit counts what the client sent (Arrow bytes), checked
+		// before anything of the batch is written.
+		inBytes += util.TotalRecordSize(rdr.RecordBatch())
+		if s.opts.maxPutBytes > 0 && inBytes > s.opts.maxPutBytes {
+			return abort(fmt.Errorf("%w: %s: more than %d bytes in one put", ErrTooLarge, t.p, s.opts.maxPutBytes))
 		}
 		rec, err := t.plan.apply(ctx, rdr.RecordBatch())
 		if err != nil {
@@ -471,7 +558,7 @@ func (s *Store) stream(ctx context.Context, t *target, rdr array.RecordReader, o
 		if k.pw != nil {
 			if err := k.pw.Close(); err != nil {
 				k.closed = true
-				return abort(wrapWrite(t.p, err))
+				return abort(wrapWrite(t.p, k.encodeErr(t.p, t.format, err)))
 			}
 		}
 		k.closed = true

@@ -185,7 +185,13 @@ func (r *snapshotReader) open(df DataFile) error {
 	}
 	of.closeFn = closeFn
 	if len(fileCols) == 0 {
+		// A projection of partition columns only (or a table without
+		// columns, whose Parquet file records no rows): the commit
+		// record's count is authoritative when there is one.
 		of.leftRows = fr.ParquetReader().NumRows()
+		if df.Rows >= 0 {
+			of.leftRows = df.Rows
+		}
 		return nil
 	}
 	fsc, err := fr.Schema()

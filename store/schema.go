@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // conformPlan maps an incoming schema onto a version's schema: for each
@@ -108,7 +109,89 @@ func conformArray(ctx context.Context, arr arrow.Array, dt arrow.DataType) (arro
 		defer d.Release()
 		return array.MakeFromData(d), nil
 	}
+	switch target := dt.(type) {
+	case arrow.ExtensionType:
+		// Parquet gives back the storage; wrap it again.
+		storage, err := conformArray(ctx, arr, target.StorageType())
+		if err != nil {
+			return nil, err
+		}
+		defer storage.Release()
+		return array.NewExtensionArrayWithStorage(target, storage), nil
+	case *arrow.DictionaryType:
+		return toDictionary(ctx, arr, target)
+	}
+	switch src := arr.(type) {
+	case array.ExtensionArray:
+		return conformArray(ctx, src.Storage(), dt)
+	case *array.Dictionary:
+		// Decode, then convert the values.
+		dense, err := compute.TakeArray(ctx, src.Dictionary(), src.Indices())
+		if err != nil {
+			return nil, err
+		}
+		defer dense.Release()
+		return conformArray(ctx, dense, dt)
+	}
 	return compute.CastArray(ctx, arr, compute.SafeCastOptions(dt))
+}
+
+// toDictionary returns arr as the dictionary type dt: a dictionary array
+// keeps its indices and has its values converted; a dense array (Parquet
+// keeps dictionaries of strings only) is encoded anew.
+func toDictionary(ctx context.Context, arr arrow.Array, dt *arrow.DictionaryType) (arrow.Array, error) {
+	if src, ok := arr.(*array.Dictionary); ok {
+		vals, err := conformArray(ctx, src.Dictionary(), dt.ValueType)
+		if err != nil {
+			return nil, err
+		}
+		defer vals.Release()
+		idx, err := conformArray(ctx, src.Indices(), dt.IndexType)
+		if err != nil {
+			return nil, err
+		}
+		defer idx.Release()
+		return array.NewDictionaryArray(dt, idx, vals), nil
+	}
+	// arrow-go has no dictionary builder for large strings and binaries:
+	// encode with the 32-bit offset type, then widen the values.
+	proxy := dt.ValueType
+	switch proxy.ID() {
+	case arrow.LARGE_STRING:
+		proxy = arrow.BinaryTypes.String
+	case arrow.LARGE_BINARY:
+		proxy = arrow.BinaryTypes.Binary
+	}
+	vals, err := conformArray(ctx, arr, proxy)
+	if err != nil {
+		return nil, err
+	}
+	defer vals.Release()
+	enc, err := dictionaryEncode(&arrow.DictionaryType{IndexType: dt.IndexType, ValueType: proxy, Ordered: dt.Ordered}, vals)
+	if err != nil {
+		return nil, err
+	}
+	if arrow.TypeEqual(proxy, dt.ValueType) {
+		return enc, nil
+	}
+	defer enc.Release()
+	return toDictionary(ctx, enc, dt)
+}
+
+// dictionaryEncode builds a dictionary array of vals; arrow-go's builder
+// panics on value types it does not support, which becomes an error here.
+func dictionaryEncode(dt *arrow.DictionaryType, vals arrow.Array) (out arrow.Array, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("cannot dictionary-encode %s: %v", dt.ValueType, r)
+		}
+	}()
+	b := array.NewDictionaryBuilder(memory.DefaultAllocator, dt)
+	defer b.Release()
+	if err := b.AppendArray(vals); err != nil {
+		return nil, err
+	}
+	return b.NewArray(), nil
 }
 
 // relabel gives data the type dt, which has the same physical layout.
@@ -148,8 +231,10 @@ func sameLayout(a, b arrow.DataType) bool {
 		bt := b.(*arrow.DictionaryType)
 		return arrow.TypeEqual(at.IndexType, bt.IndexType) && sameLayout(at.ValueType, bt.ValueType) && at.Ordered == bt.Ordered
 	case *arrow.MapType:
+		// keys_sorted is a promise about the data, not its layout; Parquet
+		// does not keep it.
 		bt := b.(*arrow.MapType)
-		return at.KeysSorted == bt.KeysSorted && sameLayout(at.KeyType(), bt.KeyType()) && sameLayout(at.ItemType(), bt.ItemType())
+		return sameLayout(at.KeyType(), bt.KeyType()) && sameLayout(at.ItemType(), bt.ItemType())
 	case *arrow.FixedSizeListType:
 		bt := b.(*arrow.FixedSizeListType)
 		return at.Len() == bt.Len() && sameLayout(at.Elem(), bt.Elem())
