@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/rs/zerolog"
 	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -489,4 +491,36 @@ func TestIdleTimeout(t *testing.T) {
 	if err := putErr(bearer("tok-write-all"), s.c, []string{"fast"}, rec); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDenialLogged: a denial is logged with the identity.
+func TestDenialLogged(t *testing.T) {
+	var buf syncBuffer
+	s := startAuth(t, testAuth(t), WithLogger(zerolog.New(&buf)))
+	rec := strBatch(3, 8)
+	defer rec.Release()
+	if err := putErr(bearer("tok-read-sales"), s.c, []string{"sales", "x"}, rec); status.Code(err) != codes.PermissionDenied {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.Contains(out, `"message":"permission denied"`) || !strings.Contains(out, `"identity":"read-sales"`) || !strings.Contains(out, `"op":"DoPut"`) {
+		t.Fatalf("log:\n%s", out)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

@@ -167,13 +167,12 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 		flightserver.WithMaxConcurrentStreams(c.maxStreams),
 		flightserver.WithIdleTimeout(c.idleTimeout),
 	}, sec.opts...)...)
+	if err := checkExposure(c, sec, log, stderr); err != nil {
+		return err
+	}
 	lis, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", c.addr, err)
-	}
-	if err := checkExposure(lis, c, sec, log, stderr); err != nil {
-		_ = lis.Close()
-		return err
 	}
 	if c.metricsAddr != "" {
 		stopMetrics, err := startMetrics(c.metricsAddr, srv, log, stdout)

@@ -54,26 +54,49 @@ func setupSecurity(c serveConfig, log zerolog.Logger) (*security, error) {
 
 // checkExposure refuses to serve without auth on an address other
 // clients can reach, unless --insecure-no-auth says so; without auth on
-// loopback it warns loudly.
-func checkExposure(lis net.Listener, c serveConfig, sec *security, log zerolog.Logger, stderr io.Writer) error {
+// loopback it warns loudly. It runs before listening, so a refused
+// address is never bound.
+func checkExposure(c serveConfig, sec *security, log zerolog.Logger, stderr io.Writer) error {
 	if sec.auth != nil {
 		return nil
 	}
-	loopback := false
-	if ta, ok := lis.Addr().(*net.TCPAddr); ok {
-		loopback = ta.IP.IsLoopback()
-	}
 	switch {
-	case loopback:
-		log.Warn().Str("addr", lis.Addr().String()).Msg("NO AUTHENTICATION: every local client is an anonymous admin; give --auth-file to require credentials")
-		fmt.Fprintf(stderr, "quiver: WARNING: no --auth-file: every client on this machine has full (admin) access to %s\n", lis.Addr())
+	case isLoopback(c.addr):
+		log.Warn().Str("addr", c.addr).Msg("NO AUTHENTICATION: every local client is an anonymous admin; give --auth-file to require credentials")
+		fmt.Fprintf(stderr, "quiver: WARNING: no --auth-file: every client on this machine has full (admin) access to %s\n", c.addr)
 	case c.insecureNoAuth:
-		log.Warn().Str("addr", lis.Addr().String()).Msg("NO AUTHENTICATION on a non-loopback address (--insecure-no-auth): anyone who can reach it is an anonymous admin")
-		fmt.Fprintf(stderr, "quiver: WARNING: --insecure-no-auth: anyone who can reach %s has full (admin) access\n", lis.Addr())
+		log.Warn().Str("addr", c.addr).Msg("NO AUTHENTICATION on a non-loopback address (--insecure-no-auth): anyone who can reach it is an anonymous admin")
+		fmt.Fprintf(stderr, "quiver: WARNING: --insecure-no-auth: anyone who can reach %s has full (admin) access\n", c.addr)
 	default:
-		return fmt.Errorf("refusing to serve %s without authentication: give --auth-file, bind a loopback address, or pass --insecure-no-auth", lis.Addr())
+		return fmt.Errorf("refusing to serve %s without authentication: give --auth-file, bind a loopback address, or pass --insecure-no-auth", c.addr)
 	}
 	return nil
+}
+
+// isLoopback reports whether every address host:port may bind is a
+// loopback address ("localhost", 127.0.0.0/8, ::1). An empty host binds
+// every interface.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	if host == "localhost" {
+		return true
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil || len(ips) == 0 {
+		return false
+	}
+	for _, ip := range ips {
+		if !ip.IsLoopback() {
+			return false
+		}
+	}
+	return true
 }
 
 // reloadOnHUP reloads the auth file and the TLS certificate on SIGHUP
