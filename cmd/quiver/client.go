@@ -160,15 +160,13 @@ func clientError(err error, c *connFlags) error {
 	if errors.Is(err, context.Canceled) {
 		return errors.New("interrupted")
 	}
-	st, ok := status.FromError(err)
-	if !ok {
-		// A status may hide inside a wrapped error.
-		var se interface{ GRPCStatus() *status.Status }
-		if !errors.As(err, &se) {
-			return err
-		}
-		st = se.GRPCStatus()
+	// The status may be wrapped (status.FromError would then answer the
+	// whole chain as its message): take the status itself.
+	var se interface{ GRPCStatus() *status.Status }
+	if !errors.As(err, &se) {
+		return err
 	}
+	st := se.GRPCStatus()
 	msg := st.Message()
 	switch st.Code() {
 	case codes.Unavailable:
