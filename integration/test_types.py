@@ -41,12 +41,19 @@ def test_round_trip(client, name):
     assert info.schema.equals(table.schema, check_metadata=True)
     assert info.total_records == table.num_rows
     via_endpoints = [client.do_get(ep.ticket, options=OPTS).read_all() for ep in info.endpoints]
-    assert_tables_equal(pa.concat_tables(via_endpoints), table)
+    if table.num_columns == 0:
+        # pyarrow's concat_tables drops the row count of column-less tables
+        assert sum(t.num_rows for t in via_endpoints) == table.num_rows
+    else:
+        assert_tables_equal(pa.concat_tables(via_endpoints), table)
 
     # the same schema appends cleanly into the version, and reads back after it
     res = put(client, path, table)
     assert (res["version"], res["index"]) == ("v0", 1)
-    assert_tables_equal(get(client, path), pa.concat_tables([table, table]))
+    if table.num_columns == 0:
+        assert get(client, path).num_rows == 2 * table.num_rows
+    else:
+        assert_tables_equal(get(client, path), pa.concat_tables([table, table]))
 
 
 @pytest.mark.parametrize("name", sorted(LIMITS))

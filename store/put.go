@@ -357,7 +357,11 @@ func (k *sink) encodeErr(p profile, f Format, err error) error {
 	if err == nil || k.ioErr != nil {
 		return err
 	}
-	return fmt.Errorf("%w: %s: the data cannot be stored as %s: %v", ErrInvalidArgument, p, f, err)
+	name := "Parquet"
+	if f == FormatCSV {
+		name = "CSV"
+	}
+	return fmt.Errorf("%w: %s: the data cannot be stored as %s: %v", ErrInvalidArgument, p, name, err)
 }
 
 // stream writes rdr through t.plan into one sink per partition, then claims
