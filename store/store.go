@@ -24,6 +24,7 @@ type Store struct {
 }
 
 type options struct {
+	fs             func(root string) FS
 	lockTimeout    time.Duration
 	lockPoll       time.Duration
 	now            func() time.Time
@@ -86,6 +87,11 @@ func WithMaxPutBytes(n int64) Option { return func(o *options) { o.maxPutBytes =
 // even when its owner cannot be proven gone (default 10 min).
 func WithLockStaleAfter(d time.Duration) Option { return func(o *options) { o.lockStaleAfter = d } }
 
+// WithFS replaces the disk layer: newFS is given the data directory's
+// absolute path. For fault injection in tests (a wrapper that fails with
+// ENOSPC, say) and, later, other backends.
+func WithFS(newFS func(root string) FS) Option { return func(o *options) { o.fs = newFS } }
+
 // Open opens (creating if needed) the data directory dir.
 func Open(dir string, opts ...Option) (*Store, error) {
 	o := options{
@@ -122,7 +128,11 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if abs, err = filepath.EvalSymlinks(abs); err != nil {
 		return nil, fmt.Errorf("open data dir: %w", err)
 	}
-	return &Store{root: abs, fs: NewLocalFS(abs), opts: o}, nil
+	fsys := NewLocalFS(abs)
+	if o.fs != nil {
+		fsys = o.fs(abs)
+	}
+	return &Store{root: abs, fs: fsys, opts: o}, nil
 }
 
 // Root is the absolute data directory. It is for the operator's logs only;
