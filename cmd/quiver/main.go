@@ -151,6 +151,18 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("open data dir %s: %w", c.dataDir, err)
 	}
+	// Clean what killed writers left behind (stale temps, uncommitted
+	// orphans older than the threshold), once, in the background so a large
+	// data dir does not delay serving. It never touches a committed file.
+	go func() {
+		rep, err := st.Sweep(ctx, store.DefaultStaleAfter)
+		switch {
+		case err != nil:
+			log.Warn().Err(err).Msg("start-up sweep failed")
+		case len(rep.Removed) > 0:
+			log.Info().Int("removed", len(rep.Removed)).Strs("paths", rep.Removed).Msg("start-up sweep")
+		}
+	}()
 	sec, err := setupSecurity(c, log)
 	if err != nil {
 		return err
