@@ -2,7 +2,6 @@
 GO ?= go
 # stress: small in CI (make test runs the default sizes); `make stress` runs
 # the full settings documented in docs/reliability.md.
-export GOFLAGS ?=
 
 .PHONY: test test-go test-race test-python vet build bench stress
 
