@@ -26,7 +26,7 @@ const (
 // ListActions answers them.
 var ActionTypes = []*flight.ActionType{
 	{Type: ActionListVersions, Description: `{"path"} → {"path","latest","versions":[{"version","files","rows","bytes","created"}]}`},
-	{Type: ActionVerify, Description: `{"path"} | {"prefix"} | {} → {"ok","checked_files","problems":[{"kind","path","detail"}]}`},
+	{Type: ActionVerify, Description: `{"path"} | {"prefix"} | {}, optional "sample" (0,1] and "seed" → {"ok","checked_files","problems":[{"kind","path","detail"}]}`},
 	{Type: ActionLineage, Description: `{"path"} → one result per commit record, oldest first`},
 	{Type: ActionRemoveOldVersions, Description: `{"path","keep":1,"grace_s":3600} → {"removed":["v0"]}`},
 	{Type: ActionSweep, Description: `{"older_than_s":3600} → {"removed":[…]}`},
@@ -52,6 +52,10 @@ type Action struct {
 	// OlderThan overrides the age after which sweep removes temps; nil
 	// means the server default.
 	OlderThan *time.Duration
+	// Sample (verify) is the fraction of files re-hashed, 0 < Sample <= 1;
+	// 0 means all. Seed picks which: the same seed checks the same files.
+	Sample float64
+	Seed   int64
 }
 
 // Path is the slash-joined profile name, "" when the action has none.
@@ -64,6 +68,8 @@ type actionWire struct {
 	Keep       *int     `json:"keep,omitempty"`
 	GraceS     *float64 `json:"grace_s,omitempty"`
 	OlderThanS *float64 `json:"older_than_s,omitempty"`
+	Sample     *float64 `json:"sample,omitempty"`
+	Seed       *int64   `json:"seed,omitempty"`
 }
 
 // ParseAction parses the JSON body of an action. An empty body is {}.
@@ -76,7 +82,7 @@ func ParseAction(typ string, body []byte) (*Action, error) {
 	case ActionListVersions, ActionLineage, ActionBreakLock, ActionCompact:
 		allowed = map[string]bool{"path": true}
 	case ActionVerify:
-		allowed = map[string]bool{"path": true, "prefix": true}
+		allowed = map[string]bool{"path": true, "prefix": true, "sample": true, "seed": true}
 		needPath = false
 	case ActionRemoveOldVersions:
 		allowed = map[string]bool{"path": true, "keep": true, "grace_s": true}
@@ -97,6 +103,7 @@ func ParseAction(typ string, body []byte) (*Action, error) {
 	given := map[string]bool{
 		"path": w.Path != nil || w.Keys != nil, "prefix": w.Prefix != nil, "keep": w.Keep != nil,
 		"grace_s": w.GraceS != nil, "older_than_s": w.OlderThanS != nil,
+		"sample": w.Sample != nil, "seed": w.Seed != nil,
 	}
 	for f, ok := range given {
 		if ok && !allowed[f] {
@@ -131,6 +138,15 @@ func ParseAction(typ string, body []byte) (*Action, error) {
 			return nil, fmt.Errorf("verify prefix: %w", err)
 		}
 		a.Prefix = prefix
+	}
+	if w.Sample != nil {
+		if !(*w.Sample > 0 && *w.Sample <= 1) {
+			return nil, fmt.Errorf("%w: sample must be in (0, 1]", ErrInvalid)
+		}
+		a.Sample = *w.Sample
+	}
+	if w.Seed != nil {
+		a.Seed = *w.Seed
 	}
 	if typ == ActionRemoveOldVersions {
 		a.Keep = 1

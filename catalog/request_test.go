@@ -116,6 +116,10 @@ func TestParseAction(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(a.Prefix, []string{"sales"}) {
 		t.Fatalf("verify prefix: %+v %v", a, err)
 	}
+	a, err = ParseAction(ActionVerify, []byte(`{"prefix":"sales","sample":0.1,"seed":7}`))
+	if err != nil || a.Sample != 0.1 || a.Seed != 7 {
+		t.Fatalf("verify sample: %+v %v", a, err)
+	}
 	a, err = ParseAction(ActionSweep, []byte(`{"older_than_s":1.5}`))
 	if err != nil || a.OlderThan == nil || a.OlderThan.Seconds() != 1.5 {
 		t.Fatalf("sweep: %+v %v", a, err)
@@ -128,6 +132,9 @@ func TestParseAction(t *testing.T) {
 		{ActionRemoveOldVersions, `{"path":"a","grace_s":-1}`},
 		{ActionSweep, `{"path":"a"}`},
 		{ActionVerify, `{"path":"a","prefix":"b"}`},
+		{ActionVerify, `{"sample":0}`},
+		{ActionVerify, `{"sample":1.5}`},
+		{ActionLineage, `{"path":"a","sample":0.5}`},
 		{ActionBreakLock, `[1]`},
 		{ActionCompact, `{"path":"../x"}`},
 	}

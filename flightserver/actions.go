@@ -133,7 +133,7 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 // prefixes). A prefix wholly outside them is PermissionDenied.
 func (s *Server) verify(ctx context.Context, a *catalog.Action) (*store.VerifyReport, error) {
 	if len(a.Keys) > 0 {
-		rep, err := s.st.Verify(ctx, store.VerifyOptions{Keys: a.Keys})
+		rep, err := s.st.Verify(ctx, store.VerifyOptions{Keys: a.Keys, Sample: a.Sample, Seed: a.Seed})
 		if err != nil {
 			return nil, fail(ctx, err)
 		}
@@ -149,7 +149,7 @@ func (s *Server) verify(ctx context.Context, a *catalog.Action) (*store.VerifyRe
 	}
 	var all *store.VerifyReport
 	for _, p := range targets {
-		rep, err := s.st.Verify(ctx, store.VerifyOptions{Prefix: p})
+		rep, err := s.st.Verify(ctx, store.VerifyOptions{Prefix: p, Sample: a.Sample, Seed: a.Seed})
 		if err != nil {
 			return nil, fail(ctx, err)
 		}

@@ -453,6 +453,10 @@ func TestCLIVerifyFlippedByte(t *testing.T) {
 	}
 	// A prefix that leaves the mutated profile out is clean.
 	mustCLI(t, s, "verify", "audit/y")
+	// Sampled online: a rate of 1 re-hashes everything and finds the flip.
+	if e := failCLI(t, s, "verify", "--sample", "1", "--seed", "3"); !strings.Contains(e.stdout, "mutated") {
+		t.Fatalf("sampled verify:\n%s", e.stdout)
+	}
 	// Offline, the same.
 	failCLI(t, nil, "verify", "--data-dir", s.dataDir)
 }

@@ -288,7 +288,7 @@ clean, 1 when anything is wrong.`,
 		}
 		return nil
 	})
-	cmd.Flags().Float64Var(&sample, "sample", 0, "re-hash only this fraction of files, 0 < rate <= 1 (every file is still listed and sized; --data-dir only)")
+	cmd.Flags().Float64Var(&sample, "sample", 0, "re-hash only this fraction of files, 0 < rate <= 1 (every file is still listed and sized)")
 	cmd.Flags().Int64Var(&seed, "seed", 0, "with --sample: the same seed checks the same files")
 	return cmd
 }

@@ -271,12 +271,13 @@ func (r *remote) Lineage(ctx context.Context, profile string, w io.Writer) error
 }
 
 func (r *remote) Verify(ctx context.Context, v verifyRequest) (*store.VerifyReport, error) {
-	if v.sample != 0 {
-		return nil, errors.New("--sample needs --data-dir: the server's verify action re-hashes every file")
-	}
-	body := map[string]string{}
+	body := map[string]any{}
 	if v.prefix != "" {
 		body["prefix"] = v.prefix
+	}
+	if v.sample != 0 {
+		body["sample"] = v.sample
+		body["seed"] = v.seed
 	}
 	var rep store.VerifyReport
 	return &rep, r.action1(ctx, catalog.ActionVerify, body, &rep)
