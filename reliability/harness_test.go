@@ -506,3 +506,5 @@ func report(t *testing.T, format string, args ...any) {
 }
 
 func newRand() *rand.Rand { return rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)) }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

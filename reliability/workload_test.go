@@ -154,6 +154,7 @@ type workload struct {
 	errs     counter
 	puts     atomic.Int64
 	breaks   atomic.Int64
+	stop     atomic.Bool   // set to end the workers early
 	attempts int           // per logical put
 	retryFor time.Duration // keep retrying a put this long after the deadline
 }
@@ -167,7 +168,7 @@ func newWorkload(c *cluster, profiles []string) *workload {
 func (w *workload) worker(ctx context.Context, id int, deadline time.Time) {
 	r := newRand()
 	name := fmt.Sprintf("go%d", id)
-	for seq := 0; time.Now().Before(deadline) && ctx.Err() == nil; seq++ {
+	for seq := 0; time.Now().Before(deadline) && ctx.Err() == nil && !w.stop.Load(); seq++ {
 		n := 1 + r.Int64N(w.maxRows)
 		start := w.nextID.Add(n) - n
 		rec := putRec{Req: fmt.Sprintf("%s-%d", name, seq), Profile: w.profiles[r.IntN(len(w.profiles))], Mode: "append", Start: start, N: n, Client: name}
@@ -288,6 +289,8 @@ type checkResult struct {
 	ackedPuts, gaveUp   int
 	ackedRows, readRows int64
 	unackedVisibleRows  int64
+	dupRows             int64
+	dupPuts             int
 	versions            int
 	problems            []string
 }
@@ -356,6 +359,8 @@ func check(ctx context.Context, c flight.Client, profiles []string, recs []putRe
 		} else {
 			cr.gaveUp++
 		}
+		var dups int
+		var dupIn string
 		for id := r.Start; id < r.Start+r.N; id++ {
 			owned[id] = true
 			l := seen[id]
@@ -368,8 +373,15 @@ func check(ctx context.Context, c flight.Client, profiles []string, recs []putRe
 				cr.unackedVisibleRows++
 			}
 			if l != nil && l.count > 1 {
-				cr.fail("put %s (acked=%v, attempts %d, codes %v): row %d read %d times in %s", r.Req, r.Acked, r.Attempts, r.Codes, id, l.count, l.version)
+				dups++
+				dupIn = fmt.Sprintf("%s (%d times)", l.version, l.count)
 			}
+		}
+		if dups > 0 {
+			cr.dupRows += int64(dups)
+			cr.dupPuts++
+			cr.fail("put %s (acked=%v as %s index %d, attempts %d, codes %v): %d of its %d rows read more than once, in %s",
+				r.Req, r.Acked, r.Version, r.Index, r.Attempts, r.Codes, dups, r.N, dupIn)
 		}
 	}
 	for id, l := range seen {
