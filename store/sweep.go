@@ -24,10 +24,11 @@ type SweepReport struct {
 //   - files under partition directories that no commit record lists
 //     (uncommitted orphans of a multi-file put), judged by modification
 //     time, and only while their index still has no commit record;
-//   - version directories that hold no commit record, no data file and no
-//     claim (a write that never committed anything), once their
-//     .version.json creation time, directory and every file in them are
-//     older than olderThan;
+//   - version directories a write abandoned before its commit record: above
+//     the manifest's latest with no commit record (whatever files they
+//     hold: the manifest never named them), or below it holding no record,
+//     data file or claim at all — once their .version.json creation time,
+//     directory and every file in them are older than olderThan;
 //   - directories moved aside by retention (.vN.deleting-…), at any age.
 //
 // It never removes a committed file, a numbered file at a version root (it
@@ -125,15 +126,23 @@ func (s *Store) sweepVersion(ctx context.Context, p profile, v, latest int, cuto
 	if err != nil {
 		return fmt.Errorf("sweep %s %s: %w", p, vname, err)
 	}
-	committed := false // holds a record, a claim or a visible data file
+	hasRecord, hasData := false, false // hasData: a claim or a root data file
 	for _, e := range entries {
 		_, _, data := parseDataFile(e.Name())
-		if data || strings.HasSuffix(e.Name(), claimSuffix) || commitRe.MatchString(e.Name()) {
-			committed = true
-			break
+		switch {
+		case commitRe.MatchString(e.Name()):
+			hasRecord = true
+		case data || strings.HasSuffix(e.Name(), claimSuffix):
+			hasData = true
 		}
 	}
-	if !committed && v != latest && latest >= 0 {
+	// A version above the manifest with no commit record was never named by
+	// it and acknowledged to nobody: a write killed before its commit (even
+	// after publishing its files), as verify reports it. Below the manifest,
+	// only a version holding nothing at all is abandoned: its root files are
+	// visible by the pyrosome rule.
+	abandoned := latest >= 0 && !hasRecord && (v > latest || (!hasData && v != latest))
+	if abandoned {
 		// A write that never committed anything. Judge its age before
 		// touching anything in it: removing a temp makes the dir young.
 		age, ok := s.versionAge(ctx, vdir, s.opts.now())
