@@ -12,8 +12,10 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l .)" || (echo "gofmt needed:"; gofmt -l .; exit 1)
 
+# The crash test kills a writer 100 times here (its plain `go test` default
+# is 30, to keep a developer's loop quick).
 test-go:
-	$(GO) test -count=1 ./...
+	QUIVER_CRASH_KILLS=100 $(GO) test -count=1 -timeout 20m ./...
 
 # Under the race detector the multi-process and crash tests run their
 # -short sizes.
