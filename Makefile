@@ -30,6 +30,8 @@ test: vet test-go test-race test-python
 # Full-size concurrency and crash runs (minutes).
 stress:
 	QUIVER_STRESS=1 $(GO) test -count=1 -run 'MultiProcess|CrashKilled' -v ./store/
+	QUIVER_STRESS_SCALE=$${QUIVER_STRESS_SCALE:-full} $(GO) test -count=1 -timeout 90m -v ./reliability/
+	FUZZTIME=$${FUZZTIME:-10m} reliability/fuzz.sh
 
 # Store benchmarks: throughput matrix, then peak heap/RSS at 100 MB and 1 GB.
 bench:
