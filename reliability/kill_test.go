@@ -84,6 +84,11 @@ func TestFaultKill(t *testing.T) {
 	if err != nil {
 		t.Errorf("sweep: %v", err)
 	}
+	// and break the manifest locks killed servers left (only a dead
+	// owner's lock is broken).
+	for _, p := range killProfiles {
+		_, _ = action(ctx, c.any(), "break-lock", map[string]any{"path": p})
+	}
 	vr2, err := verify(ctx, c.any(), map[string]any{})
 	if err != nil {
 		t.Fatalf("verify after sweep: %v", err)
@@ -100,9 +105,10 @@ func TestFaultKill(t *testing.T) {
 		midPut, inflightAtKill, w.breaks.Load())
 	report(t, "logical puts=%d acked=%d gave up=%d; attempts=%d, puts retried=%d; rows acked=%d read=%d; unacked rows visible=%d; versions=%d",
 		len(recs), cr.ackedPuts, cr.gaveUp, attempts, retried, cr.ackedRows, cr.readRows, cr.unackedVisibleRows, cr.versions)
-	report(t, "duplicated rows=%d in %d puts (rows of a put read more than once)", cr.dupRows, cr.dupPuts)
+	report(t, "duplicated rows=%d in %d puts (rows of a put read more than once); acked rows missing=%d, in another version=%d; rows never put=%d; empty versions (abandoned writes)=%d",
+		cr.dupRows, cr.dupPuts, cr.missingRows, cr.misplacedRows, cr.phantomRows, cr.emptyVersions)
 	report(t, "go errors by code: %s; go put p50=%s p99=%s; manifest polls=%d", w.errs.String(), w.lat.pct(0.5), w.lat.pct(0.99), polls.Load())
-	report(t, "verify before sweep: ok=%v files=%d problems=%v; sweep removed %d entries; verify after sweep: ok=%v problems=%v",
+	report(t, "verify before sweep: ok=%v files=%d problems=%v; sweep removed %d entries; verify after sweep + break-lock: ok=%v problems=%v",
 		vr.OK, vr.Checked, vr.kinds(), sweepCount(sw), vr2.OK, vr2.kinds())
 
 	for _, p := range *mproblems {

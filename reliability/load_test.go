@@ -89,6 +89,8 @@ func TestLoad(t *testing.T) {
 		w.lat.pct(0.5), w.lat.pct(0.99), w.lat.pct(1), pyLat.pct(0.5), pyLat.pct(0.99))
 	report(t, "go put attempts=%d errors by code: %s; pyarrow attempts=%d errors=%d; manifest polls=%d; concurrent reads=%d reader errors: %s",
 		w.puts.Load(), w.errs.String(), pyPuts, pyErrs, polls.Load(), reads.Load(), readerErrs.String())
+	report(t, "acked rows missing=%d, in another version=%d, read twice=%d; rows never put=%d; empty versions=%d",
+		cr.missingRows, cr.misplacedRows, cr.dupRows, cr.phantomRows, cr.emptyVersions)
 	report(t, "verify: ok=%v checked_files=%d problems=%v", vr.OK, vr.Checked, vr.kinds())
 
 	for _, p := range *mproblems {

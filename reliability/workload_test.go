@@ -291,6 +291,10 @@ type checkResult struct {
 	unackedVisibleRows  int64
 	dupRows             int64
 	dupPuts             int
+	missingRows         int64 // acknowledged, not readable
+	misplacedRows       int64 // acknowledged, readable in another version
+	phantomRows         int64 // readable, never put
+	emptyVersions       int   // listed versions with no files (abandoned writes)
 	versions            int
 	problems            []string
 }
@@ -325,6 +329,10 @@ func check(ctx context.Context, c flight.Client, profiles []string, recs []putRe
 		}
 		for _, v := range vl.Versions {
 			cr.versions++
+			if v.Files == 0 && v.Rows == 0 {
+				cr.emptyVersions++
+				continue
+			}
 			ids, err := readIDs(ctx, c, p, v.Version)
 			if err != nil {
 				cr.fail("read %s %s: %v", p, v.Version, err)
@@ -366,8 +374,10 @@ func check(ctx context.Context, c flight.Client, profiles []string, recs []putRe
 			l := seen[id]
 			switch {
 			case r.Acked && l == nil:
+				cr.missingRows++
 				cr.fail("acknowledged put %s (%s %s index %d): row %d not readable", r.Req, r.Profile, r.Version, r.Index, id)
 			case r.Acked && l.version != r.Profile+"@"+r.Version:
+				cr.misplacedRows++
 				cr.fail("acknowledged put %s: row %d in %s, ack said %s@%s", r.Req, id, l.version, r.Profile, r.Version)
 			case !r.Acked && l != nil:
 				cr.unackedVisibleRows++
@@ -386,6 +396,7 @@ func check(ctx context.Context, c flight.Client, profiles []string, recs []putRe
 	}
 	for id, l := range seen {
 		if !owned[id] {
+			cr.phantomRows++
 			cr.fail("row %d in %s was never put", id, l.version)
 		}
 	}
