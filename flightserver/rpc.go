@@ -39,9 +39,10 @@ func (r *countingReader) Next() bool {
 func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 	ctx := stream.Context()
 	ri := info(ctx)
-	rdr, err := flight.NewRecordReader(stream, ipc.WithAllocator(s.opts.mem))
+	rs := &recvErrStream{FlightService_DoPutServer: stream}
+	rdr, err := flight.NewRecordReader(rs, ipc.WithAllocator(s.opts.mem))
 	if err != nil {
-		return fail(ctx, s.streamError(err, "DoPut stream did not start with a schema"))
+		return fail(ctx, s.streamError(rs.cause(err), "DoPut stream did not start with a schema"))
 	}
 	defer rdr.Release()
 	req, err := catalog.ParseDescriptor(rdr.LatestFlightDescriptor())
@@ -63,7 +64,7 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 		err = fmt.Errorf("put %s: %w", req.Path(), rdr.Err())
 	}
 	if err != nil {
-		return s.failed(ctx, s.streamError(err, "put "+req.Path()))
+		return s.failed(ctx, s.streamError(rs.cause(err), "put "+req.Path()))
 	}
 	if !cr.Replayed {
 		s.metrics.commit(string(cr.Mode))
@@ -79,6 +80,37 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 		return fail(ctx, fmt.Errorf("send put result: %w", err))
 	}
 	return nil
+}
+
+// recvErrStream remembers the transport's own receive error: the IPC
+// reader reports it with %v, losing its gRPC status (a message over the
+// size limit must stay ResourceExhausted, not become Internal).
+type recvErrStream struct {
+	flight.FlightService_DoPutServer
+	err error
+}
+
+func (r *recvErrStream) Recv() (*flight.FlightData, error) {
+	d, err := r.FlightService_DoPutServer.Recv()
+	if err != nil && !errors.Is(err, io.EOF) && r.err == nil {
+		r.err = err
+	}
+	return d, err
+}
+
+// cause is err, or the receive error behind it when that carries a gRPC
+// status and err lost it.
+func (r *recvErrStream) cause(err error) error {
+	if r.err == nil {
+		return err
+	}
+	if _, ok := status.FromError(unwrapStatus(err)); ok {
+		return err
+	}
+	if _, ok := status.FromError(r.err); ok {
+		return r.err
+	}
+	return err
 }
 
 // streamError gives transport errors a message a client can act on.
