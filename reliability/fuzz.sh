@@ -23,6 +23,5 @@ for t in "${targets[@]}"; do
   if ! "$GO" test -run '^$' -fuzz "^$2\$" -fuzztime "$FUZZTIME" "$1" 2>&1 | tail -4; then
     fail=1
   fi
-  [ "${PIPESTATUS[0]:-0}" = 0 ] || fail=1
 done
 exit $fail
