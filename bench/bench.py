@@ -1,0 +1,660 @@
+"""Quiver benchmark suite: Quiver side by side with what users would
+otherwise use, on the same data in the same run (issue 8).
+
+Run it with `make bench-peers` (bench/run.sh builds the binaries and the
+venv, then runs this). Environment:
+
+    BENCH_SCALE   data size as a fraction of 1 GiB of Arrow data (default 1;
+                  0.01 for CI). The profile/file counts of the ListFlights and
+                  GetFlightInfo cases are 10,000 x BENCH_SCALE (at least 100).
+    BENCH_REPS    timed runs per case (default 5, 3 at BENCH_SCALE >= 0.5);
+                  the table shows medians.
+    BENCH_APPEND_SECONDS  duration of each small-append run (default 2, 8 at
+                  BENCH_SCALE >= 0.5).
+    BENCH_WORK    scratch dir (default /tmp/quiver-bench-<scale>); the
+                  generated source is kept there and reused.
+    BENCH_OUT     where results.json, results.md and benchmarks.png go
+                  (default bench/out).
+    BENCH_CASES   comma-separated subset of: get,prune,put,append,list,info.
+
+Every variant of a case runs once per round, rounds repeat BENCH_REPS
+times, so Quiver and its peers are measured interleaved under the same
+machine load. Servers are restarted for every case, and each server's
+peak RSS is sampled (VmRSS every 20 ms) during that case only.
+"""
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.flight as fl
+import pyarrow.parquet as pq
+
+MiB = 1 << 20
+GiB = 1 << 30
+PARTS = 64
+SCALE = float(os.environ.get("BENCH_SCALE", "1"))
+BIG = SCALE >= 0.5
+REPS = int(os.environ.get("BENCH_REPS", "3" if BIG else "5"))
+APPEND_S = float(os.environ.get("BENCH_APPEND_SECONDS", "8" if BIG else "2"))
+WORK = os.environ.get("BENCH_WORK", f"/tmp/quiver-bench-{SCALE:g}")
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.environ.get("BENCH_OUT", os.path.join(HERE, "out"))
+CASES = set(os.environ.get("BENCH_CASES", "get,prune,put,append,list,info").split(","))
+COUNT = max(100, int(10_000 * SCALE))  # profiles to list, files in one profile
+BATCH_ROWS = 256 * 1024  # "large batches": ~37 MiB each
+PROJ = ["id", "price"]  # 2 columns of 20
+PART_PICK = 7
+
+QUIVER = os.environ["QUIVER_BIN"]
+FLIGHTBENCH = os.environ["FLIGHTBENCH_BIN"]
+PY = sys.executable
+
+
+def log(*a):
+    print(f"[{time.strftime('%H:%M:%S')}]", *a, file=sys.stderr, flush=True)
+
+
+# --- data ------------------------------------------------------------------
+
+HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+CATS = pa.array([f"category-{i:02d}" for i in range(16)])
+COUNTRIES = pa.array([f"{chr(65 + i // 26)}{chr(65 + i % 26)}" for i in range(200)])
+WORDS = pa.array([f"w{i:x}" for i in range(10_000)])
+
+
+def gen_batch(rng, start, n):
+    """n rows of 20 mixed columns: ints, floats, strings, timestamps, a date,
+    a bool. Roughly the entropy of real event data (some columns
+    compressible, the token column not at all)."""
+    ids = np.arange(start, start + n, dtype=np.int64)
+    tok = HEX[rng.integers(0, 16, n * 24, dtype=np.uint8)]
+    token = pa.StringArray.from_buffers(
+        n, pa.py_buffer(np.arange(0, n * 24 + 1, 24, dtype=np.int32)), pa.py_buffer(tok))
+    ts0 = 1_700_000_000_000_000
+    cols = {
+        "part": pa.array(rng.integers(0, PARTS, n, dtype=np.int32)),
+        "id": pa.array(ids),
+        "user_id": pa.array(rng.integers(0, 5_000_000, n, dtype=np.int64)),
+        "qty": pa.array(rng.integers(1, 100, n, dtype=np.int32)),
+        "small": pa.array(rng.integers(-1000, 1000, n, dtype=np.int16)),
+        "big": pa.array(rng.integers(0, 1 << 62, n, dtype=np.int64)),
+        "region_code": pa.array(rng.integers(0, 8, n, dtype=np.int8)),
+        "price": pa.array(np.round(rng.gamma(2.0, 20.0, n), 2)),
+        "score": pa.array(rng.standard_normal(n)),
+        "ratio": pa.array(rng.random(n, dtype=np.float32)),
+        "amount": pa.array(np.round(rng.random(n) * 1000, 2)),
+        "discount": pa.array(np.where(rng.random(n) < 0.8, 0.0, 0.1)),
+        "category": CATS.take(pa.array(rng.integers(0, len(CATS), n))),
+        "country": COUNTRIES.take(pa.array(rng.integers(0, len(COUNTRIES), n))),
+        "name": WORDS.take(pa.array(rng.zipf(1.3, n) % len(WORDS))),
+        "token": token,
+        "ts_event": pa.array(ts0 + ids * 1000 + rng.integers(0, 1000, n), pa.timestamp("us", tz="UTC")),
+        "ts_ingest": pa.array(ts0 + rng.integers(0, 365 * 86400 * 10**6, n), pa.timestamp("us", tz="UTC")),
+        "day": pa.array((19_000 + ids // 100_000).astype(np.int32), pa.date32()),
+        "flag": pa.array(rng.random(n) < 0.3),
+    }
+    return pa.RecordBatch.from_pydict(cols)
+
+
+def source_path():
+    return os.path.join(WORK, "source.arrow")
+
+
+def generate():
+    """The source: an uncompressed Arrow IPC file of SCALE GiB in batches of
+    BATCH_ROWS rows (memory-mapped by the put clients)."""
+    path = source_path()
+    stamp = path + ".done"
+    if os.path.exists(stamp):
+        log(f"reusing {path}")
+        return
+    os.makedirs(WORK, exist_ok=True)
+    rng = np.random.default_rng(8)
+    probe = gen_batch(rng, 0, 10_000)
+    per_row = probe.nbytes / probe.num_rows
+    rows = max(PARTS * 100, int(SCALE * GiB / per_row))
+    log(f"generating {rows:,} rows (~{rows * per_row / MiB:,.0f} MiB of Arrow) into {path}")
+    with pa.OSFile(path, "wb") as f, pa.ipc.new_file(f, probe.schema) as w:
+        for start in range(0, rows, BATCH_ROWS):
+            w.write_batch(gen_batch(rng, start, min(BATCH_ROWS, rows - start)))
+    open(stamp, "w").close()
+
+
+def source():
+    return pa.ipc.open_file(pa.memory_map(source_path())).read_all()
+
+
+# --- processes ---------------------------------------------------------------
+
+
+class Sampler:
+    """Peak VmRSS of a process, sampled every 20 ms between start and stop."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.peak = 0
+        self._stop = threading.Event()
+        self._t = None
+
+    def rss(self, key="VmRSS"):
+        try:
+            with open(f"/proc/{self.pid}/status") as f:
+                for line in f:
+                    if line.startswith(key + ":"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
+
+    def start(self):
+        self.peak = self.rss()
+        self._stop.clear()
+
+        def run():
+            while not self._stop.wait(0.02):
+                self.peak = max(self.peak, self.rss())
+
+        self._t = threading.Thread(target=run, daemon=True)
+        self._t.start()
+
+    def stop(self):
+        self._stop.set()
+        self._t.join()
+        self.peak = max(self.peak, self.rss())
+        return self.peak
+
+
+class Server:
+    def __init__(self, argv, logname):
+        self.log = open(os.path.join(WORK, logname), "ab")
+        self.p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log)
+        # "quiver: serving <dir> on <addr>" (other lines, e.g. warnings, may
+        # come first)
+        for _ in range(20):
+            line = self.p.stdout.readline().decode()
+            if not line or ": serving " in line:
+                break
+        if ": serving " not in line:
+            self.p.kill()
+            raise RuntimeError(f"{argv[0]} did not start: {line!r} (see {self.log.name})")
+        self.addr = line.strip().rsplit(" on ", 1)[1]
+        self.client = fl.connect(f"grpc://{self.addr}")
+        self.sampler = Sampler(self.p.pid)
+
+    def stop(self):
+        self.client.close()
+        self.p.terminate()
+        try:
+            self.p.wait(30)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+        self.log.close()
+
+
+def data_dir():
+    return os.path.join(WORK, "data")
+
+
+def start_quiver():
+    return Server([QUIVER, "serve", "--data-dir", data_dir(), "--addr", "127.0.0.1:0", "--log-level", "warn"],
+                  "quiver.log")
+
+
+def start_peer():
+    return Server([PY, os.path.join(HERE, "peer.py"), "--root", data_dir(), "--port", "0",
+                   "--put-dir", os.path.join(WORK, "peer-put")], "peer.log")
+
+
+# --- measuring ----------------------------------------------------------------
+
+RESULTS = []  # one dict per (case, variant)
+
+
+def run_case(case, variants, reps=REPS, what=""):
+    """variants: [(name, fn, server or None)]; fn() returns (rows, bytes) or
+    a dict of extra fields. Runs every variant once per round."""
+    times = {v[0]: [] for v in variants}
+    peaks = {v[0]: 0 for v in variants}
+    out = {v[0]: None for v in variants}
+    for r in range(reps):
+        for name, fn, srv in (variants if r % 2 == 0 else list(reversed(variants))):
+            if srv is not None:
+                srv.sampler.start()
+            t0 = time.perf_counter()
+            res = fn()
+            dt = time.perf_counter() - t0
+            if srv is not None:
+                peaks[name] = max(peaks[name], srv.sampler.stop())
+            if isinstance(res, dict) and "seconds" in res:
+                dt = res["seconds"]
+            times[name].append(dt)
+            out[name] = res
+        log(f"{case} round {r + 1}/{reps}: " + ", ".join(f"{n} {times[n][-1]:.3f}s" for n in times))
+    for name, fn, srv in variants:
+        res = out[name]
+        rows, nbytes = (res["rows"], res["bytes"]) if isinstance(res, dict) else res
+        med = statistics.median(times[name])
+        RESULTS.append({
+            "case": case, "variant": name, "what": what, "reps": reps, "median_s": med,
+            "min_s": min(times[name]), "max_s": max(times[name]), "rows": rows, "bytes": nbytes,
+            "rows_per_s": rows / med if med else 0, "mib_per_s": nbytes / MiB / med if med else 0,
+            "server_peak_rss_mib": peaks[name] / MiB if srv is not None else None,
+        })
+
+
+def flight_read(client, ticket):
+    """pyarrow client: consume a DoGet batch by batch (nothing kept)."""
+    rdr = client.do_get(fl.Ticket(ticket))
+    rows = nbytes = 0
+    for chunk in rdr:
+        rows += chunk.data.num_rows
+        nbytes += chunk.data.nbytes
+    return rows, nbytes
+
+
+def go_read(addr, ticket):
+    out = subprocess.run([FLIGHTBENCH, "get", "-addr", addr, "-ticket", ticket], check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def table_res(t):
+    return t.num_rows, t.nbytes
+
+
+def read_cases(full_dir):
+    import duckdb
+    import polars as pl
+
+    q = start_quiver()
+    p = start_peer()
+    try:
+        glob = os.path.join(full_dir, "*", "*.parquet")
+
+        def variants(qticket, pticket, columns, part):
+            flt = None if part is None else ds.field("part") == part
+            where = "" if part is None else f" WHERE part = {part}"
+            sel = "*" if columns is None else ", ".join(columns)
+
+            def duck():
+                con = duckdb.connect()
+                t = con.sql(f"SELECT {sel} FROM read_parquet('{glob}', hive_partitioning = true){where}").to_arrow_table()
+                con.close()
+                return table_res(t)
+
+            def polars():
+                lf = pl.scan_parquet(glob, hive_partitioning=True)
+                if part is not None:
+                    lf = lf.filter(pl.col("part") == part)
+                if columns is not None:
+                    lf = lf.select(columns)
+                df = lf.collect()
+                return df.height, df.estimated_size()
+
+            def pq_read():
+                return table_res(pq.read_table(full_dir, columns=columns, filters=flt, partitioning="hive"))
+
+            def ds_read():
+                d = ds.dataset(full_dir, format="parquet", partitioning="hive")
+                return table_res(d.to_table(columns=columns, filter=flt))
+
+            return [
+                ("quiver (Go client)", lambda: go_read(q.addr, qticket), q),
+                ("quiver (pyarrow client)", lambda: flight_read(q.client, qticket.encode()), q),
+                ("pyarrow Flight peer (pyarrow client)", lambda: flight_read(p.client, pticket.encode()), p),
+                ("pyarrow Flight peer (Go client)", lambda: go_read(p.addr, pticket), p),
+                ("local pq.read_table", pq_read, None),
+                ("local dataset.to_table", ds_read, None),
+                ("local DuckDB", duck, None),
+                ("local polars", polars, None),
+            ]
+
+        # warm the page cache once
+        ds.dataset(full_dir, format="parquet", partitioning="hive").to_table()
+        if "get" in CASES:
+            run_case("DoGet full", variants(
+                json.dumps({"path": "bench/full"}), json.dumps({"path": "bench/full/v0"}), None, None),
+                what="all rows, 20 columns")
+        if "prune" in CASES:
+            run_case("DoGet 1 partition of 64", variants(
+                json.dumps({"path": "bench/full", "partition": {"part": PART_PICK}}),
+                json.dumps({"path": "bench/full/v0", "partition": {"part": PART_PICK}}), None, PART_PICK),
+                what=f"part = {PART_PICK}")
+            run_case("DoGet 2 columns of 20", variants(
+                json.dumps({"path": "bench/full", "columns": PROJ}),
+                json.dumps({"path": "bench/full/v0", "columns": PROJ}), PROJ, None),
+                what=", ".join(PROJ))
+    finally:
+        q.stop()
+        p.stop()
+
+
+def flight_put(client, descriptor, reader_fn):
+    rdr = reader_fn()
+    w, meta = client.do_put(descriptor, rdr.schema)
+    rows = nbytes = 0
+    for b in rdr:
+        w.write_batch(b)
+        rows += b.num_rows
+        nbytes += b.nbytes
+    w.done_writing()
+    meta.read()
+    w.close()
+    return rows, nbytes
+
+
+def put_cases():
+    q = start_quiver()
+    p = start_peer()
+    local = os.path.join(WORK, "local-put.parquet")
+    n = [0]
+
+    batches = source_reader
+
+    def quiver():
+        n[0] += 1
+        path = f"bench/put{n[0]}"
+        res = flight_put(q.client, fl.FlightDescriptor.for_command(json.dumps({"path": path, "mode": "write"})), batches)
+        shutil.rmtree(os.path.join(data_dir(), path), ignore_errors=True)
+        return res
+
+    def peer():
+        n[0] += 1
+        res = flight_put(p.client, fl.FlightDescriptor.for_path(f"put{n[0]}"), batches)
+        shutil.rmtree(os.path.join(WORK, "peer-put"), ignore_errors=True)
+        os.makedirs(os.path.join(WORK, "peer-put"))
+        return res
+
+    def write_table():
+        t = source()
+        pq.write_table(t, local, compression="zstd")
+        os.remove(local)
+        return table_res(t)
+
+    try:
+        run_case("DoPut (one file, large batches)", [
+            ("quiver (pyarrow client)", quiver, q),
+            ("pyarrow Flight peer (pyarrow client)", peer, p),
+            ("local pq.write_table", write_table, None),
+        ], what=f"{BATCH_ROWS:,}-row batches, zstd")
+    finally:
+        q.stop()
+        p.stop()
+
+
+def source_reader():
+    """The source as a stream of its (memory-mapped, zero-copy) batches."""
+    f = pa.ipc.open_file(pa.memory_map(source_path()))
+    return pa.RecordBatchReader.from_batches(f.schema, (f.get_batch(i) for i in range(f.num_record_batches)))
+
+
+def append_cases():
+    for writers in (1, 8, 32):
+        q = start_quiver()
+        try:
+            q.sampler.start()
+            out = subprocess.run([FLIGHTBENCH, "append", "-addr", q.addr, "-path", f"bench/appends{writers}",
+                                  "-writers", str(writers), "-duration", f"{APPEND_S}s", "-rows", "1000"],
+                                 check=True, capture_output=True, text=True).stdout
+            peak = q.sampler.stop()
+        finally:
+            q.stop()
+        r = json.loads(out)
+        log(f"appends x{writers}: {r}")
+        RESULTS.append({
+            "case": "small appends (1,000 rows)", "variant": f"quiver, {writers} writer{'s' if writers > 1 else ''}",
+            "what": f"{APPEND_S:g} s run", "reps": 1, "median_s": r["seconds"], "rows": r["rows"], "bytes": None,
+            "rows_per_s": r["rows"] / r["seconds"], "mib_per_s": None, "appends_per_s": r["per_s"],
+            "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "errors": r["errors"], "appends": r["appends"],
+            "server_peak_rss_mib": peak / MiB,
+        })
+
+
+def tiny_file(path):
+    t = pa.table({"id": pa.array(range(10), pa.int64()), "name": pa.array([f"n{i}" for i in range(10)])})
+    pq.write_table(t, path, compression="zstd")
+
+
+def catalog_cases():
+    dd = data_dir()
+    tiny = os.path.join(WORK, "tiny.parquet")
+    tiny_file(tiny)
+    many = os.path.join(dd, "many")
+    if "list" in CASES and not os.path.exists(os.path.join(many, ".done")):
+        log(f"creating {COUNT:,} profiles (pyrosome layout)")
+        shutil.rmtree(many, ignore_errors=True)
+        for i in range(COUNT):
+            d = os.path.join(many, f"p{i:05d}")
+            os.makedirs(os.path.join(d, "v0"))
+            with open(os.path.join(d, "manifest.json"), "w") as f:
+                f.write('{"latest_data_dir": "v0"}')
+            os.link(tiny, os.path.join(d, "v0", "0.parquet"))
+        open(os.path.join(many, ".done"), "w").close()
+    wide = os.path.join(dd, "wide", "files")
+    if "info" in CASES and not os.path.exists(os.path.join(wide, ".done")):
+        log(f"creating a profile of {COUNT:,} files")
+        shutil.rmtree(wide, ignore_errors=True)
+        os.makedirs(os.path.join(wide, "v0"))
+        with open(os.path.join(wide, "manifest.json"), "w") as f:
+            f.write('{"latest_data_dir": "v0"}')
+        for i in range(COUNT):
+            os.link(tiny, os.path.join(wide, "v0", f"{i}.parquet"))
+        open(os.path.join(wide, ".done"), "w").close()
+    q = start_quiver()
+    try:
+        def list_flights():
+            n = sum(1 for _ in q.client.list_flights(b"many"))
+            assert n == COUNT, n
+            return n, 0
+
+        def info():
+            fi = q.client.get_flight_info(fl.FlightDescriptor.for_path("wide", "files"))
+            assert fi.total_records == 10 * COUNT, fi.total_records
+            return fi.total_records, 0
+
+        def local_list():
+            n = 0
+            for root, dirs, files in os.walk(many):
+                if "manifest.json" in files:
+                    pq.read_schema(os.path.join(root, "v0", "0.parquet"))
+                    n += 1
+                    dirs[:] = []
+            return n, 0
+
+        def local_info():
+            d = ds.dataset(os.path.join(wide, "v0"), format="parquet")
+            return d.count_rows(), 0
+
+        if "list" in CASES:
+            run_case(f"ListFlights ({COUNT:,} profiles)", [
+                ("quiver (pyarrow client)", list_flights, q),
+                ("local os.walk + pq.read_schema", local_list, None),
+            ], what="rows column = profiles")
+        if "info" in CASES:
+            run_case(f"GetFlightInfo ({COUNT:,} files)", [
+                ("quiver (pyarrow client)", info, q),
+                ("local dataset.count_rows", local_info, None),
+            ], what="rows column = rows planned")
+    finally:
+        q.stop()
+
+
+def setup_quiver_data():
+    """The read cases' data: the source put into Quiver as one write
+    partitioned by `part` (64 hive directories). Its files are what the
+    peer, pyarrow, DuckDB and polars read too. Timed once (informational)."""
+    full = os.path.join(data_dir(), "bench", "full")
+    stamp = os.path.join(WORK, "full.done")
+    if os.path.exists(stamp):
+        log(f"reusing {full}")
+        return os.path.join(full, "v0")
+    shutil.rmtree(full, ignore_errors=True)
+    q = start_quiver()
+    try:
+        q.sampler.start()
+        t0 = time.perf_counter()
+        desc = fl.FlightDescriptor.for_command(json.dumps({"path": "bench/full", "mode": "write", "partition_by": ["part"]}))
+        rows, nbytes = flight_put(q.client, desc, source_reader)
+        dt = time.perf_counter() - t0
+        peak = q.sampler.stop()
+    finally:
+        q.stop()
+    log(f"setup: partitioned DoPut {rows:,} rows {nbytes / MiB:,.0f} MiB in {dt:.1f}s, peak RSS {peak / MiB:.0f} MiB")
+    RESULTS.append({
+        "case": "DoPut partitioned by 64 (setup)", "variant": "quiver (pyarrow client)", "what": "1 run",
+        "reps": 1, "median_s": dt, "rows": rows, "bytes": nbytes, "rows_per_s": rows / dt,
+        "mib_per_s": nbytes / MiB / dt, "server_peak_rss_mib": peak / MiB,
+    })
+    open(stamp, "w").close()
+    return os.path.join(full, "v0")
+
+
+# --- report -----------------------------------------------------------------
+
+REF_PEER = "pyarrow Flight peer (pyarrow client)"
+
+
+def ratios(rows):
+    """Throughput ratios of each row against the peer and the local pyarrow
+    baseline of its case (> 1: faster than the reference)."""
+    by_case = {}
+    for r in rows:
+        by_case.setdefault(r["case"], {})[r["variant"]] = r
+    for case, vs in by_case.items():
+        local = vs.get("local dataset.to_table") or vs.get("local pq.write_table") \
+            or vs.get("local os.walk + pq.read_schema") or vs.get("local dataset.count_rows")
+        peer = vs.get(REF_PEER)
+        for r in vs.values():
+            r["vs_peer"] = peer["median_s"] / r["median_s"] if peer and r["median_s"] else None
+            r["vs_local"] = local["median_s"] / r["median_s"] if local and r["median_s"] else None
+
+
+def fmt(v, spec, dash="—"):
+    return dash if v is None else format(v, spec)
+
+
+def markdown(meta):
+    lines = [
+        f"Scale {SCALE:g}: {meta['rows']:,} rows, {meta['arrow_mib']:,.0f} MiB as Arrow, "
+        f"{meta['parquet_mib']:,.0f} MiB as zstd Parquet in {PARTS} partitions; "
+        f"medians of {REPS} runs; ratios are throughput relative to the pyarrow Flight peer "
+        f"and to local pyarrow (dataset.to_table / pq.write_table), > 1 is faster.",
+        "",
+        "| case | variant | median s | rows/s | MiB/s | vs peer | vs local pyarrow | server peak RSS MiB |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in RESULTS:
+        if "appends_per_s" in r:
+            lines.append(
+                f"| {r['case']} | {r['variant']} | {r['appends_per_s']:,.0f} appends/s | {r['rows_per_s']:,.0f} | "
+                f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms | — | — | {r['server_peak_rss_mib']:.0f} |")
+            continue
+        lines.append(
+            f"| {r['case']} | {r['variant']} | {r['median_s']:.3f} | {r['rows_per_s']:,.0f} | "
+            f"{fmt(r['mib_per_s'] or None, ',.1f')} | {fmt(r.get('vs_peer'), '.2f')}× | "
+            f"{fmt(r.get('vs_local'), '.2f')}× | {fmt(r['server_peak_rss_mib'], '.0f')} |".replace("—×", "—"))
+    return "\n".join(lines) + "\n"
+
+
+def chart(path, meta):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tp = [r for r in RESULTS if r.get("mib_per_s") and "setup" not in r["case"]]
+    ap = [r for r in RESULTS if "appends_per_s" in r]
+    cases = list(dict.fromkeys(r["case"] for r in tp))
+    fig, axes = plt.subplots(len(cases) + (1 if ap else 0), 1,
+                             figsize=(9, 2.2 + 0.5 * len(tp) + (2 if ap else 0)), squeeze=False)
+    colors = {"quiver": "#1f77b4", "pyarrow Flight": "#ff7f0e", "local": "#7f7f7f"}
+    for ax, case in zip(axes[:, 0], cases):
+        rs = [r for r in tp if r["case"] == case]
+        names = [r["variant"] for r in rs]
+        vals = [r["mib_per_s"] for r in rs]
+        cs = [next((c for k, c in colors.items() if n.startswith(k)), "#2ca02c") for n in names]
+        ax.barh(names, vals, color=cs)
+        ax.invert_yaxis()
+        for i, v in enumerate(vals):
+            ax.text(v, i, f" {v:,.0f}", va="center", fontsize=8)
+        ax.set_title(f"{case} — MiB/s of Arrow data (median of {REPS})", fontsize=10)
+        ax.tick_params(labelsize=8)
+        ax.set_xlim(0, max(vals) * 1.15)
+    if ap:
+        ax = axes[-1, 0]
+        names = [r["variant"] for r in ap]
+        vals = [r["appends_per_s"] for r in ap]
+        ax.barh(names, vals, color="#1f77b4")
+        ax.invert_yaxis()
+        for i, r in enumerate(ap):
+            ax.text(r["appends_per_s"], i, f" {r['appends_per_s']:,.0f}/s  p50 {r['p50_ms']:.1f} ms  p99 {r['p99_ms']:.1f} ms",
+                    va="center", fontsize=8)
+        ax.set_xlim(0, max(vals) * 1.8)
+        ax.set_title("small appends (1,000 rows each) — appends/s", fontsize=10)
+        ax.tick_params(labelsize=8)
+    fig.suptitle(f"Quiver vs peers — BENCH_SCALE={SCALE:g} ({meta['arrow_mib']:,.0f} MiB Arrow, "
+                 f"{meta['parquet_mib']:,.0f} MiB Parquet), {meta['machine']}", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def machine():
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GiB
+    return f"{os.cpu_count()} CPUs ({cpu}), {mem:.0f} GiB RAM"
+
+
+def main():
+    t_start = time.time()
+    os.makedirs(WORK, exist_ok=True)
+    os.makedirs(OUT, exist_ok=True)
+    log(f"BENCH_SCALE={SCALE:g} reps={REPS} work={WORK} out={OUT}")
+    generate()
+    full_dir = setup_quiver_data()
+    src = pa.ipc.open_file(pa.memory_map(source_path()))
+    rows = sum(src.get_batch(i).num_rows for i in range(src.num_record_batches))
+    arrow_bytes = sum(src.get_batch(i).nbytes for i in range(src.num_record_batches))
+    pq_bytes = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(full_dir) for f in fs if f.endswith(".parquet"))
+    meta = {"scale": SCALE, "reps": REPS, "rows": rows, "arrow_mib": arrow_bytes / MiB, "parquet_mib": pq_bytes / MiB,
+            "machine": machine(), "pyarrow": pa.__version__, "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    if CASES & {"get", "prune"}:
+        read_cases(full_dir)
+    if "put" in CASES:
+        put_cases()
+    if "append" in CASES:
+        append_cases()
+    if CASES & {"list", "info"}:
+        catalog_cases()
+    ratios(RESULTS)
+    meta["seconds"] = time.time() - t_start
+    md = markdown(meta)
+    print(md)
+    with open(os.path.join(OUT, "results.md"), "w") as f:
+        f.write(md)
+    with open(os.path.join(OUT, "results.json"), "w") as f:
+        json.dump({"meta": meta, "results": RESULTS}, f, indent=1)
+    png = os.path.join(OUT, "benchmarks.png")
+    chart(png, meta)
+    log(f"done in {meta['seconds']:.0f}s: {OUT}/results.md, results.json, benchmarks.png")
+
+
+if __name__ == "__main__":
+    main()

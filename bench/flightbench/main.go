@@ -1,0 +1,220 @@
+// Command flightbench is the Go Flight client of the benchmark suite
+// (bench/bench.py drives it). Every subcommand prints one JSON object on
+// stdout.
+//
+//	flightbench get -addr HOST:PORT -ticket T
+//	    one DoGet, consuming every batch: {"seconds", "rows", "bytes"}
+//	flightbench append -addr HOST:PORT -path P -writers W -duration D -rows N
+//	    W goroutines, each appending N-row batches (one DoPut each) to
+//	    profile P until D has passed: {"appends", "rows", "seconds",
+//	    "per_s", "p50_ms", "p99_ms", "errors"}
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: flightbench get|append [flags]")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "get":
+		err = get(os.Args[2:])
+	case "append":
+		err = appendCmd(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "flightbench:", err)
+		os.Exit(1)
+	}
+}
+
+func dial(addr string) (flight.Client, error) {
+	// The pyarrow peer sends batches as they come (often > 4 MiB): accept
+	// any size, as pyarrow does.
+	return flight.NewClientWithMiddleware(addr, nil, nil,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<31-1), grpc.MaxCallSendMsgSize(1<<31-1)))
+}
+
+func emit(v any) error { return json.NewEncoder(os.Stdout).Encode(v) }
+
+func get(args []string) error {
+	fs := flag.NewFlagSet("get", flag.ExitOnError)
+	addr := fs.String("addr", "127.0.0.1:8815", "server address")
+	ticket := fs.String("ticket", "", "ticket bytes")
+	_ = fs.Parse(args)
+	c, err := dial(*addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	start := time.Now()
+	stream, err := c.DoGet(context.Background(), &flight.Ticket{Ticket: []byte(*ticket)})
+	if err != nil {
+		return err
+	}
+	rdr, err := flight.NewRecordReader(stream)
+	if err != nil {
+		return err
+	}
+	defer rdr.Release()
+	var rows, bytes int64
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		rows += rec.NumRows()
+		for _, col := range rec.Columns() {
+			bytes += dataSize(col.Data())
+		}
+	}
+	if err := rdr.Err(); err != nil {
+		return err
+	}
+	return emit(map[string]any{"seconds": time.Since(start).Seconds(), "rows": rows, "bytes": bytes})
+}
+
+func dataSize(d arrow.ArrayData) int64 {
+	var n int64
+	for _, b := range d.Buffers() {
+		if b != nil {
+			n += int64(b.Len())
+		}
+	}
+	for _, c := range d.Children() {
+		n += dataSize(c)
+	}
+	return n
+}
+
+// smallBatch is a 1,000-row batch of a few mixed columns.
+func smallBatch(rows int, seed int64) arrow.RecordBatch {
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "value", Type: arrow.PrimitiveTypes.Float64},
+		{Name: "name", Type: arrow.BinaryTypes.String},
+		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	for i := 0; i < rows; i++ {
+		v := seed*int64(rows) + int64(i)
+		b.Field(0).(*array.Int64Builder).Append(v)
+		b.Field(1).(*array.Float64Builder).Append(float64(v) * 0.5)
+		b.Field(2).(*array.StringBuilder).Append(fmt.Sprintf("name-%d", v%997))
+		b.Field(3).(*array.TimestampBuilder).Append(arrow.Timestamp(1_700_000_000_000_000 + v))
+	}
+	return b.NewRecordBatch()
+}
+
+func putOnce(c flight.Client, path string, rec arrow.RecordBatch) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stream, err := c.DoPut(ctx)
+	if err != nil {
+		return err
+	}
+	w := flight.NewRecordWriter(stream, ipc.WithSchema(rec.Schema()))
+	w.SetFlightDescriptor(&flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{path}})
+	if err := w.Write(rec); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	if err := stream.CloseSend(); err != nil {
+		return err
+	}
+	if _, err := stream.Recv(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func appendCmd(args []string) error {
+	fs := flag.NewFlagSet("append", flag.ExitOnError)
+	addr := fs.String("addr", "127.0.0.1:8815", "server address")
+	path := fs.String("path", "bench/appends", "profile")
+	writers := fs.Int("writers", 1, "concurrent writers")
+	dur := fs.Duration("duration", 5*time.Second, "how long to append")
+	rows := fs.Int("rows", 1000, "rows per append")
+	_ = fs.Parse(args)
+	c, err := dial(*addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	// The first append creates the profile; not timed.
+	warm := smallBatch(*rows, 0)
+	err = putOnce(c, *path, warm)
+	warm.Release()
+	if err != nil {
+		return err
+	}
+	var (
+		mu   sync.Mutex
+		lats []time.Duration
+		errs int
+		wg   sync.WaitGroup
+	)
+	start := time.Now()
+	deadline := start.Add(*dur)
+	for w := 0; w < *writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			rec := smallBatch(*rows, int64(w+1))
+			defer rec.Release()
+			var mine []time.Duration
+			bad := 0
+			for time.Now().Before(deadline) {
+				t0 := time.Now()
+				if err := putOnce(c, *path, rec); err != nil {
+					bad++
+					if bad == 1 {
+						fmt.Fprintln(os.Stderr, "flightbench: append:", err)
+					}
+					continue
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			lats = append(lats, mine...)
+			errs += bad
+			mu.Unlock()
+		}(w)
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
+	pct := func(p float64) float64 {
+		if len(lats) == 0 {
+			return 0
+		}
+		i := int(p * float64(len(lats)-1))
+		return float64(lats[i].Microseconds()) / 1000
+	}
+	return emit(map[string]any{
+		"appends": len(lats), "rows": len(lats) * *rows, "seconds": secs,
+		"per_s": float64(len(lats)) / secs, "p50_ms": pct(0.50), "p99_ms": pct(0.99), "errors": errs,
+	})
+}

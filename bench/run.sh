@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# bench/run.sh: the benchmark suite against the peers (`make bench-peers`).
+# Builds quiver and the Go bench client, installs bench/requirements.txt into
+# the venv of scripts/pyenv.sh (once), and runs bench/bench.py, which prints
+# the table and writes results.{md,json} and benchmarks.png to $BENCH_OUT
+# (default bench/out). BENCH_SCALE=0.01 is the CI size (a couple of
+# minutes); the default 1 is the full 1 GiB report. See bench/bench.py.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+cd "$repo"
+PY="$(scripts/pyenv.sh)"
+req="$repo/bench/requirements.txt"
+stamp="$(dirname "$(dirname "$PY")")/.quiver-bench.stamp"
+want="$(sha256sum <"$req" | cut -d' ' -f1)"
+if [[ "$(cat "$stamp" 2>/dev/null)" != "$want" ]] || ! "$PY" -c 'import matplotlib, numpy' 2>/dev/null; then
+	echo "bench/run.sh: installing $req" >&2
+	"$PY" -m pip install -q --disable-pip-version-check --only-binary=:all: -r "$req"
+	"$PY" -m pip check >&2
+	echo "$want" >"$stamp"
+fi
+bin="$(mktemp -d "${TMPDIR:-/tmp}/quiver-bench-bin.XXXXXX")"
+trap 'rm -rf "$bin"' EXIT
+go build -o "$bin/quiver" ./cmd/quiver
+go build -o "$bin/flightbench" ./bench/flightbench
+QUIVER_BIN="$bin/quiver" FLIGHTBENCH_BIN="$bin/flightbench" "$PY" "$repo/bench/bench.py"
