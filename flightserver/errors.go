@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -47,6 +48,13 @@ func statusOf(err error) error {
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, store.ErrTooLarge):
 		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return status.Error(codes.ResourceExhausted, "the server's data directory is full; nothing was committed")
+	case errors.Is(err, store.ErrBadStream):
+		// The IPC stream itself was malformed (corrupt message, schema
+		// change mid-stream): the client's to fix. Transport failures kept
+		// their own status above.
+		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.As(err, &corrupt):
 		return status.Error(codes.Internal, fmt.Sprintf("corrupt store metadata (%s); run the verify action", corrupt.Path))
 	}

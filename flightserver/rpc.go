@@ -42,7 +42,13 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 	rs := &recvErrStream{FlightService_DoPutServer: stream}
 	rdr, err := flight.NewRecordReader(rs, ipc.WithAllocator(s.opts.mem))
 	if err != nil {
-		return fail(ctx, s.streamError(rs.cause(err), "DoPut stream did not start with a schema"))
+		cause := rs.cause(err)
+		if _, ok := status.FromError(unwrapStatus(cause)); !ok {
+			// Not the transport's failure: the first message was not a
+			// valid schema.
+			cause = fmt.Errorf("%w: DoPut stream did not start with a valid schema message: %v", catalog.ErrInvalid, err)
+		}
+		return fail(ctx, s.streamError(cause, "DoPut stream did not start with a schema"))
 	}
 	defer rdr.Release()
 	req, err := catalog.ParseDescriptor(rdr.LatestFlightDescriptor())

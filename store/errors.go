@@ -29,6 +29,9 @@ var (
 	ErrLockTimeout = errors.New("store: manifest lock timeout")
 	// ErrTooLarge: a put exceeded the configured maximum size.
 	ErrTooLarge = errors.New("store: put too large")
+	// ErrBadStream: the put's input stream failed (a malformed or
+	// inconsistent stream, or the client went away); nothing was committed.
+	ErrBadStream = errors.New("store: the put's stream failed")
 	// ErrRequestInProgress: another put with the same request id is running.
 	ErrRequestInProgress = errors.New("store: request in progress")
 )

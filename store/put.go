@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -27,6 +28,13 @@ import (
 // SchemaVersionKey is the Parquet key-value metadata key that carries the
 // schema version in every data file.
 const SchemaVersionKey = "quiver.schema_version"
+
+// Footer keys of a put with a request id (see rollForward).
+const (
+	requestIDKey = "quiver.request_id"
+	writerKey    = "quiver.writer"
+	metadataKey  = "quiver.metadata"
+)
 
 // PutOptions describe one put.
 type PutOptions struct {
@@ -354,7 +362,7 @@ func (k *sink) Write(b []byte) (int, error) {
 // not come from the disk is the data's fault (a type the format cannot
 // hold) and so the client's.
 func (k *sink) encodeErr(p profile, f Format, err error) error {
-	if err == nil || k.ioErr != nil {
+	if err == nil || k.ioErr != nil || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		return err
 	}
 	name := "Parquet"
@@ -440,6 +448,16 @@ func (s *Store) stream(ctx context.Context, t *target, rdr array.RecordReader, o
 			if err := k.pw.AppendKeyValueMetadata(SchemaVersionKey, t.schemaVer); err != nil {
 				_ = tmp.Abort()
 				return nil, err
+			}
+			if o.RequestID != "" {
+				// Lets a retry recognise this file if the writer died
+				// between publishing it and writing its commit record.
+				for _, kv := range [][2]string{{requestIDKey, o.RequestID}, {writerKey, s.writerOf(o)}, {metadataKey, string(o.Metadata)}} {
+					if err := k.pw.AppendKeyValueMetadata(kv[0], kv[1]); err != nil {
+						_ = tmp.Abort()
+						return nil, err
+					}
+				}
 			}
 		}
 		sinks[dir] = k
@@ -536,7 +554,7 @@ func (s *Store) stream(ctx context.Context, t *target, rdr array.RecordReader, o
 		}
 	}
 	if err := rdr.Err(); err != nil {
-		return abort(fmt.Errorf("put to %s: stream failed: %w", t.p, err))
+		return abort(fmt.Errorf("%w: put to %s: %w", ErrBadStream, t.p, err))
 	}
 	if err := ctx.Err(); err != nil {
 		return abort(err)
@@ -612,21 +630,39 @@ func (s *Store) publish(ctx context.Context, t *target, order []*sink, o PutOpti
 		SchemaVersion: t.schemaVer, Writer: s.writerOf(o), RequestID: o.RequestID, Metadata: o.Metadata,
 		Files: []FileRecord{},
 	}
+	// If anything fails from here on, the files already published are
+	// removed again: nobody was told of them, and a client's retry must not
+	// find their rows twice.
+	var published []string
+	unpublish := func(err error) (*CommitRecord, error) {
+		for _, name := range published {
+			if rerr := s.fs.Remove(name); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				s.opts.log.Error().Err(rerr).Str("profile", t.p.String()).Msg("could not remove a published file of a failed put; verify reports it as unrecorded")
+			}
+		}
+		return abort(err)
+	}
 	for _, k := range order {
 		rel := path.Join(k.part.dir, dataFileName(idx+k.seq, t.format))
 		if err := k.tmp.Publish(path.Join(vdir, rel), false, true); err != nil {
-			return abort(fmt.Errorf("publish %s %s: %w", t.p, vname, err))
+			return unpublish(fmt.Errorf("publish %s %s: %w", t.p, vname, err))
 		}
+		published = append(published, path.Join(vdir, rel))
 		c.Files = append(c.Files, FileRecord{Path: path.Join(vname, rel), Rows: k.rows, Bytes: k.n, SHA256: hex.EncodeToString(k.h.Sum(nil)), Partition: k.part.values})
 		c.Rows += k.rows
 	}
 	c.Committed = s.opts.now().UTC()
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
-		return nil, err
+		return unpublish(err)
 	}
 	if err := s.fs.CreateExclusive(path.Join(vdir, commitName(idx)), b); err != nil {
-		return nil, fmt.Errorf("commit %s %s index %d: %w", t.p, vname, idx, err)
+		if errors.Is(err, fs.ErrExist) {
+			// A retry rolled this put forward (we were taken for dead):
+			// the record lists our files, which must stay.
+			return nil, fmt.Errorf("commit %s %s index %d: committed meanwhile by a retry: %w", t.p, vname, idx, err)
+		}
+		return unpublish(fmt.Errorf("commit %s %s index %d: %w", t.p, vname, idx, err))
 	}
 	return c, nil
 }

@@ -2,11 +2,15 @@ package store
 
 import (
 	"context"
+	"io"
+	"path"
+
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/apache/arrow-go/v18/parquet/file"
 	"io/fs"
 	"syscall"
 )
@@ -64,19 +68,29 @@ func (s *Store) putOnce(ctx context.Context, p profile, o PutOptions, put func()
 		if rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 			return nil, fmt.Errorf("put to %s: %w", p, rerr)
 		}
+		// The put may have committed without its request record (its owner
+		// could not write it, or died): the commit records say.
+		if c, err := s.findRecord(ctx, p, o.RequestID); c != nil || err != nil {
+			return c, err
+		}
 		if rerr == nil && !s.ownerGone(b) {
 			return nil, fmt.Errorf("%w: a put with this request_id on %s is running", ErrRequestInProgress, p)
 		}
-		// The owner died: its put may have committed before the record
-		// was written; the commit records say.
-		if c, err := s.findRequest(ctx, p, o.RequestID); c != nil || err != nil {
+		// The owner is gone; it may have died between publishing its file
+		// and writing the commit record.
+		if c, err := s.rollForward(ctx, p, o.RequestID); c != nil || err != nil {
 			return c, err
 		}
 		if err := s.fs.Remove(pending); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("put to %s: %w", p, err)
 		}
 	}
-	defer func() { _ = s.fs.Remove(pending) }()
+	keepPending := false
+	defer func() {
+		if !keepPending {
+			_ = s.fs.Remove(pending)
+		}
+	}()
 	if c, err := s.readRequest(done); c != nil || err != nil {
 		return c, err
 	}
@@ -86,6 +100,9 @@ func (s *Store) putOnce(ctx context.Context, p profile, o PutOptions, put func()
 	}
 	b, _ := json.MarshalIndent(c, "", "  ")
 	if err := s.fs.CreateExclusive(done, b); err != nil && !errors.Is(err, fs.ErrExist) {
+		// The pending marker stays: a retry then scans the commit records
+		// and finds this one instead of writing the rows again.
+		keepPending = true
 		s.opts.log.Warn().Err(err).Str("profile", p.String()).Msg("commit done, request record not written")
 	}
 	return c, nil
@@ -107,8 +124,8 @@ func (s *Store) readRequest(name string) (*CommitRecord, error) {
 	return c, nil
 }
 
-// findRequest scans a profile's commit records for a request id.
-func (s *Store) findRequest(ctx context.Context, p profile, id string) (*CommitRecord, error) {
+// findRecord scans a profile's commit records for a request id.
+func (s *Store) findRecord(ctx context.Context, p profile, id string) (*CommitRecord, error) {
 	entries, err := s.fs.ReadDir(p.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -155,4 +172,100 @@ func (s *Store) ownerGone(b []byte) bool {
 func pidAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// rollForward looks for a root data file without a commit record whose
+// footer carries the request id, in the versions the manifest has reached,
+// and writes the commit record it lacks.
+func (s *Store) rollForward(ctx context.Context, p profile, id string) (*CommitRecord, error) {
+	latest, err := s.readManifest(p)
+	if err != nil {
+		return nil, nil //nolint:nilerr // no manifest: nothing was published
+	}
+	for v := latest; v >= 0; v-- {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		vname := VersionName(v)
+		entries, err := s.fs.ReadDir(p.join(vname))
+		if err != nil {
+			continue
+		}
+		recorded := map[int]bool{}
+		for _, e := range entries {
+			if i, ok := parseIndexed(commitRe, e.Name()); ok {
+				recorded[i] = true
+			}
+		}
+		for _, e := range entries {
+			i, f, ok := parseDataFile(e.Name())
+			if !ok || f != FormatParquet || recorded[i] || e.IsDir() {
+				continue
+			}
+			c, err := s.recordFromFooter(p, v, i, id)
+			if err != nil || c == nil {
+				continue
+			}
+			b, _ := json.MarshalIndent(c, "", "  ")
+			if err := s.fs.CreateExclusive(p.join(vname, commitName(i)), b); err != nil && !errors.Is(err, fs.ErrExist) {
+				return nil, fmt.Errorf("roll forward %s %s index %d: %w", p, vname, i, err)
+			}
+			s.opts.log.Warn().Str("profile", p.String()).Str("version", vname).Int("index", i).Msg("rolled forward a put whose writer died before its commit record")
+			// Whoever wrote the record (us or a racing retry), it is the one.
+			b, err = s.fs.ReadFile(p.join(vname, commitName(i)))
+			if err != nil {
+				return nil, err
+			}
+			rec, err := ParseCommitRecord(b)
+			if err != nil {
+				return nil, &CorruptionError{Path: p.join(vname, commitName(i)), Err: err}
+			}
+			rec.Replayed = true
+			return rec, nil
+		}
+	}
+	return nil, nil
+}
+
+// recordFromFooter builds the commit record of root file i of version v if
+// its footer names request id; nil otherwise.
+func (s *Store) recordFromFooter(p profile, v, i int, id string) (*CommitRecord, error) {
+	vname := VersionName(v)
+	rel := path.Join(vname, dataFileName(i, FormatParquet))
+	f, err := s.fs.Open(p.join(rel))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	pr, err := file.NewParquetReader(f)
+	if err != nil {
+		return nil, err
+	}
+	kv := pr.MetaData().KeyValueMetadata()
+	got := kv.FindValue(requestIDKey)
+	if got == nil || *got != id {
+		return nil, nil
+	}
+	rows := pr.NumRows()
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return nil, err
+	}
+	c := &CommitRecord{Path: ProfilePath(p.keys), Keys: p.keys, Version: vname, Index: i, Mode: ModeAppend, Format: FormatParquet,
+		Rows: rows, Files: []FileRecord{{Path: rel, Rows: rows, Bytes: n, SHA256: hex.EncodeToString(h.Sum(nil))}},
+		Committed: s.opts.now().UTC(), RequestID: id}
+	if sv := kv.FindValue(SchemaVersionKey); sv != nil {
+		c.SchemaVersion = *sv
+	}
+	if w := kv.FindValue(writerKey); w != nil {
+		c.Writer = *w
+	}
+	if md := kv.FindValue(metadataKey); md != nil && *md != "" && json.Valid([]byte(*md)) {
+		c.Metadata = json.RawMessage(*md)
+	}
+	return c, nil
 }
