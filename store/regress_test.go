@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -195,4 +197,87 @@ func TestVersionsOfPyrosomeHaveNoZeroTimes(t *testing.T) {
 	if strings.Contains(string(b), "0001-01-01") {
 		t.Fatalf("zero times: %s", b)
 	}
+}
+
+// A writer killed after publishing its root file but before its commit
+// record (and request record) leaves rows readers see; the client's retry
+// with the same request id must roll that put forward, not write the rows
+// again (the reliability kill test found duplicates).
+func TestRetryRollsForwardAPublishedPut(t *testing.T) {
+	s, dir := newTestStore(t, WithHost("h1"))
+	ctx := context.Background()
+	k := []string{"r"}
+	put(t, s, ModeWrite, k, ids(1), PutOptions{})
+	c := put(t, s, ModeAppend, k, ids(2, 3), PutOptions{RequestID: "job-9", Metadata: []byte(`{"run":1}`)})
+	// Make it look like the writer died right after publishing 1.parquet.
+	pdir := filepath.Join(dir, "r")
+	done, pending := requestNames(profile{keys: k, dir: "r"}, "job-9")
+	for _, f := range []string{filepath.Join(pdir, "v0", ".1.commit.json"), filepath.Join(dir, done)} {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead, _ := json.Marshal(LockInfo{Host: "h1", PID: 1 << 30, Time: time.Now()})
+	if err := os.WriteFile(filepath.Join(dir, pending), dead, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rdr := ids(2, 3)
+	defer rdr.Release()
+	c2, err := s.Append(ctx, k, rdr, PutOptions{RequestID: "job-9"})
+	if err != nil || !c2.Replayed || c2.Version != "v0" || c2.Index != 1 || c2.Rows != 2 ||
+		c2.Files[0].SHA256 != c.Files[0].SHA256 || strings.Join(strings.Fields(string(c2.Metadata)), "") != `{"run":1}` {
+		t.Fatalf("retry: %+v %v", c2, err)
+	}
+	if _, rows := readAll(t, s, k, latest); rows != `[{"id":1},{"id":2},{"id":3}]` {
+		t.Fatalf("rows %s", rows)
+	}
+	if vr, err := s.Verify(ctx, VerifyOptions{}); err != nil || !vr.OK {
+		t.Fatalf("verify: %+v %v", vr, err)
+	}
+}
+
+// A put whose commit record cannot be written (disk full) removes the file
+// it published: nothing is visible, and the retry writes it once.
+func TestFailedCommitRecordUnpublishes(t *testing.T) {
+	var failRecord bool
+	s, dir := newTestStore(t, WithFS(func(root string) FS {
+		return &failingFS{FS: NewLocalFS(root), fail: func(name string) bool {
+			return failRecord && strings.HasSuffix(name, commitSuffix)
+		}}
+	}))
+	k := []string{"f"}
+	put(t, s, ModeWrite, k, ids(1), PutOptions{})
+	failRecord = true
+	before := hashTree(t, dir)
+	rdr := ids(2)
+	_, err := s.Append(context.Background(), k, rdr, PutOptions{RequestID: "x"})
+	rdr.Release()
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("got %v", err)
+	}
+	after := hashTree(t, dir)
+	delete(after, "f/v0/.1.parquet.claim") // the claimed index stays a gap
+	for name := range after {
+		if _, ok := before[name]; !ok && !strings.HasPrefix(name, "f/.requests") {
+			t.Errorf("left behind: %s", name)
+		}
+	}
+	failRecord = false
+	put(t, s, ModeAppend, k, ids(2), PutOptions{RequestID: "x"})
+	if _, rows := readAll(t, s, k, latest); rows != `[{"id":1},{"id":2}]` {
+		t.Fatalf("rows %s", rows)
+	}
+}
+
+// failingFS fails CreateExclusive of chosen names with ENOSPC.
+type failingFS struct {
+	FS
+	fail func(name string) bool
+}
+
+func (f *failingFS) CreateExclusive(name string, data []byte) error {
+	if f.fail(name) {
+		return &os.PathError{Op: "write", Path: name, Err: syscall.ENOSPC}
+	}
+	return f.FS.CreateExclusive(name, data)
 }
