@@ -25,7 +25,12 @@ test-race:
 test-python:
 	scripts/test-python.sh
 
-test: vet test-go test-race test-python
+# The reliability suite at its CI size (about a minute; `make stress` runs
+# the full one).
+test-reliability:
+	QUIVER_STRESS_SCALE=ci $(GO) test -count=1 -timeout 20m ./reliability/
+
+test: vet test-go test-race test-python test-reliability
 
 # Full-size concurrency and crash runs (minutes).
 stress:
