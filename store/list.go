@@ -50,6 +50,9 @@ func (s *Store) Versions(ctx context.Context, keys []string) (latest int, out []
 		if err != nil {
 			return 0, nil, err
 		}
+		if vs.empty() && v != latest {
+			continue // reserved by a write that never committed
+		}
 		out = append(out, vs.summary())
 	}
 	return latest, out, nil

@@ -281,3 +281,23 @@ func (f *failingFS) CreateExclusive(name string, data []byte) error {
 	}
 	return f.FS.CreateExclusive(name, data)
 }
+
+// A version directory a killed write reserved and never committed is not a
+// version: not listed, and reading it is NotFound, not a projection error.
+func TestAbandonedVersionIsNotAVersion(t *testing.T) {
+	s, dir := newTestStore(t)
+	ctx := context.Background()
+	put(t, s, ModeWrite, []string{"a"}, ids(1), PutOptions{})
+	if err := os.Mkdir(filepath.Join(dir, "a", "v1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, ModeWrite, []string{"a"}, ids(2), PutOptions{}) // v2
+	latestV, vs, err := s.Versions(ctx, []string{"a"})
+	if err != nil || latestV != 2 || len(vs) != 2 || vs[1].Version != "v2" {
+		t.Fatalf("versions %d %+v %v", latestV, vs, err)
+	}
+	_, err = s.Read(ctx, []string{"a"}, ReadOptions{SnapshotOptions: SnapshotOptions{Version: 1}, Columns: []string{"id"}})
+	if !errors.Is(err, ErrVersionNotFound) {
+		t.Fatalf("read of an abandoned version: %v", err)
+	}
+}

@@ -298,6 +298,10 @@ func (s *Store) Snapshot(ctx context.Context, keys []string, o SnapshotOptions) 
 	if err != nil {
 		return nil, err
 	}
+	if vs.empty() && o.Version >= 0 {
+		// A directory a killed write reserved and never committed.
+		return nil, fmt.Errorf("%w: %s %s was never committed", ErrVersionNotFound, p, VersionName(version))
+	}
 	sn := vs.Snapshot
 	if len(o.Partition) > 0 {
 		if sn.Files, err = filterPartitions(&sn, o.Partition); err != nil {
