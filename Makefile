@@ -3,7 +3,7 @@ GO ?= go
 # stress: small in CI (make test runs the default sizes); `make stress` runs
 # the full settings documented in docs/reliability.md.
 
-.PHONY: test test-go test-race test-python vet build bench stress
+.PHONY: test test-go test-race test-python vet build bench bench-peers stress
 
 build:
 	$(GO) build -o bin/quiver ./cmd/quiver
@@ -38,7 +38,17 @@ stress:
 	QUIVER_STRESS_SCALE=$${QUIVER_STRESS_SCALE:-full} $(GO) test -count=1 -timeout 90m -v ./reliability/
 	FUZZTIME=$${FUZZTIME:-10m} reliability/fuzz.sh
 
-# Store benchmarks: throughput matrix, then peak heap/RSS at 100 MB and 1 GB.
-bench:
+# Benchmarks (docs/benchmarks.md): Quiver against its peers, then the Go
+# benchmarks: store throughput matrix, peak heap/RSS at 100 MB and 1 GB,
+# DoGet/DoPut through an in-process server.
+bench: bench-peers
 	$(GO) test -run '^$$' -bench 'Put|Read' -benchmem ./store/
 	$(GO) test -run '^$$' -bench Memory -benchtime 1x -timeout 30m ./store/
+	$(GO) test -run '^$$' -bench 'DoGet|DoPut' -benchmem ./flightserver/
+
+# Quiver vs the pyarrow Flight server, pyarrow, DuckDB and polars on the same
+# generated data; prints the table, writes bench/out/{results.md,results.json,
+# benchmarks.png}. BENCH_SCALE=0.01 for CI (under a minute), default 1 (1 GiB,
+# about 7 minutes). See bench/bench.py for the other BENCH_* settings.
+bench-peers:
+	bench/run.sh
