@@ -116,3 +116,20 @@ const (
 	ModeAppend Mode = "append"
 	ModeWrite  Mode = "write"
 )
+
+// uncommittedWrite reports whether a version directory is a Quiver write
+// that never committed: it has a .version.json but no .0.commit.json (a
+// write publishes its record before the manifest names it, so such a
+// directory was never a version, whatever files it holds).
+func uncommittedWrite(entries []fs.DirEntry) bool {
+	info, rec0 := false, false
+	for _, e := range entries {
+		switch e.Name() {
+		case versionInfoName:
+			info = true
+		case commitName(0):
+			rec0 = true
+		}
+	}
+	return info && !rec0
+}

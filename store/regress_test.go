@@ -301,3 +301,67 @@ func TestAbandonedVersionIsNotAVersion(t *testing.T) {
 		t.Fatalf("read of an abandoned version: %v", err)
 	}
 }
+
+// A write killed after publishing its files but before its commit record,
+// later overtaken by another write, is still not a version: its rows are
+// nobody's (the client's retry wrote them elsewhere). The kill test found
+// them read twice.
+func TestUncommittedWriteBelowLatestIsNotAVersion(t *testing.T) {
+	s, dir := newTestStore(t)
+	ctx := context.Background()
+	k := []string{"w"}
+	put(t, s, ModeWrite, k, ids(1), PutOptions{})
+	put(t, s, ModeWrite, k, ids(2), PutOptions{})
+	put(t, s, ModeWrite, k, ids(3), PutOptions{})
+	if err := os.Remove(filepath.Join(dir, "w", "v1", ".0.commit.json")); err != nil {
+		t.Fatal(err)
+	}
+	latestV, vs, err := s.Versions(ctx, k)
+	if err != nil || latestV != 2 || len(vs) != 2 || vs[0].Version != "v0" || vs[1].Version != "v2" {
+		t.Fatalf("versions %d %+v %v", latestV, vs, err)
+	}
+	if _, err := s.Read(ctx, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: 1}}); !errors.Is(err, ErrVersionNotFound) {
+		t.Fatalf("read v1: %v", err)
+	}
+	vr, err := s.Verify(ctx, VerifyOptions{StaleAfter: time.Nanosecond})
+	if err != nil || len(vr.Problems) != 1 || vr.Problems[0].Kind != ProblemOrphan || vr.Problems[0].Path != "w/v1" {
+		t.Fatalf("verify: %+v %v", vr, err)
+	}
+	rep, err := s.Sweep(ctx, 0)
+	if err != nil || len(rep.Removed) != 1 || rep.Removed[0] != "w/v1" {
+		t.Fatalf("sweep: %+v %v", rep, err)
+	}
+	if vr, err := s.Verify(ctx, VerifyOptions{}); err != nil || !vr.OK {
+		t.Fatalf("verify after sweep: %+v %v", vr, err)
+	}
+}
+
+// A write killed between its commit record and the manifest move: the retry
+// finds the record and moves the manifest.
+func TestReplayedWriteMovesTheManifest(t *testing.T) {
+	s, dir := newTestStore(t, WithHost("h1"))
+	ctx := context.Background()
+	k := []string{"m"}
+	put(t, s, ModeWrite, k, ids(1), PutOptions{})
+	put(t, s, ModeWrite, k, ids(2), PutOptions{RequestID: "w-2"})
+	done, pending := requestNames(profile{keys: k, dir: "m"}, "w-2")
+	if err := os.Remove(filepath.Join(dir, done)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "m", "manifest.json"), encodeManifest(0), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dead, _ := json.Marshal(LockInfo{Host: "h1", PID: 1 << 30, Time: time.Now()})
+	if err := os.WriteFile(filepath.Join(dir, pending), dead, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rdr := ids(2)
+	defer rdr.Release()
+	c, err := s.Write(ctx, k, rdr, PutOptions{RequestID: "w-2"})
+	if err != nil || !c.Replayed || c.Version != "v1" {
+		t.Fatalf("replay %+v %v", c, err)
+	}
+	if _, rows := readAll(t, s, k, latest); rows != `[{"id":2}]` {
+		t.Fatalf("latest after replay: %s", rows)
+	}
+}

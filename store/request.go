@@ -71,7 +71,10 @@ func (s *Store) putOnce(ctx context.Context, p profile, o PutOptions, put func()
 		// The put may have committed without its request record (its owner
 		// could not write it, or died): the commit records say.
 		if c, err := s.findRecord(ctx, p, o.RequestID); c != nil || err != nil {
-			return c, err
+			if err != nil {
+				return nil, err
+			}
+			return s.replayed(ctx, p, c)
 		}
 		if rerr == nil && !s.ownerGone(b) {
 			return nil, fmt.Errorf("%w: a put with this request_id on %s is running", ErrRequestInProgress, p)
@@ -104,6 +107,23 @@ func (s *Store) putOnce(ctx context.Context, p profile, o PutOptions, put func()
 		// and finds this one instead of writing the rows again.
 		keepPending = true
 		s.opts.log.Warn().Err(err).Str("profile", p.String()).Msg("commit done, request record not written")
+	}
+	return c, nil
+}
+
+// replayed finishes what a replayed put may have left undone: a write
+// killed between its commit record and the manifest move is moved now (the
+// manifest still never goes backwards).
+func (s *Store) replayed(ctx context.Context, p profile, c *CommitRecord) (*CommitRecord, error) {
+	if c == nil || c.Mode != ModeWrite {
+		return c, nil
+	}
+	v, ok := parseVersionDir(c.Version)
+	if !ok {
+		return c, nil
+	}
+	if err := s.commitManifest(ctx, p, v); err != nil {
+		return nil, fmt.Errorf("replay %s %s: %w", p, c.Version, err)
 	}
 	return c, nil
 }

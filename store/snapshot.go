@@ -98,6 +98,12 @@ func (s *Store) versionState(p profile, version int) (*versionState, error) {
 		return nil, err
 	}
 	vs := &versionState{Snapshot: Snapshot{Keys: p.keys, Version: version, Records: recs}, info: vi}
+	if uncommittedWrite(entries) {
+		// A write that never committed (killed, or still running): its
+		// files are nobody's data yet.
+		vs.Records = nil
+		return vs, nil
+	}
 	byPath := map[string]FileRecord{}
 	indexOf := map[string]int{}
 	for _, r := range recs {

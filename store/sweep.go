@@ -141,7 +141,8 @@ func (s *Store) sweepVersion(ctx context.Context, p profile, v, latest int, cuto
 	// after publishing its files), as verify reports it. Below the manifest,
 	// only a version holding nothing at all is abandoned: its root files are
 	// visible by the pyrosome rule.
-	abandoned := latest >= 0 && !hasRecord && (v > latest || (!hasData && v != latest))
+	abandoned := latest >= 0 && ((!hasRecord && (v > latest || (!hasData && v != latest))) ||
+		(v != latest && uncommittedWrite(entries)))
 	if abandoned {
 		// A write that never committed anything. Judge its age before
 		// touching anything in it: removing a temp makes the dir young.

@@ -226,7 +226,7 @@ func (s *Store) verifyVersion(ctx context.Context, p profile, v, latest int, o V
 			expected[f.Path] = f
 		}
 	}
-	if v > latest && latest >= 0 && nrec == 0 {
+	if (v > latest && latest >= 0 && nrec == 0) || (v != latest && uncommittedWrite(entries)) {
 		// Not committed (yet): a write in progress or one a killed writer
 		// abandoned. Only an old one is a finding; sweep removes it.
 		if age, ok := s.versionAge(ctx, vdir, now); ok && age > o.StaleAfter {
