@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -364,4 +365,29 @@ func TestReplayedWriteMovesTheManifest(t *testing.T) {
 	if _, rows := readAll(t, s, k, latest); rows != `[{"id":2}]` {
 		t.Fatalf("latest after replay: %s", rows)
 	}
+}
+
+// A killed process its parent has not reaped yet (a zombie) owns nothing:
+// the kill test's clients waited minutes on the pending markers of such
+// servers.
+func TestZombieOwnerIsDead(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Skip("no sleep command:", err)
+	}
+	pid := cmd.Process.Pid
+	if !pidAlive(pid) {
+		t.Fatal("a running process is not alive")
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for pidAlive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("a killed, unreaped process still counts as alive")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = cmd.Wait()
 }

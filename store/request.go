@@ -1,9 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"os"
 	"path"
+	"strconv"
 
 	"crypto/sha256"
 	"encoding/hex"
@@ -188,10 +191,24 @@ func (s *Store) ownerGone(b []byte) bool {
 	return !li.Time.IsZero() && s.opts.now().Sub(li.Time) > s.opts.lockStaleAfter
 }
 
-// pidAlive reports whether a process exists on this host.
+// pidAlive reports whether a process exists on this host. A zombie (killed
+// but not yet reaped by its parent) is dead: it will never finish a put or
+// release a lock.
 func pidAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	b, rerr := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if rerr != nil {
+		return true // no procfs: trust kill(2)
+	}
+	// The state follows the command name, which is in parentheses and may
+	// itself hold spaces or parentheses.
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'Z' {
+		return false
+	}
+	return true
 }
 
 // rollForward looks for a root data file without a commit record whose
