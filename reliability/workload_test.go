@@ -211,6 +211,9 @@ func (w *workload) one(ctx context.Context, r *rand.Rand, rec *putRec, giveUp ti
 		code := codeName(err)
 		w.errs.inc(code)
 		rec.Codes = append(rec.Codes, code)
+		if rec.Attempts == w.attempts/2 {
+			rec.Codes = append(rec.Codes, err.Error()) // a sample message for the report
+		}
 		switch status.Code(err) {
 		case codes.InvalidArgument, codes.FailedPrecondition, codes.NotFound, codes.PermissionDenied:
 			rec.Codes = append(rec.Codes, err.Error())

@@ -166,6 +166,28 @@ func (s *Store) versionState(p profile, version int) (*versionState, error) {
 	default:
 		vs.Format = FormatParquet
 	}
+	if vs.Format == FormatParquet {
+		// A root file no record lists is visible by the pyrosome rule when
+		// pyrosome wrote it; one Quiver wrote (its footer says so) is an
+		// append that never committed — its writer died between publishing
+		// it and writing its record — and stays invisible, as under
+		// partition directories.
+		kept := vs.Files[:0]
+		for _, f := range vs.Files {
+			if f.Rows < 0 {
+				rows, ours, err := s.parquetFooter(p.join(f.Path))
+				if err != nil {
+					return nil, err
+				}
+				if ours {
+					continue
+				}
+				f.Rows = rows
+			}
+			kept = append(kept, f)
+		}
+		vs.Files = kept
+	}
 	if vs.Format == FormatCSV {
 		// CSV stores no schema: types are inferred on read, as pyrosome's
 		// CsvDal does, whatever the writer put.
@@ -174,15 +196,6 @@ func (s *Store) versionState(p profile, version int) (*versionState, error) {
 	if vs.Schema == nil && len(vs.Files) > 0 {
 		if vs.Schema, err = s.inferSchema(p, vs.Format, vs.Files); err != nil {
 			return nil, err
-		}
-	}
-	if vs.Format == FormatParquet {
-		for i := range vs.Files {
-			if vs.Files[i].Rows < 0 {
-				if vs.Files[i].Rows, err = s.parquetRows(p, vs.Files[i].Path); err != nil {
-					return nil, err
-				}
-			}
 		}
 	}
 	if vs.Schema == nil {
@@ -229,17 +242,20 @@ func (s *Store) inferSchema(p profile, f Format, files []DataFile) (*arrow.Schem
 	return stripFieldIDs(sc), nil
 }
 
-func (s *Store) parquetRows(p profile, rel string) (int64, error) {
-	f, err := s.fs.Open(p.join(rel))
+// parquetFooter reads a data file's footer (name relative to the data
+// dir): its row count, and whether Quiver wrote it (every Quiver Parquet
+// file carries SchemaVersionKey).
+func (s *Store) parquetFooter(name string) (rows int64, ours bool, err error) {
+	f, err := s.fs.Open(name)
 	if err != nil {
-		return 0, fmt.Errorf("open %s %s: %w", p, rel, err)
+		return 0, false, fmt.Errorf("open %s: %w", name, err)
 	}
 	defer f.Close()
 	pr, err := file.NewParquetReader(f)
 	if err != nil {
-		return 0, &CorruptionError{Path: p.join(rel), Err: err}
+		return 0, false, &CorruptionError{Path: name, Err: err}
 	}
-	return pr.NumRows(), nil
+	return pr.NumRows(), pr.MetaData().KeyValueMetadata().FindValue(SchemaVersionKey) != nil, nil
 }
 
 // openParquet opens a data file for streaming reads.

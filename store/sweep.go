@@ -171,8 +171,21 @@ func (s *Store) sweepVersion(ctx context.Context, p profile, v, latest int, cuto
 		switch {
 		case isTempName(base):
 			return s.sweepTemp(name, e, cutoff, rep)
-		case strings.HasPrefix(base, "."), !strings.Contains(rel, "/"):
-			// claims, records, .version.json; root files are visible
+		case strings.HasPrefix(base, "."):
+			// claims, records, .version.json
+		case !strings.Contains(rel, "/"):
+			// A root file is visible by the pyrosome rule, unless Quiver
+			// wrote it and no record lists it (checked below).
+			if _, f, ok := parseDataFile(base); !ok || f != FormatParquet {
+				return nil
+			}
+			info, err := e.Info()
+			if err != nil || !info.ModTime().Before(cutoff) {
+				return nil
+			}
+			if _, ours, err := s.parquetFooter(name); err == nil && ours {
+				orphans = append(orphans, orphan{name, indexOfPath(name)})
+			}
 		default: // under a partition directory
 			if _, _, ok := parseDataFile(base); !ok {
 				return nil // not a file Quiver writes: not ours to delete

@@ -255,6 +255,10 @@ func (s *Store) verifyVersion(ctx context.Context, p profile, v, latest int, o V
 			case inPartition:
 				rep.add(ProblemOrphan, name, "no commit record lists this file; readers do not see it")
 			case isData:
+				if _, ours, err := s.parquetFooter(name); err == nil && ours {
+					rep.add(ProblemOrphan, name, "Quiver data file without a commit record (its writer died before committing); readers do not see it")
+					break
+				}
 				rep.add(ProblemUnrecorded, name, "numbered data file without a commit record (written by pyrosome?); readers see it but it cannot be audited")
 			}
 			return nil

@@ -134,9 +134,12 @@ func TestVerifyTamper(t *testing.T) {
 		{"unlisted file under a partition", func(t *testing.T, _ *Store, dir string) {
 			copyFile(t, filepath.Join(dir, parts, "v0", "region=eu", "0.parquet"), filepath.Join(dir, parts, "v0", "region=eu", "7.parquet"))
 		}, ProblemOrphan, parts + "/v0/region=eu/7.parquet"},
-		{"numbered file at a version root", func(t *testing.T, _ *Store, dir string) {
-			copyFile(t, filepath.Join(dir, orders, "v0", "1.parquet"), filepath.Join(dir, orders, "v0", "9.parquet"))
+		{"numbered file at a version root (pyrosome's)", func(t *testing.T, _ *Store, dir string) {
+			copyFile(t, filepath.Join(pyrosomeFixture, "events", "v0", "1.parquet"), filepath.Join(dir, orders, "v0", "9.parquet"))
 		}, ProblemUnrecorded, orders + "/v0/9.parquet"},
+		{"Quiver file at a version root without its record", func(t *testing.T, _ *Store, dir string) {
+			copyFile(t, filepath.Join(dir, orders, "v0", "1.parquet"), filepath.Join(dir, orders, "v0", "9.parquet"))
+		}, ProblemOrphan, orders + "/v0/9.parquet"},
 		{"rewritten commit record", func(t *testing.T, _ *Store, dir string) {
 			p := filepath.Join(dir, orders, "v0", ".1.commit.json")
 			writable(t, p)
@@ -270,14 +273,7 @@ func TestVerifyScopeAndSample(t *testing.T) {
 
 func TestVerifyPyrosomeVersionIsUnrecorded(t *testing.T) {
 	s, dir := newTestStore(t)
-	k := []string{"py"}
-	put(t, s, ModeWrite, k, ids(1), PutOptions{})
-	// pyrosome writes no records: drop them to get its layout.
-	for _, n := range []string{".0.commit.json", ".version.json"} {
-		if err := os.Remove(filepath.Join(dir, "py", "v0", n)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	copyTree(t, filepath.Join(pyrosomeFixture, "events"), filepath.Join(dir, "py"))
 	rep, err := s.Verify(context.Background(), VerifyOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -287,7 +283,7 @@ func TestVerifyPyrosomeVersionIsUnrecorded(t *testing.T) {
 		kinds = append(kinds, p.Kind+" "+p.Path)
 	}
 	sort.Strings(kinds)
-	if strings.Join(kinds, ",") != "unrecorded py/v0/0.parquet" {
+	if strings.Join(kinds, ",") != "unrecorded py/v0/0.parquet,unrecorded py/v0/1.parquet,unrecorded py/v0/2.parquet" {
 		t.Fatalf("got %v", kinds)
 	}
 }
