@@ -229,7 +229,10 @@ func (w *workload) one(ctx context.Context, r *rand.Rand, rec *putRec, giveUp ti
 				bcancel()
 			}
 		}
-		time.Sleep(time.Duration(10+r.IntN(40)) * time.Millisecond)
+		// Back off exponentially (to 1 s): under a kill storm a burst of
+		// fast retries all land on servers that are down and restarting.
+		backoff := min(10*time.Millisecond<<min(rec.Attempts, 7), time.Second)
+		time.Sleep(backoff/2 + time.Duration(r.Int64N(int64(backoff/2))))
 	}
 }
 
