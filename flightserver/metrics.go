@@ -24,6 +24,7 @@ type metrics struct {
 	bytes       *prometheus.CounterVec
 	commits     *prometheus.CounterVec
 	lockTimeout prometheus.Counter
+	lockWaits   *prometheus.HistogramVec
 	problems    *prometheus.CounterVec
 	verifies    prometheus.Counter
 	streams     *prometheus.GaugeVec
@@ -64,6 +65,11 @@ func newMetrics() *metrics {
 			Name: "quiver_lock_timeouts_total",
 			Help: "Writers that gave up waiting for a manifest lock (answered Unavailable).",
 		}),
+		lockWaits: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "quiver_lock_wait_seconds",
+			Help:    "Time writers waited for a manifest lock, by outcome (acquired, or timeout: gave up or cancelled).",
+			Buckets: []float64{.0005, .001, .005, .01, .05, .1, .5, 1, 5, 10, 30},
+		}, []string{"outcome"}),
 		problems: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quiver_verify_problems_total",
 			Help: "Problems reported by verify actions, by kind.",
@@ -89,7 +95,7 @@ func newMetrics() *metrics {
 			Help: "Streams cancelled because no message moved for the idle timeout.",
 		}),
 	}
-	m.reg.MustRegister(m.rpcs, m.durations, m.actions, m.rows, m.bytes, m.commits, m.lockTimeout,
+	m.reg.MustRegister(m.rpcs, m.durations, m.actions, m.rows, m.bytes, m.commits, m.lockTimeout, m.lockWaits,
 		m.problems, m.verifies, m.streams, m.authFail, m.denials, m.idle,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, d := range []string{"in", "out"} {
@@ -120,6 +126,15 @@ func (m *metrics) rpc(method string, code codes.Code, d time.Duration, action st
 }
 
 func (m *metrics) commit(kind string) { m.commits.WithLabelValues(kind).Inc() }
+
+// lockWait observes one manifest lock attempt of the store.
+func (m *metrics) lockWait(d time.Duration, acquired bool) {
+	outcome := "acquired"
+	if !acquired {
+		outcome = "timeout"
+	}
+	m.lockWaits.WithLabelValues(outcome).Observe(d.Seconds())
+}
 func (m *metrics) denied(op string)   { m.denials.WithLabelValues(op).Inc() }
 func (m *metrics) unauthenticated()   { m.authFail.Inc() }
 func (m *metrics) idleTimeout()       { m.idle.Inc() }

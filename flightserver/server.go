@@ -141,6 +141,7 @@ func New(st *store.Store, opts ...Option) *Server {
 		opts:    o,
 		metrics: newMetrics(),
 	}
+	st.OnLockWait(s.metrics.lockWait)
 	// Logging is outermost so that refused RPCs are logged and counted too;
 	// the idle guard is innermost, around the handler's own stream use.
 	gopts := append([]grpc.ServerOption{

@@ -450,6 +450,8 @@ func TestSecurityMetrics(t *testing.T) {
 		`quiver_rows_total{direction="out"}`:                          3,
 		`quiver_commits_total{kind="write"}`:                          1, // the first put to a new profile makes v0
 		`quiver_open_streams{method="DoGet"}`:                         0,
+		// the write took the manifest lock once, without waiting long
+		`quiver_lock_wait_seconds_count{outcome="acquired"}`: 1,
 	} {
 		if got := value(series); got != want {
 			t.Errorf("%s = %v, want %v", series, got, want)

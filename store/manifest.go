@@ -57,10 +57,18 @@ type LockInfo struct {
 func (s *Store) lockManifest(ctx context.Context, p profile) (func() error, error) {
 	info, _ := json.Marshal(LockInfo{Host: s.opts.host, PID: s.opts.pid, Time: s.opts.now().UTC(), Writer: s.opts.writer})
 	name := p.join(lockName)
-	deadline := time.Now().Add(s.opts.lockTimeout)
+	start := time.Now()
+	deadline := start.Add(s.opts.lockTimeout)
+	acquired := false
+	defer func() {
+		if fn := s.lockObs.Load(); fn != nil {
+			(*fn)(time.Since(start), acquired)
+		}
+	}()
 	for {
 		err := s.fs.CreateExclusive(name, info)
 		if err == nil {
+			acquired = true
 			return func() error {
 				if err := s.fs.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					return fmt.Errorf("release manifest lock of %s: %w", p, err)

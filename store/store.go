@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -18,9 +19,18 @@ import (
 // many goroutines, and any number of processes (and servers) may open the
 // same directory at once.
 type Store struct {
-	root string // absolute, symlinks resolved
-	fs   FS
-	opts options
+	root    string // absolute, symlinks resolved
+	fs      FS
+	opts    options
+	lockObs atomic.Pointer[func(wait time.Duration, acquired bool)]
+}
+
+// OnLockWait registers fn to be told, after every manifest lock attempt, how
+// long the writer waited and whether it got the lock (false: it timed out or
+// was cancelled). For metrics; fn must be quick and safe for concurrent use.
+// A later call replaces an earlier one.
+func (s *Store) OnLockWait(fn func(wait time.Duration, acquired bool)) {
+	s.lockObs.Store(&fn)
 }
 
 type options struct {
