@@ -116,7 +116,11 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 		s.opts.log.Warn().Str("identity", IdentityFrom(ctx).Name).Str("profile", a.Path()).Bool("broken", res.Broken).Str("reason", res.Reason).Msg("break-lock")
 		return send(res)
 	case catalog.ActionCompact:
-		cr, err := s.st.Compact(ctx, a.Keys, store.CompactOptions{})
+		var writer string // who asked for it goes into the commit record
+		if id := IdentityFrom(ctx); id != nil {
+			writer = id.Name
+		}
+		cr, err := s.st.Compact(ctx, a.Keys, store.CompactOptions{Writer: writer})
 		if err != nil {
 			return s.failed(ctx, err)
 		}

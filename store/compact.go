@@ -16,6 +16,9 @@ type CompactOptions struct {
 	// written as several files of about that size. The compacted version is
 	// still one commit, so readers see all of it or nothing.
 	TargetFileBytes int64
+	// Writer is the identity recorded in the compaction's commit record
+	// (default: the store's writer).
+	Writer string
 }
 
 // Compact rewrites the latest version of a profile as a new version with
@@ -46,7 +49,7 @@ func (s *Store) Compact(ctx context.Context, keys []string, o CompactOptions) (*
 	if o.TargetFileBytes == 0 {
 		o.TargetFileBytes = DefaultCompactTarget
 	}
-	c, err := s.putSnapshot(ctx, sn, ModeWrite, md, o.TargetFileBytes)
+	c, err := s.putSnapshot(ctx, sn, ModeWrite, md, o.TargetFileBytes, o.Writer)
 	if err != nil {
 		return nil, fmt.Errorf("compact %s %s: %w", sn.Path(), from, err)
 	}
@@ -78,7 +81,7 @@ func (s *Store) Compact(ctx context.Context, keys []string, o CompactOptions) (*
 		if VersionName(cur.Version) != c.Version {
 			break // a newer write superseded the compacted version too
 		}
-		if _, err := s.putSnapshot(ctx, old, ModeAppend, map[string]any{"compacted_from": from, "catch_up": true}, 0); err != nil {
+		if _, err := s.putSnapshot(ctx, old, ModeAppend, map[string]any{"compacted_from": from, "catch_up": true}, 0, o.Writer); err != nil {
 			return c, fmt.Errorf("compact %s %s: catching up: %w", sn.Path(), from, err)
 		}
 	}
@@ -87,7 +90,7 @@ func (s *Store) Compact(ctx context.Context, keys []string, o CompactOptions) (*
 }
 
 // putSnapshot streams the files of sn into the profile as one put.
-func (s *Store) putSnapshot(ctx context.Context, sn *Snapshot, mode Mode, md map[string]any, target int64) (*CommitRecord, error) {
+func (s *Store) putSnapshot(ctx context.Context, sn *Snapshot, mode Mode, md map[string]any, target int64, writer string) (*CommitRecord, error) {
 	rdr, err := s.OpenSnapshot(ctx, sn, nil)
 	if err != nil {
 		return nil, err
@@ -97,7 +100,7 @@ func (s *Store) putSnapshot(ctx context.Context, sn *Snapshot, mode Mode, md map
 	if err != nil {
 		return nil, err
 	}
-	po := PutOptions{Mode: mode, SchemaVersion: sn.SchemaVersion, Format: string(sn.Format), Metadata: mdj, TargetFileBytes: target}
+	po := PutOptions{Mode: mode, SchemaVersion: sn.SchemaVersion, Format: string(sn.Format), Metadata: mdj, TargetFileBytes: target, Writer: writer}
 	if mode == ModeWrite {
 		po.PartitionBy = sn.PartitionBy
 	}
