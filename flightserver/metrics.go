@@ -135,9 +135,9 @@ func (m *metrics) lockWait(d time.Duration, acquired bool) {
 	}
 	m.lockWaits.WithLabelValues(outcome).Observe(d.Seconds())
 }
-func (m *metrics) denied(op string)   { m.denials.WithLabelValues(op).Inc() }
-func (m *metrics) unauthenticated()   { m.authFail.Inc() }
-func (m *metrics) idleTimeout()       { m.idle.Inc() }
+func (m *metrics) denied(op string) { m.denials.WithLabelValues(op).Inc() }
+func (m *metrics) unauthenticated() { m.authFail.Inc() }
+func (m *metrics) idleTimeout()     { m.idle.Inc() }
 func (m *metrics) streamOpen(method string) func() {
 	g := m.streams.WithLabelValues(method)
 	g.Inc()
