@@ -440,3 +440,23 @@ func startHelperOut(b *testing.B, mode, dir string, a helperArgs) []string {
 	}
 	return lines
 }
+
+// BenchmarkPutPartitioned writes 64 MB partitioned by region (8 values,
+// every batch holding all of them in random order): the split path.
+func BenchmarkPutPartitioned(b *testing.B) {
+	benchTemplates()
+	const size = 64 << 20
+	s, err := store.Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(newGenReaderBytes(size))
+	b.ReportAllocs()
+	for b.Loop() {
+		r := newGenReader(size)
+		if _, err := s.Put(context.Background(), []string{"bench", "parts"}, r, store.PutOptions{Mode: store.ModeWrite, PartitionBy: []string{"region"}}); err != nil {
+			b.Fatal(err)
+		}
+		r.Release()
+	}
+}
