@@ -193,12 +193,30 @@ func splitByPartition(ctx context.Context, rec arrow.RecordBatch, by []int, name
 	}
 	values := make([]string, len(by))
 	nulls := make([]bool, len(by))
+	// Encoded directory names are cached by raw values: rows in random
+	// partition order make every run one row long.
+	dirOf := map[string]string{}
+	var raw strings.Builder
 	keyOf := func(row int) (string, error) {
+		raw.Reset()
 		for i, c := range cols {
 			v, ok := formatPartValue(c, row)
 			values[i], nulls[i] = v, !ok
+			if ok {
+				raw.WriteByte(1)
+				raw.WriteString(v)
+			} else {
+				raw.WriteByte(0)
+			}
 		}
-		return partitionDir(names, values, nulls)
+		if d, ok := dirOf[raw.String()]; ok {
+			return d, nil
+		}
+		d, err := partitionDir(names, values, nulls)
+		if err == nil {
+			dirOf[raw.String()] = d
+		}
+		return d, err
 	}
 	// Keys are built once per run of equal values, not per row.
 	eq := make([]func(i, j int) bool, len(cols))
