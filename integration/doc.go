@@ -1,0 +1,7 @@
+// Package integration holds Quiver's end-to-end tests: they build the real
+// `quiver` binary, run `quiver serve` processes on 127.0.0.1 with temporary
+// data dirs, and talk to them only over the wire — with arrow-go's Flight
+// client (the Go tests here) and with pyarrow, polars, DuckDB and pyrosome
+// (the pytest suite, *.py, run by scripts/test-python.sh). They never import
+// the server's internals.
+package integration
