@@ -4,4 +4,7 @@
 // client (the Go tests here) and with pyarrow, polars, DuckDB and pyrosome
 // (the pytest suite, *.py, run by scripts/test-python.sh). They never import
 // the server's internals.
+//
+// QUIVER_BIG=1 also runs the 1 GB DoGet (with the server's peak RSS), and
+// QUIVER_RACE=1 builds the server with the race detector.
 package integration

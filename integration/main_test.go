@@ -1,9 +1,9 @@
-// Package integration holds end-to-end tests against the real quiver
-// binary: TestMain builds it, each test starts `quiver serve` on a free
-// loopback port with a temporary data dir and talks to it with the
+package integration
+
+// TestMain builds the quiver binary; each test starts `quiver serve` on a
+// free loopback port with a temporary data dir and talks to it with the
 // arrow-go Flight client. Set QUIVER_BIG=1 to also run the 1 GB DoGet, and
 // QUIVER_RACE=1 to build the server with the race detector.
-package integration
 
 import (
 	"bufio"
