@@ -39,7 +39,6 @@ func TestFaultKill(t *testing.T) {
 	r := newRand()
 	t0 := time.Now()
 	var midPut, inflightAtKill int64
-	var restartErrs []string
 	for k := 0; k < sc.Kills; k++ {
 		time.Sleep(time.Duration(30+r.IntN(220)) * time.Millisecond)
 		victim := r.IntN(3)
@@ -55,7 +54,6 @@ func TestFaultKill(t *testing.T) {
 		}
 		n, err := c.killAndRestart(victim)
 		if err != nil {
-			restartErrs = append(restartErrs, err.Error())
 			t.Fatalf("restart after kill %d: %v", k, err)
 		}
 		if n > 0 {

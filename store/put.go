@@ -10,6 +10,7 @@ import (
 	"hash"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -381,7 +382,7 @@ func (s *Store) stream(ctx context.Context, t *target, rdr array.RecordReader, o
 	if len(t.partitionBy) > 0 {
 		keep := make([]arrow.Field, 0, t.schema.NumFields())
 		for i, f := range t.schema.Fields() {
-			if contains(t.partitionBy, f.Name) {
+			if slices.Contains(t.partitionBy, f.Name) {
 				continue
 			}
 			keep = append(keep, t.schema.Field(i))
@@ -749,7 +750,7 @@ func toFileBatch(rec arrow.RecordBatch, sc *arrow.Schema) arrow.RecordBatch {
 func dropColumns(rec arrow.RecordBatch, sc *arrow.Schema, drop []int) arrow.RecordBatch {
 	cols := make([]arrow.Array, 0, sc.NumFields())
 	for i, c := range rec.Columns() {
-		if !containsInt(drop, i) {
+		if !slices.Contains(drop, i) {
 			cols = append(cols, c)
 		}
 	}
@@ -770,22 +771,4 @@ func releaseAll(arrs []arrow.Array) {
 			a.Release()
 		}
 	}
-}
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
-}
-
-func containsInt(xs []int, x int) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -63,11 +64,10 @@ type snapshotReader struct {
 	sn   *Snapshot
 	out  *arrow.Schema
 
-	next  int // next file
-	cur   arrow.RecordBatch
-	err   error
-	file  *openFile
-	close bool
+	next int // next file
+	cur  arrow.RecordBatch
+	err  error
+	file *openFile
 }
 
 // openFile is the one file being read.
@@ -168,7 +168,7 @@ func (r *snapshotReader) open(df DataFile) error {
 	of := &openFile{df: df, src: make([]int, r.out.NumFields())}
 	fileCols := make([]string, 0, r.out.NumFields())
 	for i, f := range r.out.Fields() {
-		if contains(r.sn.PartitionBy, f.Name) {
+		if slices.Contains(r.sn.PartitionBy, f.Name) {
 			of.src[i] = -1
 			continue
 		}

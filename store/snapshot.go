@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -105,11 +106,9 @@ func (s *Store) versionState(p profile, version int) (*versionState, error) {
 		return vs, nil
 	}
 	byPath := map[string]FileRecord{}
-	indexOf := map[string]int{}
 	for _, r := range recs {
 		for _, f := range r.Files {
 			byPath[f.Path] = f
-			indexOf[f.Path] = r.Index
 		}
 	}
 	formats := map[Format]bool{}
@@ -351,7 +350,7 @@ func (s *Store) Snapshot(ctx context.Context, keys []string, o SnapshotOptions) 
 func filterPartitions(sn *Snapshot, filter map[string][]string) ([]DataFile, error) {
 	want := map[string]map[string]bool{}
 	for col, vals := range filter {
-		if !contains(sn.PartitionBy, col) {
+		if !slices.Contains(sn.PartitionBy, col) {
 			if len(sn.PartitionBy) == 0 {
 				return nil, fmt.Errorf("%w: %s %s is not partitioned; cannot filter on %q", ErrInvalidArgument, sn.Path(), VersionName(sn.Version), col)
 			}
