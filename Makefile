@@ -3,7 +3,7 @@ GO ?= go
 # stress: small in CI (make test runs the default sizes); `make stress` runs
 # the full settings documented in docs/reliability.md.
 
-.PHONY: test test-go test-race test-python vet build bench bench-peers stress
+.PHONY: lint test test-go test-race test-python vet build bench bench-peers stress
 
 build:
 	$(GO) build -o bin/quiver ./cmd/quiver
@@ -30,7 +30,11 @@ test-python:
 test-reliability:
 	QUIVER_STRESS_SCALE=ci $(GO) test -count=1 -timeout 20m ./reliability/
 
-test: vet test-go test-race test-python test-reliability
+# staticcheck, pinned (fetched through the Go module proxy on first use).
+lint:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+test: vet lint test-go test-race test-python test-reliability
 
 # Full-size concurrency and crash runs (minutes).
 stress:
