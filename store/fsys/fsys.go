@@ -1,0 +1,141 @@
+package fsys
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"time"
+)
+
+// Errors every implementation returns (wrapped or not) so that callers can
+// act on them with errors.Is.
+var (
+	// ErrExist: the name is taken (an exclusive create or Mkdir lost).
+	// It is fs.ErrExist, so os-level errors match too.
+	ErrExist = fs.ErrExist
+	// ErrNotExist: no object by that name. It is fs.ErrNotExist.
+	ErrNotExist = fs.ErrNotExist
+	// ErrPrecondition: Replace found another token than the one it was
+	// given (someone else replaced the object meanwhile).
+	ErrPrecondition = errors.New("fsys: precondition failed (object changed)")
+	// ErrUnsafePath: a name that is not a clean relative path, or whose
+	// resolution would leave the root or pass through a symbolic link.
+	// Nothing was read or written.
+	ErrUnsafePath = errors.New("fsys: unsafe path")
+)
+
+// Entry is one name found by List or Stat.
+type Entry struct {
+	// Name is the last element of the name (List) or the full name (Stat).
+	Name string
+	// Dir is true for a directory (on object stores: a common prefix).
+	Dir bool
+	// Size in bytes (0 for directories).
+	Size int64
+	// ModTime is the last modification (object stores: last write).
+	ModTime time.Time
+}
+
+// Token identifies one state of a small object for Replace: an ETag on
+// object stores, a content hash on local disks. The empty Token means "no
+// object".
+type Token string
+
+// FS is the storage of one data directory: the only way the store reaches
+// disk or bucket. Names are slash-separated, relative to the root, clean
+// (no "", ".", "..", no leading or trailing slash, no empty element) and
+// never follow links; an implementation refuses anything else with
+// ErrUnsafePath before touching storage. Every method takes ctx first and
+// stops when it is done.
+//
+// Directories are implicit: creating an object creates its parents
+// (on local disks, as real directories; on object stores, nothing). Mkdir
+// is the one operation that claims a directory name by itself.
+//
+// Durability: everything a method returned nil for survives a crash of
+// the process or the machine (local disks: file and directory synced).
+//
+// Implementations must pass fsystest.Run (store/fsys/fsystest).
+type FS interface {
+	// CreateExclusive creates name holding data if no object of that name
+	// exists, else fails with ErrExist. It is atomic against every other
+	// client of the same storage (O_EXCL/link on local disks and NFS,
+	// If-None-Match: * on S3): of N concurrent calls exactly one succeeds.
+	// Readers never see the object partly written.
+	CreateExclusive(ctx context.Context, name string, data []byte) error
+
+	// Create starts a streaming write of an object that stays invisible
+	// until Commit returns nil. See Writer.
+	Create(ctx context.Context, name string) (Writer, error)
+
+	// ReadFile reads a whole object (meant for small ones: manifests,
+	// records) and returns its Token for Replace.
+	ReadFile(ctx context.Context, name string) ([]byte, Token, error)
+
+	// Replace atomically replaces name with data if its current Token is
+	// ifMatch (the empty Token: if name does not exist), else fails with
+	// ErrPrecondition. Readers see the old or the new content, never a
+	// mix. On object stores the check is the service's (If-Match); on
+	// local disks it is a read-compare before the rename, atomic only
+	// among writers that hold the object's lock (the manifest lock) — the
+	// same guarantee pyrosome relies on.
+	Replace(ctx context.Context, name string, data []byte, ifMatch Token) error
+
+	// Open opens an object for reading: random access (Parquet footers
+	// and column chunks by ranged reads) and sequential reads.
+	Open(ctx context.Context, name string) (File, error)
+
+	// Stat describes one object or directory; ErrNotExist if absent.
+	Stat(ctx context.Context, name string) (Entry, error)
+
+	// List lists the objects and directories directly under dir ("" is
+	// the root), sorted by name; an empty directory lists as empty. When
+	// nothing exists under dir it fails with ErrNotExist (object stores
+	// cannot tell an empty directory from a missing one and answer
+	// ErrNotExist for both, so callers treat the two alike). Hidden
+	// in-progress writes (Create not yet committed) may be listed; their
+	// names start with "." and end in ".tmp".
+	List(ctx context.Context, dir string) ([]Entry, error)
+
+	// Mkdir claims a directory name: it fails with ErrExist if the
+	// directory exists (atomic mkdir on local disks, which pyrosome's
+	// writers use to claim a version; an If-None-Match marker object on
+	// S3). Parents are created as needed.
+	Mkdir(ctx context.Context, name string) error
+
+	// Delete removes one object. Deleting a missing object is not an
+	// error. On local disks an empty directory may be deleted too.
+	Delete(ctx context.Context, name string) error
+
+	// DeleteAll removes a directory (prefix) and everything under it.
+	// A missing one is not an error.
+	DeleteAll(ctx context.Context, dir string) error
+}
+
+// Writer is an object being written by FS.Create. Exactly one of Commit
+// or Abort must be called (Abort after a failed Commit is allowed and
+// cleans up); data is neither visible nor durable until Commit returns
+// nil.
+type Writer interface {
+	io.Writer
+	// Commit makes the object visible at its name, complete and durable,
+	// or fails with ErrExist if an object of that name exists already (it
+	// never replaces one). Local disks: fsync, make read-only, link, fsync
+	// the directory. S3: complete the multipart upload with
+	// If-None-Match: *.
+	Commit(ctx context.Context) error
+	// Abort discards what was written. It is a no-op after a successful
+	// Commit.
+	Abort() error
+}
+
+// File is an object open for reading.
+type File interface {
+	io.Reader
+	io.ReaderAt
+	io.Seeker
+	io.Closer
+	// Size is the object's size when it was opened.
+	Size() int64
+}
