@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	stdcsv "encoding/csv"
 	"errors"
 	"fmt"
@@ -28,38 +29,19 @@ func checkCSVTypes(sc *arrow.Schema) error {
 	return nil
 }
 
-// checkFormatOf refuses a write whose format differs from the profile's.
-func (s *Store) checkFormatOf(p profile, f Format) error {
-	latest, err := s.readManifest(p)
-	if errors.Is(err, ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	vs, err := s.versionHead(p, latest)
-	if err != nil {
-		return err
-	}
-	if !vs.empty() && vs.Format != f {
-		return fmt.Errorf("%w: %s holds %s files; cannot write %s (one format per profile: use other keys)", ErrFormatMismatch, p, vs.Format, f)
-	}
-	return nil
-}
-
 // csvKind is what a CSV column's values allow, narrowest first.
 type csvKind struct{ isInt, isFloat, isBool bool }
 
 // inferCSVSchema infers column types over every file of a CSV version, as
 // pyrosome's CsvDal (polars) would: Int64, Float64, Boolean, else String.
 // A CSV stores no schema; the header of the first file gives the order.
-func (s *Store) inferCSVSchema(p profile, files []DataFile) (*arrow.Schema, error) {
+func (s *Store) inferCSVSchema(ctx context.Context, p profile, files []DataFile) (*arrow.Schema, error) {
 	var names []string
 	kinds := map[string]*csvKind{}
 	for fi, df := range files {
-		f, err := s.fs.Open(p.join(df.Path))
+		f, err := s.openData(ctx, p, df, false)
 		if err != nil {
-			return nil, fmt.Errorf("open %s %s: %w", p, df.Path, err)
+			return nil, err
 		}
 		err = func() error {
 			defer f.Close()
@@ -155,9 +137,9 @@ func sameSet(a, b []string) bool {
 // openCSV opens a CSV data file with the version's inferred types, in the
 // file's own column order.
 func (r *snapshotReader) openCSV(of *openFile, fileCols []string) error {
-	f, err := r.s.fs.Open(r.p.join(of.df.Path))
+	f, err := r.s.openData(r.ctx, r.p, of.df, r.s.opts.verifyReads)
 	if err != nil {
-		return fmt.Errorf("open %s %s: %w", r.p, of.df.Path, err)
+		return err
 	}
 	header, err := stdcsv.NewReader(f).Read()
 	if errors.Is(err, io.EOF) {

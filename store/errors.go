@@ -10,34 +10,45 @@ import (
 // keys, never by a server path.
 var (
 	// ErrInvalidKey: keys that are empty, hidden, contain separators or
-	// characters that cannot name a directory, or resolve outside the data dir.
+	// characters that cannot name a directory, collide with the layout's
+	// own names, or resolve outside the data dir.
 	ErrInvalidKey = errors.New("store: invalid key")
 	// ErrNotFound: no profile with these keys.
 	ErrNotFound = errors.New("store: profile not found")
-	// ErrVersionNotFound: the profile exists but not the requested version.
+	// ErrVersionNotFound: the profile exists but not the requested version
+	// (or a pinned file of it: retention removed it).
 	ErrVersionNotFound = errors.New("store: version not found")
 	// ErrNestedProfile: a profile may not be created inside or above another.
 	ErrNestedProfile = errors.New("store: nested profile")
 	// ErrSchemaMismatch: an append's columns or types do not fit the version.
 	ErrSchemaMismatch = errors.New("store: schema mismatch")
-	// ErrInvalidArgument: a bad option (partition column, filter, column name…).
+	// ErrInvalidArgument: a bad option or bad data (partition column,
+	// filter, column name, nulls in a non-nullable column…).
 	ErrInvalidArgument = errors.New("store: invalid argument")
 	// ErrFormatMismatch: parquet and CSV mixed in one profile.
 	ErrFormatMismatch = errors.New("store: format mismatch")
 	// ErrLockTimeout: the manifest lock was held by someone else for longer
 	// than the lock timeout.
 	ErrLockTimeout = errors.New("store: manifest lock timeout")
-	// ErrTooLarge: a put exceeded the configured maximum size.
+	// ErrTooLarge: a put exceeded a configured limit (size, memory).
 	ErrTooLarge = errors.New("store: put too large")
 	// ErrBadStream: the put's input stream failed (a malformed or
 	// inconsistent stream, or the client went away); nothing was committed.
 	ErrBadStream = errors.New("store: the put's stream failed")
-	// ErrRequestInProgress: another put with the same request id is running.
-	ErrRequestInProgress = errors.New("store: request in progress")
+	// ErrDataLoss: committed data is not as its commit record says (a file
+	// missing, of the wrong size, or with the wrong hash). A read never
+	// silently returns fewer rows.
+	ErrDataLoss = errors.New("store: committed data lost or altered")
+	// ErrUnavailable: the commit could not be completed for now (the
+	// profile changed too often while the put retried, or the manifest could
+	// not be moved); the put may or may not have committed — retry it with
+	// the same request id.
+	ErrUnavailable = errors.New("store: commit unavailable")
 )
 
 // CorruptionError reports on-disk state that does not parse: a manifest,
-// commit record or version file. Path is relative to the data directory.
+// commit log segment or version file. Path is relative to the data
+// directory.
 type CorruptionError struct {
 	Path string
 	Err  error

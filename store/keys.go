@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 )
@@ -11,6 +12,12 @@ const maxKeyLen = 255
 
 // maxKeys bounds the depth of a profile.
 const maxKeys = 32
+
+// reservedKeyRe matches keys that collide with the names the layout
+// itself uses inside a profile or a version: version directories (any
+// case, so case-insensitive file systems cannot confuse them), numbered
+// data files, the manifest and its lock.
+var reservedKeyRe = regexp.MustCompile(`(?i)^(v\d+|\d+\.(parquet|csv)|manifest\.json(\.write_lock)?)$`)
 
 // ParseKeys splits a profile path such as "sales/orders" into keys and
 // validates them. Several keys may each hold slashes: ("sales/orders") and
@@ -30,9 +37,12 @@ func ParseKeys(parts ...string) ([]string, error) {
 }
 
 // ValidateKeys checks keys that are already split into components. A key
-// must be non-empty valid UTF-8, not "." or "..", not start with "." (hidden
-// names belong to the store), and hold no "/", "\", NUL or "=" ("=" marks hive
-// partition directories).
+// must be non-empty valid UTF-8 without control characters, not "." or
+// "..", not start with "." (hidden names belong to the store), hold no
+// "/", "\", NUL or "=" ("=" marks hive partition directories), and not be
+// a name the layout uses itself: "vN" (a version directory),
+// "N.parquet"/"N.csv" (a data file), "manifest.json" or
+// "manifest.json.write_lock".
 func ValidateKeys(keys []string) error {
 	if len(keys) == 0 {
 		return fmt.Errorf("%w: at least one key is required", ErrInvalidKey)
@@ -54,8 +64,6 @@ func validateKey(k string) error {
 		return fmt.Errorf("%w: empty key", ErrInvalidKey)
 	case k == "." || k == "..":
 		return fmt.Errorf("%w: key %q resolves outside the data directory", ErrInvalidKey, k)
-	case strings.HasPrefix(k, "."):
-		return fmt.Errorf("%w: key %q starts with '.'", ErrInvalidKey, k)
 	case len(k) > maxKeyLen:
 		return fmt.Errorf("%w: key longer than %d bytes", ErrInvalidKey, maxKeyLen)
 	case !utf8.ValidString(k):
@@ -67,11 +75,17 @@ func validateKey(k string) error {
 			return fmt.Errorf("%w: key %q contains a path separator", ErrInvalidKey, k)
 		case r == 0:
 			return fmt.Errorf("%w: key contains NUL", ErrInvalidKey)
-		case r == '=':
-			return fmt.Errorf("%w: key %q contains '='", ErrInvalidKey, k)
 		case r < 0x20 || r == 0x7f:
 			return fmt.Errorf("%w: key %q contains a control character", ErrInvalidKey, k)
+		case r == '=':
+			return fmt.Errorf("%w: key %q contains '=' (it marks partition directories)", ErrInvalidKey, k)
 		}
+	}
+	switch {
+	case strings.HasPrefix(k, "."):
+		return fmt.Errorf("%w: key %q starts with '.' (hidden names belong to the store)", ErrInvalidKey, k)
+	case reservedKeyRe.MatchString(k):
+		return fmt.Errorf("%w: key %q is a name the storage layout uses itself (version directories vN, data files N.parquet, manifest.json, its lock); choose another name", ErrInvalidKey, k)
 	}
 	return nil
 }

@@ -2,21 +2,33 @@ package store
 
 import (
 	"fmt"
-	"io/fs"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 )
 
-// Names of the files the format defines.
+// Names of the files and directories the format defines (docs/format.md).
 const (
 	manifestName     = "manifest.json"
 	lockName         = "manifest.json.write_lock"
 	versionInfoName  = ".version.json"
-	commitSuffix     = ".commit.json"
+	logDir           = ".log"
+	kindName         = ".quiver.kind"
 	claimSuffix      = ".claim"
+	legacyCommitSfx  = ".commit.json"
+	tempSuffix       = ".tmp"
 	hiveDefaultValue = "__HIVE_DEFAULT_PARTITION__"
+	segmentExt       = ".ndjson"
+	// legacyRequestsDir held request records before the commit log; it is
+	// still recognised (and left alone) in old data directories.
+	legacyRequestsDir = ".requests"
+)
+
+// Kinds a directory can be marked with (kindName).
+const (
+	kindProfile = "profile"
+	kindParent  = "parent"
 )
 
 // Format is the file format of a profile's data files.
@@ -42,10 +54,11 @@ func parseFormat(s string) (Format, error) {
 }
 
 var (
-	versionDirRe = regexp.MustCompile(`^v(\d+)$`)
-	dataFileRe   = regexp.MustCompile(`^(\d+)\.(parquet|csv)$`)
-	claimRe      = regexp.MustCompile(`^\.(\d+)\.(parquet|csv)\.claim$`)
-	commitRe     = regexp.MustCompile(`^\.(\d+)\.commit\.json$`)
+	versionDirRe = regexp.MustCompile(`^v(0|[1-9]\d{0,8})$`)
+	dataFileRe   = regexp.MustCompile(`^(0|[1-9]\d{0,8})\.(parquet|csv)$`)
+	claimRe      = regexp.MustCompile(`^\.(0|[1-9]\d{0,8})\.(parquet|csv)\.claim$`)
+	legacyRecRe  = regexp.MustCompile(`^\.(0|[1-9]\d{0,8})\.commit\.json$`)
+	segmentRe    = regexp.MustCompile(`^(\d{20})\.ndjson$`)
 )
 
 // VersionName is the directory name of version n ("v3").
@@ -54,8 +67,8 @@ func VersionName(n int) string { return "v" + strconv.Itoa(n) }
 // ParseVersion accepts "v3" or "3".
 func ParseVersion(s string) (int, error) {
 	t := strings.TrimPrefix(s, "v")
-	n, err := strconv.Atoi(t)
-	if err != nil || n < 0 || t == "" || (len(t) > 1 && t[0] == '0') {
+	n, ok := parseVersionDir("v" + t)
+	if !ok || t == "" {
 		return 0, fmt.Errorf("%w: bad version %q (want v<N> or N)", ErrInvalidArgument, s)
 	}
 	return n, nil
@@ -72,7 +85,8 @@ func parseVersionDir(name string) (int, bool) {
 
 func dataFileName(i int, f Format) string { return strconv.Itoa(i) + "." + f.ext() }
 func claimName(i int, f Format) string    { return "." + strconv.Itoa(i) + "." + f.ext() + claimSuffix }
-func commitName(i int) string             { return "." + strconv.Itoa(i) + commitSuffix }
+func legacyRecordName(i int) string       { return "." + strconv.Itoa(i) + legacyCommitSfx }
+func segmentName(first int64) string      { return fmt.Sprintf("%020d%s", first, segmentExt) }
 
 // parseDataFile returns the index and format of a numbered data file name.
 func parseDataFile(name string) (int, Format, bool) {
@@ -93,43 +107,42 @@ func parseIndexed(re *regexp.Regexp, name string) (int, bool) {
 	return n, err == nil
 }
 
-// versionDirs lists the vN directories of a profile, ascending.
-func versionDirs(entries []fs.DirEntry) []int {
-	var vs []int
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		if n, ok := parseVersionDir(e.Name()); ok {
-			vs = append(vs, n)
-		}
+func parseSegmentName(name string) (int64, bool) {
+	m := segmentRe.FindStringSubmatch(name)
+	if m == nil {
+		return 0, false
 	}
-	sort.Ints(vs)
-	return vs
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	return n, err == nil && n > 0
 }
 
-// Mode says whether a put starts a new version or appends to the latest.
+// isTempName reports whether a name is a hidden temp file (ours or
+// pyrosome's: ".<random><suffix>.tmp").
+func isTempName(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.HasSuffix(name, tempSuffix)
+}
+
+func sortedInts(m map[int]bool) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// Mode says what a commit did.
 type Mode string
 
-// Put modes.
+// Commit modes.
 const (
+	// ModeAppend adds files to the latest version.
 	ModeAppend Mode = "append"
-	ModeWrite  Mode = "write"
+	// ModeWrite starts a new version.
+	ModeWrite Mode = "write"
+	// ModeRetire records that retention removed a version (never a put's
+	// mode).
+	ModeRetire Mode = "retire"
 )
 
-// uncommittedWrite reports whether a version directory is a Quiver write
-// that never committed: it has a .version.json but no .0.commit.json (a
-// write publishes its record before the manifest names it, so such a
-// directory was never a version, whatever files it holds).
-func uncommittedWrite(entries []fs.DirEntry) bool {
-	info, rec0 := false, false
-	for _, e := range entries {
-		switch e.Name() {
-		case versionInfoName:
-			info = true
-		case commitName(0):
-			rec0 = true
-		}
-	}
-	return info && !rec0
-}
+type regexpT = regexp.Regexp

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"path"
 	"strings"
 	"time"
@@ -25,41 +24,73 @@ type VersionSummary struct {
 	LastCommit time.Time `json:"last_commit,omitzero"`
 }
 
-// Versions lists every version of a profile, oldest first, and the latest
-// one the manifest names.
+// Versions lists every version of a profile that readers can see, oldest
+// first, and the latest one the manifest names.
 func (s *Store) Versions(ctx context.Context, keys []string) (latest int, out []VersionSummary, err error) {
 	p, err := s.resolve(keys)
 	if err != nil {
 		return 0, nil, err
 	}
-	if latest, err = s.readManifest(p); err != nil {
+	if latest, _, err = s.readManifest(ctx, p); err != nil {
 		return 0, nil, err
 	}
-	entries, err := s.fs.ReadDir(p.dir)
-	if err != nil {
-		return 0, nil, fmt.Errorf("list %s: %w", p, err)
+	ps := s.state(p)
+	if err := s.syncLog(ctx, ps); err != nil {
+		return 0, nil, err
 	}
-	for _, v := range versionDirs(entries) {
+	vers, err := s.versionNumbers(ctx, ps)
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, v := range vers {
 		if err := ctx.Err(); err != nil {
 			return 0, nil, err
 		}
-		if v > latest {
-			continue // being written, or abandoned: not a version yet
+		vs, err := s.loadVersion(ctx, ps, v, latest, loadRead)
+		if errors.Is(err, ErrVersionNotFound) {
+			continue // removed meanwhile
 		}
-		vs, err := s.versionState(p, v)
 		if err != nil {
 			return 0, nil, err
 		}
-		if vs.empty() && v != latest {
-			continue // reserved by a write that never committed
+		if vs.Retired != nil || (!vs.Committed && v != latest) {
+			continue
 		}
 		out = append(out, vs.summary())
 	}
 	return latest, out, nil
 }
 
-func (vs *versionState) summary() VersionSummary {
-	sum := VersionSummary{Version: VersionName(vs.Version), Files: len(vs.Files), Rows: vs.Rows(), Bytes: vs.Bytes(),
+// versionNumbers lists the versions a profile has on storage or in its
+// log, ascending.
+func (s *Store) versionNumbers(ctx context.Context, ps *profileState) ([]int, error) {
+	entries, err := s.fs.List(ctx, ps.p.dir)
+	if err != nil && !isNotExist(err) {
+		return nil, fmt.Errorf("list %s: %w", ps.p, err)
+	}
+	set := map[int]bool{}
+	for _, e := range entries {
+		if v, ok := parseVersionDir(e.Name); ok && e.Dir && !e.Link {
+			set[v] = true
+		}
+	}
+	ps.mu.Lock()
+	for v := range ps.log.byVersion {
+		set[v] = true
+	}
+	for v := range ps.log.retired {
+		set[v] = true
+	}
+	ps.mu.Unlock()
+	return sortedInts(set), nil
+}
+
+func (vs *VersionState) summary() VersionSummary {
+	var bytes int64
+	for _, f := range vs.Files {
+		bytes += f.Bytes
+	}
+	sum := VersionSummary{Version: VersionName(vs.Version), Files: len(vs.Files), Rows: vs.Rows(), Bytes: bytes,
 		Created: vs.Created, Format: vs.Format, SchemaVersion: vs.SchemaVersion, PartitionBy: vs.PartitionBy, Commits: len(vs.Records)}
 	for _, r := range vs.Records {
 		if r.Committed.After(sum.LastCommit) {
@@ -72,10 +103,15 @@ func (vs *versionState) summary() VersionSummary {
 	return sum
 }
 
-// ProfileSummary is one profile found by ListProfiles.
+// ProfileSummary is one profile (or one odd entry) found by ListProfiles.
 type ProfileSummary struct {
-	Keys   []string
+	Keys []string
+	// Latest is the manifest's version, -1 when Err is set.
 	Latest int
+	// Err says why the entry could not be read as a profile (a manifest
+	// that does not parse or is not a file, an unreadable directory, a
+	// symbolic link). The walk goes on after it.
+	Err error
 }
 
 // Path is the profile's slash-joined name.
@@ -84,8 +120,9 @@ func (ps ProfileSummary) Path() string { return ProfilePath(ps.Keys) }
 // ListProfiles walks the profiles under a key prefix (matched component by
 // component: "sales" matches sales/orders, not salesman/x; nil or empty
 // lists all), calling fn for each in lexical order. It never descends into
-// a profile. A profile whose manifest does not parse is reported through fn's
-// caller as an error only if fn returns it; here it is skipped with Latest -1.
+// a profile. An entry it cannot read is passed to fn with Err set, and the
+// walk goes on: one bad entry never hides the others. fn's error stops the
+// walk and is returned.
 func (s *Store) ListProfiles(ctx context.Context, prefix []string, fn func(ProfileSummary) error) error {
 	if len(prefix) > 0 {
 		p, err := s.resolve(prefix)
@@ -94,46 +131,61 @@ func (s *Store) ListProfiles(ctx context.Context, prefix []string, fn func(Profi
 		}
 		prefix = p.keys
 	}
-	var walk func(keys []string) error
-	walk = func(keys []string) error {
+	var walk func(keys []string, depth int) error
+	walk = func(keys []string, depth int) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		dir := path.Join(keys...)
-		if dir == "" {
-			dir = "."
-		}
 		if len(keys) > 0 {
 			p := profile{keys: keys, dir: dir}
-			b, err := s.fs.ReadFile(path.Join(dir, manifestName))
-			if err == nil {
+			b, _, err := s.fs.ReadFile(ctx, path.Join(dir, manifestName))
+			switch {
+			case err == nil:
 				latest, perr := parseManifest(b, p)
 				if perr != nil {
-					latest = -1
+					return fn(ProfileSummary{Keys: clone(keys), Latest: -1, Err: perr})
 				}
-				return fn(ProfileSummary{Keys: append([]string(nil), keys...), Latest: latest})
-			}
-			if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscallENOTDIR) {
-				return fmt.Errorf("list %s: %w", p, err)
+				return fn(ProfileSummary{Keys: clone(keys), Latest: latest})
+			case isNotExist(err):
+			default:
+				return fn(ProfileSummary{Keys: clone(keys), Latest: -1, Err: fmt.Errorf("%s: manifest: %w", p, err)})
 			}
 		}
-		entries, err := s.fs.ReadDir(dir)
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscallENOTDIR) {
+		entries, err := s.fs.List(ctx, dir)
+		if isNotExist(err) {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("list %s: %w", ProfilePath(keys), err)
+			if len(keys) == 0 {
+				return fmt.Errorf("list the data directory: %w", err)
+			}
+			return fn(ProfileSummary{Keys: clone(keys), Latest: -1, Err: fmt.Errorf("list %s: %w", ProfilePath(keys), err)})
+		}
+		if depth >= maxKeys {
+			return nil
 		}
 		for _, e := range entries {
-			name := e.Name()
-			if !e.IsDir() || strings.HasPrefix(name, ".") || validateKey(name) != nil {
+			name := e.Name
+			if strings.HasPrefix(name, ".") || (!e.Dir && !e.Link) {
 				continue
 			}
-			if err := walk(append(keys[:len(keys):len(keys)], name)); err != nil {
+			if e.Link {
+				if err := fn(ProfileSummary{Keys: append(clone(keys), name), Latest: -1, Err: fmt.Errorf("%s is a symbolic link (not followed)", ProfilePath(append(clone(keys), name)))}); err != nil {
+					return err
+				}
+				continue
+			}
+			if validateKey(name) != nil {
+				continue // not a name a profile can have (a version dir, …)
+			}
+			if err := walk(append(clone(keys), name), depth+1); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	return walk(append([]string(nil), prefix...))
+	return walk(clone(prefix), len(prefix))
 }
+
+func clone(keys []string) []string { return append([]string(nil), keys...) }

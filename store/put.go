@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io/fs"
 	"path"
 	"slices"
 	"sort"
@@ -24,25 +23,34 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/quiverdb/quiver/store/fsys"
 )
 
 // SchemaVersionKey is the Parquet key-value metadata key that carries the
 // schema version in every data file.
 const SchemaVersionKey = "quiver.schema_version"
 
-// Footer keys of a put with a request id (see rollForward).
+// Footer keys of a put with a request id: an auditor holding only the
+// file can tell which request wrote it.
 const (
 	requestIDKey = "quiver.request_id"
 	writerKey    = "quiver.writer"
-	metadataKey  = "quiver.metadata"
 )
+
+// maxRequestID bounds a client-chosen request id.
+const maxRequestID = 256
+
+// maxRetarget bounds how often one put follows the profile to a newer
+// version before giving up with ErrUnavailable.
+const maxRetarget = 8
 
 // PutOptions describe one put.
 type PutOptions struct {
 	// Mode is ModeAppend (default) or ModeWrite.
 	Mode Mode
 	// PartitionBy names hive partition columns (write only; an append to a
-	// profile that does not exist yet is a write and may set it too).
+	// profile that does not exist yet creates it and may set it too).
 	PartitionBy []string
 	// SchemaVersion is stamped into every file. An append inherits the
 	// version's; a different one is an error.
@@ -62,12 +70,22 @@ type PutOptions struct {
 	// commit: at the version root they take indices 0, 1, 2…; under a
 	// partition directory the n-th file of that partition takes index n.
 	TargetFileBytes int64
+
+	// carry, for compaction: the write must also hold every file
+	// committed to carry.version after carry.seq (see Compact).
+	carry *carryFrom
+}
+
+// carryFrom names the appends a compaction must carry into its version.
+type carryFrom struct {
+	version int
+	seq     int64 // the log head when the compaction's snapshot was taken
 }
 
 // Put streams rdr into the profile named by keys, as one append or one new
-// version, and returns the commit record. Nothing is visible until the whole
-// stream has been written; if rdr fails or ctx ends first, nothing is
-// committed and the temp files are removed.
+// version, and returns the commit record. Nothing is visible to Quiver's
+// readers until the commit (docs/architecture.md); if rdr fails or ctx
+// ends first, nothing is committed and the files are removed.
 func (s *Store) Put(ctx context.Context, keys []string, rdr array.RecordReader, o PutOptions) (*CommitRecord, error) {
 	p, err := s.resolve(keys)
 	if err != nil {
@@ -91,26 +109,28 @@ func (s *Store) Put(ctx context.Context, keys []string, rdr array.RecordReader, 
 	if len(o.SchemaVersion) > 128 {
 		return nil, fmt.Errorf("%w: schema version longer than 128 bytes", ErrInvalidArgument)
 	}
-	run := func() (*CommitRecord, error) {
-		if o.Mode == ModeAppend {
-			c, err := s.appendTo(ctx, p, rdr, o)
-			if !errors.Is(err, errNoVersion) {
-				return c, err
-			}
-		}
-		return s.write(ctx, p, rdr, o)
+	if len(o.RequestID) > maxRequestID {
+		return nil, fmt.Errorf("%w: request_id longer than %d bytes", ErrInvalidArgument, maxRequestID)
 	}
+	if _, err := parseFormat(o.Format); err != nil {
+		return nil, err
+	}
+	if err := checkIncomingSchema(rdr.Schema()); err != nil {
+		return nil, err
+	}
+	ps := s.state(p)
 	if o.RequestID != "" {
-		c, err := s.putOnce(ctx, p, o, run)
-		if c != nil && c.Replayed {
-			// Consume the client's stream before answering: a Flight
-			// client that is still sending loses an early answer.
-			for rdr.Next() && ctx.Err() == nil {
+		if c, err := s.replay(ctx, ps, o.RequestID); c != nil || err != nil {
+			if c != nil {
+				// Consume the client's stream before answering: a Flight
+				// client that is still sending loses an early answer.
+				for rdr.Next() && ctx.Err() == nil {
+				}
 			}
+			return c, err
 		}
-		return c, err
 	}
-	return run()
+	return s.put(ctx, ps, rdr, o, 0)
 }
 
 // Write is Put with ModeWrite.
@@ -125,29 +145,122 @@ func (s *Store) Append(ctx context.Context, keys []string, rdr array.RecordReade
 	return s.Put(ctx, keys, rdr, o)
 }
 
+// replay returns the record of a committed put with this request id, or
+// nil. A write found so must also be the latest version unless a later
+// one superseded it: its writer may have died between its commit and the
+// manifest move, which is finished here.
+func (s *Store) replay(ctx context.Context, ps *profileState, id string) (*CommitRecord, error) {
+	if err := s.syncLog(ctx, ps); err != nil {
+		return nil, err
+	}
+	ps.mu.Lock()
+	c := ps.log.byRequest[id]
+	ps.mu.Unlock()
+	if c == nil {
+		return nil, nil
+	}
+	if c.Mode == ModeWrite {
+		if err := s.settleManifest(ctx, ps); err != nil {
+			return nil, err
+		}
+	}
+	r := *c
+	r.Replayed = true
+	return &r, nil
+}
+
+// staged is a put whose files are written (under their final names,
+// invisible to Quiver's readers) and which waits for its commit.
+type staged struct {
+	p       profile
+	mode    Mode // ModeWrite: a new version; ModeAppend: files in an existing one
+	create  bool // an append to a profile that did not exist: it reserved a version
+	version int
+	index   int
+	format  Format
+	schema  *arrow.Schema // the version's full schema
+	by      []string
+	schemaV string
+	files   []FileRecord
+	rows    int64
+	o       PutOptions
+	dirSeqs map[string]int // files started per directory, across stream calls
+	// carryLocked: a compaction that lost to appends takes in the late
+	// ones inside the commit cycle (holding the lock).
+	carryLocked bool
+}
+
+// put runs one attempt of a put: choose the target, stream, commit; it
+// re-targets to a newer version when the commit says so.
+func (s *Store) put(ctx context.Context, ps *profileState, rdr array.RecordReader, o PutOptions, attempt int) (*CommitRecord, error) {
+	p := ps.p
+	latest, _, err := s.readManifest(ctx, p)
+	missing := errors.Is(err, ErrNotFound)
+	if err != nil && !missing {
+		return nil, err
+	}
+	var st *staged
+	switch {
+	case o.Mode == ModeWrite || missing:
+		st, err = s.stageVersion(ctx, ps, rdr, o, missing && o.Mode == ModeAppend)
+	default:
+		st, err = s.stageAppend(ctx, ps, rdr, o, latest)
+		if errors.Is(err, errNoVersion) {
+			st, err = s.stageVersion(ctx, ps, rdr, o, false)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	res := s.commitStaged(ctx, ps, st)
+	for res.carry != nil && attempt < maxRetarget {
+		// A compaction: take in what was appended to its source meanwhile.
+		if err := s.carryIn(ctx, ps, st, res.carry); err != nil {
+			s.discard(ps, st)
+			return nil, err
+		}
+		attempt++
+		st.carryLocked = attempt >= 2
+		res = s.commitStaged(ctx, ps, st)
+	}
+	switch {
+	case res.carry != nil:
+		s.discard(ps, st)
+		return nil, fmt.Errorf("%w: %s: appends kept arriving while it was compacted; retry", ErrUnavailable, p)
+	case res.err != nil:
+		s.discard(ps, st)
+		return nil, res.err
+	case res.replayed != nil:
+		s.discard(ps, st)
+		r := *res.replayed
+		r.Replayed = true
+		return &r, nil
+	case res.retarget:
+		if attempt >= maxRetarget {
+			s.discard(ps, st)
+			return nil, fmt.Errorf("%w: %s changed %d times while the put was being committed; retry it", ErrUnavailable, p, attempt+1)
+		}
+		return s.retarget(ctx, ps, st, attempt)
+	}
+	return res.rec, nil
+}
+
 // errNoVersion: an append found nothing to append to and writes instead.
 var errNoVersion = errors.New("no version to append to")
 
-// target is where a put's files go.
-type target struct {
-	p           profile
-	version     int
-	format      Format
-	schema      *arrow.Schema // full version schema
-	partitionBy []string
-	schemaVer   string
-	plan        *conformPlan
+// checkIncomingSchema refuses schemas no version can hold.
+func checkIncomingSchema(sc *arrow.Schema) error {
+	return checkUniqueNames(sc)
 }
 
-func (s *Store) write(ctx context.Context, p profile, rdr array.RecordReader, o PutOptions) (*CommitRecord, error) {
+// stageVersion streams a put into a new version directory.
+func (s *Store) stageVersion(ctx context.Context, ps *profileState, rdr array.RecordReader, o PutOptions, create bool) (*staged, error) {
+	p := ps.p
 	f, err := parseFormat(o.Format)
 	if err != nil {
 		return nil, err
 	}
 	sc := rdr.Schema()
-	if err := checkUniqueNames(sc); err != nil {
-		return nil, err
-	}
 	if err := checkPartitionBy(sc, o.PartitionBy); err != nil {
 		return nil, err
 	}
@@ -159,173 +272,119 @@ func (s *Store) write(ctx context.Context, p profile, rdr array.RecordReader, o 
 			return nil, err
 		}
 	}
-	if err := s.checkFormatOf(p, f); err != nil {
-		return nil, err
-	}
-	if ok, err := s.exists(p); err != nil {
+	if ok, err := s.exists(ctx, p); err != nil {
 		return nil, err
 	} else if !ok {
-		if err := s.checkCreatable(p); err != nil {
+		if err := s.checkCreatable(ctx, p); err != nil {
 			return nil, err
 		}
+	} else if err := s.checkFormatOf(ctx, ps, f); err != nil {
+		return nil, err
 	}
-	created := s.missingDirs(p)
-	if err := s.fs.MkdirAll(p.dir); err != nil {
-		return nil, fmt.Errorf("create profile %s: %w", p, err)
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			// A refused first write leaves no empty profile behind. Remove
-			// only empty directories: another writer may be creating the
-			// same profile.
-			for _, d := range created {
-				if s.fs.Remove(d) != nil {
-					break
-				}
-			}
-		}
-	}()
-	version, err := s.reserveVersion(p)
+	version, err := s.reserveVersion(ctx, ps)
 	if err != nil {
 		return nil, err
 	}
-	vdir := p.join(VersionName(version))
-	defer func() {
-		if !committed {
-			// The manifest never named this version: nobody else uses it.
-			_ = s.fs.RemoveAll(vdir)
-		}
-	}()
+	st := &staged{p: p, mode: ModeWrite, create: create, version: version, format: f, by: o.PartitionBy, schemaV: o.SchemaVersion, o: o}
 	md := sc.Metadata()
-	tsc := arrow.NewSchema(sc.Fields(), &md)
-	vi := newVersionInfo(version, f, tsc, o.PartitionBy, o.SchemaVersion, s.opts.now(), s.writerOf(o))
+	st.schema = arrow.NewSchema(sc.Fields(), &md)
+	vi := newVersionInfo(version, f, st.schema, o.PartitionBy, o.SchemaVersion, s.opts.now(), s.writerOf(o))
 	b, _ := json.MarshalIndent(vi, "", "  ")
-	if err := s.fs.CreateExclusive(path.Join(vdir, versionInfoName), b); err != nil {
+	if err := s.fs.CreateExclusive(ctx, path.Join(p.vdir(version), versionInfoName), b); err != nil {
+		s.discard(ps, st)
 		return nil, fmt.Errorf("write %s %s: %w", p, VersionName(version), err)
 	}
-	t := &target{p: p, version: version, format: f, schema: tsc, partitionBy: o.PartitionBy, schemaVer: o.SchemaVersion,
-		plan: &conformPlan{same: true}}
-	c, err := s.stream(ctx, t, rdr, o, ModeWrite)
-	if err != nil {
+	if err := s.stream(ctx, st, rdr, &conformPlan{same: true}); err != nil {
+		s.discard(ps, st)
 		return nil, err
 	}
-	if err := s.commitManifest(ctx, p, version); err != nil {
-		// Keep the version only if the manifest names it after all (the
-		// failure came after the rename); otherwise nobody will ever read
-		// it and the client was told it failed.
-		if cur, rerr := s.readManifest(p); rerr == nil && cur == version {
-			committed = true
-		}
-		return nil, fmt.Errorf("commit %s %s: %w", p, VersionName(version), err)
-	}
-	committed = true
-	return c, nil
+	return st, nil
 }
 
-// missingDirs lists the directories of a profile's path that do not exist
-// yet, deepest first.
-func (s *Store) missingDirs(p profile) []string {
-	var out []string
-	for i := len(p.keys); i > 0; i-- {
-		d := path.Join(p.keys[:i]...)
-		if _, err := s.fs.Stat(d); err == nil {
-			break
-		}
-		out = append(out, d)
-	}
-	return out
-}
-
-// csvFloats writes floats as polars does, so a whole number stays a float
-// when the CSV is read back ("1.0", not "1").
-func csvFloats(typ arrow.DataType, col arrow.Array) ([]string, bool) {
-	var get func(i int) float64
-	switch c := col.(type) {
-	case *array.Float64:
-		get = c.Value
-	case *array.Float32:
-		get = func(i int) float64 { return float64(c.Value(i)) }
-	default:
-		return nil, false
-	}
-	bits := 64
-	if typ.ID() == arrow.FLOAT32 {
-		bits = 32
-	}
-	out := make([]string, col.Len())
-	for i := range out {
-		if col.IsNull(i) {
-			continue
-		}
-		v := strconv.FormatFloat(get(i), 'g', -1, bits)
-		if !strings.ContainsAny(v, ".eEnN") { // not 1.5, 1e+21, NaN, Inf
-			v += ".0"
-		}
-		out[i] = v
-	}
-	return out, true
-}
-
-// reserveVersion claims the next vN directory with an atomic mkdir.
-func (s *Store) reserveVersion(p profile) (int, error) {
-	entries, err := s.fs.ReadDir(p.dir)
+// checkFormatOf refuses a write whose format differs from the profile's.
+func (s *Store) checkFormatOf(ctx context.Context, ps *profileState, f Format) error {
+	vs, err := s.readableVersion(ctx, ps.p, Latest)
 	if err != nil {
+		return nil //nolint:nilerr // an unreadable latest version is not this put's business
+	}
+	if (len(vs.Files) > 0 || vs.Write != nil) && vs.Format != f {
+		return fmt.Errorf("%w: %s holds %s files; cannot write %s (one format per profile: use other keys)", ErrFormatMismatch, ps.p, vs.Format, f)
+	}
+	return nil
+}
+
+// reserveVersion claims the next vN directory with an atomic mkdir (as
+// pyrosome's writers do).
+func (s *Store) reserveVersion(ctx context.Context, ps *profileState) (int, error) {
+	p := ps.p
+	entries, err := s.fs.List(ctx, p.dir)
+	if err != nil && !isNotExist(err) {
 		return 0, fmt.Errorf("list %s: %w", p, err)
 	}
 	next := 0
-	if vs := versionDirs(entries); len(vs) > 0 {
-		next = vs[len(vs)-1] + 1
+	for _, e := range entries {
+		if v, ok := parseVersionDir(e.Name); ok && e.Dir {
+			next = max(next, v+1)
+		}
 	}
+	ps.mu.Lock()
+	for v := range ps.log.byVersion {
+		next = max(next, v+1)
+	}
+	for v := range ps.log.retired {
+		next = max(next, v+1)
+	}
+	ps.mu.Unlock()
 	for ; ; next++ {
-		err := s.fs.Mkdir(p.join(VersionName(next)))
+		err := s.fs.Mkdir(ctx, p.vdir(next))
 		if err == nil {
 			return next, nil
 		}
-		if !errors.Is(err, fs.ErrExist) {
+		if !errors.Is(err, fsys.ErrExist) {
 			return 0, fmt.Errorf("create %s %s: %w", p, VersionName(next), err)
 		}
 	}
 }
 
-func (s *Store) appendTo(ctx context.Context, p profile, rdr array.RecordReader, o PutOptions) (*CommitRecord, error) {
-	version, err := s.readManifest(p)
-	if errors.Is(err, ErrNotFound) {
-		return nil, errNoVersion
+// stageAppend streams an append into version latest.
+func (s *Store) stageAppend(ctx context.Context, ps *profileState, rdr array.RecordReader, o PutOptions, latest int) (*staged, error) {
+	p := ps.p
+	if err := s.syncLog(ctx, ps); err != nil {
+		return nil, err
 	}
+	vs, err := s.loadVersion(ctx, ps, latest, latest, loadRead)
 	if err != nil {
 		return nil, err
 	}
-	vs, err := s.versionHead(p, version)
-	if err != nil {
-		return nil, err
-	}
-	if vs.empty() {
+	if vs.Retired != nil || (vs.Write == nil && vs.Legacy == 0 && len(vs.Files) == 0) {
 		return nil, errNoVersion // pyrosome: appending to empty data writes instead
 	}
 	if o.Format != "" {
-		f, err := parseFormat(o.Format)
-		if err != nil {
-			return nil, err
-		}
+		f, _ := parseFormat(o.Format)
 		if f != vs.Format {
 			return nil, fmt.Errorf("%w: %s holds %s files; cannot append %s (one format per profile)", ErrFormatMismatch, p, vs.Format, f)
 		}
 	}
 	if o.PartitionBy != nil && strings.Join(o.PartitionBy, ",") != strings.Join(vs.PartitionBy, ",") {
-		return nil, fmt.Errorf("%w: %s %s is partitioned by %s; an append cannot change that (write a new version)", ErrInvalidArgument, p, VersionName(version), quoteNames(vs.PartitionBy))
+		return nil, fmt.Errorf("%w: %s %s is partitioned by %s; an append cannot change that (write a new version)", ErrInvalidArgument, p, VersionName(latest), quoteNames(vs.PartitionBy))
 	}
-	sv := vs.SchemaVersion
-	if o.SchemaVersion != "" && o.SchemaVersion != sv {
-		return nil, fmt.Errorf("%w: %s %s has schema version %q, not %q; write a new version for a new schema version", ErrSchemaMismatch, p, VersionName(version), sv, o.SchemaVersion)
+	if o.SchemaVersion != "" && o.SchemaVersion != vs.SchemaVersion {
+		return nil, fmt.Errorf("%w: %s %s has schema version %q, not %q; write a new version for a new schema version", ErrSchemaMismatch, p, VersionName(latest), vs.SchemaVersion, o.SchemaVersion)
 	}
-	what := fmt.Sprintf("%s %s", p, VersionName(version))
+	what := fmt.Sprintf("%s %s", p, VersionName(latest))
 	plan, err := planConform(rdr.Schema(), vs.Schema, vs.Format == FormatParquet, what)
 	if err != nil {
 		return nil, err
 	}
-	t := &target{p: p, version: version, format: vs.Format, schema: vs.Schema, partitionBy: vs.PartitionBy, schemaVer: sv, plan: plan}
-	return s.stream(ctx, t, rdr, o, ModeAppend)
+	st := &staged{p: p, mode: ModeAppend, version: latest, format: vs.Format, schema: vs.Schema, by: vs.PartitionBy, schemaV: vs.SchemaVersion, o: o}
+	if st.index, err = s.claimIndex(ctx, ps, latest, vs.Format); err != nil {
+		return nil, err
+	}
+	if err := s.stream(ctx, st, rdr, plan); err != nil {
+		s.discard(ps, st)
+		return nil, err
+	}
+	return st, nil
 }
 
 func (s *Store) writerOf(o PutOptions) string {
@@ -335,11 +394,159 @@ func (s *Store) writerOf(o PutOptions) string {
 	return s.opts.writer
 }
 
+// claimIndex claims the next free index of a version by exclusively
+// creating its .claim marker (never deleted). It starts where this process
+// last claimed, so it costs one create however long the history; only a
+// conflict (another process or pyrosome claimed meanwhile) probes further,
+// and repeated conflicts list the directory once to jump ahead.
+func (s *Store) claimIndex(ctx context.Context, ps *profileState, version int, f Format) (int, error) {
+	p := ps.p
+	vdir := p.vdir(version)
+	ps.mu.Lock()
+	next, known := ps.nextIndex[version]
+	ps.mu.Unlock()
+	if !known {
+		var err error
+		if next, err = s.scanNextIndex(ctx, ps, version); err != nil {
+			return 0, err
+		}
+	}
+	conflicts := 0
+	for {
+		err := s.fs.CreateExclusive(ctx, path.Join(vdir, claimName(next, f)), nil)
+		if err == nil {
+			ps.mu.Lock()
+			ps.nextIndex[version] = max(ps.nextIndex[version], next+1)
+			ps.mu.Unlock()
+			return next, nil
+		}
+		if !errors.Is(err, fsys.ErrExist) {
+			return 0, fmt.Errorf("claim index in %s %s: %w", p, VersionName(version), err)
+		}
+		conflicts++
+		if conflicts == 4 {
+			scanned, err := s.scanNextIndex(ctx, ps, version)
+			if err != nil {
+				return 0, err
+			}
+			next = max(next+1, scanned)
+			continue
+		}
+		next++
+	}
+}
+
+// scanNextIndex lists a version directory for the first index above every
+// data file, claim and record in it.
+func (s *Store) scanNextIndex(ctx context.Context, ps *profileState, version int) (int, error) {
+	entries, err := s.fs.List(ctx, ps.p.vdir(version))
+	if err != nil && !isNotExist(err) {
+		return 0, fmt.Errorf("list %s %s: %w", ps.p, VersionName(version), err)
+	}
+	next := 0
+	for _, e := range entries {
+		if i, _, ok := parseDataFile(e.Name); ok {
+			next = max(next, i+1)
+		}
+		for _, re := range []*regexpT{claimRe, legacyRecRe} {
+			if i, ok := parseIndexed(re, e.Name); ok {
+				next = max(next, i+1)
+			}
+		}
+	}
+	ps.mu.Lock()
+	for _, r := range ps.log.byVersion[version] {
+		for _, f := range r.Files {
+			next = max(next, indexOfPath(f.Path, r.Index)+1)
+		}
+	}
+	ps.mu.Unlock()
+	return next, nil
+}
+
+// discard removes what a put that will not commit wrote: its files, and
+// the version it reserved. Claims stay (pyrosome's rule: a claim without
+// data is a gap).
+func (s *Store) discard(ps *profileState, st *staged) {
+	ctx := context.Background()
+	if st.mode == ModeWrite {
+		if err := s.fs.DeleteAll(ctx, ps.p.vdir(st.version)); err != nil {
+			s.opts.log.Error().Err(err).Str("profile", ps.p.String()).Msg("could not remove the version of a failed put; sweep will")
+		}
+		return
+	}
+	for _, f := range st.files {
+		if err := s.fs.Delete(ctx, ps.p.join(f.Path)); err != nil {
+			s.opts.log.Error().Err(err).Str("profile", ps.p.String()).Msg("could not remove a file of a failed put; sweep will")
+		}
+	}
+}
+
+// retarget moves a staged put that lost its version (a write committed
+// while it streamed, or another client created the profile first) into
+// the latest version: its files are read back and appended there, conformed
+// to that version's schema, and then removed.
+func (s *Store) retarget(ctx context.Context, ps *profileState, st *staged, attempt int) (*CommitRecord, error) {
+	defer s.discard(ps, st)
+	sn := &Snapshot{Keys: st.p.keys, Version: st.version, Format: st.format, Schema: st.schema, PartitionBy: st.by, SchemaVersion: st.schemaV}
+	for _, f := range st.files {
+		sn.Files = append(sn.Files, DataFile{Path: f.Path, Index: indexOfPath(f.Path, st.index), Rows: f.Rows, Bytes: f.Bytes, SHA256: f.SHA256,
+			Partition: f.Partition, Recorded: true})
+	}
+	rdr, err := s.OpenSnapshot(ctx, sn, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rdr.Release()
+	o := st.o
+	o.Mode = ModeAppend
+	if st.mode == ModeWrite && !st.create {
+		o.Mode = ModeWrite // cannot happen: writes never retarget
+	}
+	o.PartitionBy = nil
+	if st.create {
+		// It created nothing: the profile's first version is another's.
+		o.SchemaVersion = ""
+		if st.o.SchemaVersion != "" {
+			o.SchemaVersion = st.o.SchemaVersion
+		}
+	}
+	return s.put(ctx, ps, rdr, o, attempt+1)
+}
+
+// carryIn streams the files of late appends into a staged write, after
+// its own files, and moves its carry point past them.
+func (s *Store) carryIn(ctx context.Context, ps *profileState, st *staged, late []*CommitRecord) error {
+	sn := &Snapshot{Keys: st.p.keys, Version: st.o.carry.version, Format: st.format, Schema: st.schema, PartitionBy: st.by, SchemaVersion: st.schemaV}
+	for _, r := range late {
+		for _, f := range r.Files {
+			sn.Files = append(sn.Files, DataFile{Path: f.Path, Index: indexOfPath(f.Path, r.Index), Rows: f.Rows, Bytes: f.Bytes,
+				SHA256: f.SHA256, Partition: f.Partition, Recorded: true})
+		}
+		if r.Seq > st.o.carry.seq {
+			c := *st.o.carry
+			c.seq = r.Seq
+			st.o.carry = &c
+		}
+	}
+	rdr, err := s.OpenSnapshot(ctx, sn, nil)
+	if err != nil {
+		return err
+	}
+	defer rdr.Release()
+	plan, err := planConform(sn.Schema, st.schema, st.format == FormatParquet, ps.p.String())
+	if err != nil {
+		return err
+	}
+	return s.stream(ctx, st, rdr, plan)
+}
+
 // sink is one output file of a put.
 type sink struct {
 	part   partKey
 	seq    int // n-th file of its directory in this put
-	tmp    TempFile
+	name   string
+	w      fsys.Writer
 	h      hash.Hash
 	n      int64 // bytes written
 	rows   int64
@@ -347,16 +554,26 @@ type sink struct {
 	cw     *csv.Writer
 	closed bool
 	ioErr  error // the first error of the file itself (disk full, …)
+	mem    int64 // bytes charged to the memory budget
 }
 
 func (k *sink) Write(b []byte) (int, error) {
-	n, err := k.tmp.Write(b)
+	n, err := k.w.Write(b)
 	k.h.Write(b[:n])
 	k.n += int64(n)
 	if err != nil && k.ioErr == nil {
 		k.ioErr = err
 	}
 	return n, err
+}
+
+// buffered estimates what the sink holds in memory: the row group being
+// built (Parquet buffers a whole row group before writing it).
+func (k *sink) buffered() int64 {
+	if k.pw == nil || k.closed {
+		return 0
+	}
+	return k.pw.RowGroupTotalCompressedBytes() + k.pw.RowGroupTotalBytesWritten()
 }
 
 // encodeErr classifies an error of the Parquet/CSV encoder: one that did
@@ -373,44 +590,85 @@ func (k *sink) encodeErr(p profile, f Format, err error) error {
 	return fmt.Errorf("%w: %s: the data cannot be stored as %s: %v", ErrInvalidArgument, p, name, err)
 }
 
-// stream writes rdr through t.plan into one sink per partition, then claims
-// an index and publishes the files and the commit record.
-func (s *Store) stream(ctx context.Context, t *target, rdr array.RecordReader, o PutOptions, mode Mode) (*CommitRecord, error) {
-	vdir := t.p.join(VersionName(t.version))
-	fileSchema := t.schema
+// stream writes rdr through plan into one file per partition directory
+// (more with TargetFileBytes), and commits each file to storage (visible
+// under its final name, not yet to Quiver's readers: no record lists it).
+func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, plan *conformPlan) (err error) {
+	p := st.p
+	vdir := p.vdir(st.version)
+	fileSchema := st.schema
 	var partIdx []int
-	if len(t.partitionBy) > 0 {
-		keep := make([]arrow.Field, 0, t.schema.NumFields())
-		for i, f := range t.schema.Fields() {
-			if slices.Contains(t.partitionBy, f.Name) {
-				continue
+	if len(st.by) > 0 {
+		keep := make([]arrow.Field, 0, st.schema.NumFields())
+		for i, f := range st.schema.Fields() {
+			if !slices.Contains(st.by, f.Name) {
+				keep = append(keep, st.schema.Field(i))
 			}
-			keep = append(keep, t.schema.Field(i))
 		}
-		for _, c := range t.partitionBy {
-			partIdx = append(partIdx, t.schema.FieldIndices(c)[0])
+		for _, c := range st.by {
+			partIdx = append(partIdx, st.schema.FieldIndices(c)[0])
 		}
-		md := t.schema.Metadata()
+		md := st.schema.Metadata()
 		fileSchema = arrow.NewSchema(keep, &md)
 	}
 	var props *parquet.WriterProperties
-	if t.format == FormatParquet {
+	if st.format == FormatParquet {
 		props = s.parquetProps(fileSchema, len(partIdx) > 0)
 	}
 	sinks := map[string]*sink{} // the open file of each directory
-	seqs := map[string]int{}    // files started per directory
+	if st.dirSeqs == nil {
+		st.dirSeqs = map[string]int{}
+	}
+	seqs := st.dirSeqs
 	var order []*sink
-	var total int64
-	abort := func(err error) (*CommitRecord, error) {
-		for _, k := range order {
-			if !k.closed {
-				if k.pw != nil {
+	done := len(st.files) // files of earlier stream calls stay on failure
+	var total, charged int64
+	defer func() {
+		s.budget.release(charged)
+		if err != nil {
+			for _, k := range order {
+				if !k.closed && k.pw != nil {
 					_ = k.pw.Close()
 				}
+				if k.w != nil {
+					_ = k.w.Abort()
+				}
 			}
-			_ = k.tmp.Abort()
+			for _, f := range st.files[done:] {
+				_ = s.fs.Delete(context.WithoutCancel(ctx), p.join(f.Path))
+			}
+			st.files = st.files[:done]
 		}
-		return nil, err
+	}()
+	// charge tells the budget what the sinks buffer now; over budget, the
+	// put flushes its fullest files first.
+	charge := func() error {
+		var now int64
+		for _, k := range sinks {
+			k.mem = k.buffered()
+			now += k.mem
+		}
+		charged += s.budget.adjust(now - charged)
+		if !s.budget.over() {
+			return nil
+		}
+		open := make([]*sink, 0, len(sinks))
+		for _, k := range sinks {
+			open = append(open, k)
+		}
+		sort.Slice(open, func(i, j int) bool { return open[i].mem > open[j].mem })
+		for _, k := range open {
+			if k.mem == 0 || !s.budget.over() {
+				break
+			}
+			if err := k.pw.NewBufferedRowGroupChecked(); err != nil {
+				return k.encodeErr(p, st.format, err)
+			}
+			after := k.buffered()
+			charged += s.budget.adjust(after - k.mem)
+			k.mem = after
+		}
+		return nil
 	}
 	open := func(dir string) (*sink, error) {
 		if k, ok := sinks[dir]; ok {
@@ -419,45 +677,46 @@ func (s *Store) stream(ctx context.Context, t *target, rdr array.RecordReader, o
 		if len(sinks) >= s.opts.partitionLimit {
 			return nil, fmt.Errorf("%w: a put may touch at most %d partitions", ErrInvalidArgument, s.opts.partitionLimit)
 		}
-		fdir := vdir
 		k := &sink{h: sha256.New(), seq: seqs[dir]}
 		seqs[dir]++
-		if dir != "" {
-			fdir = path.Join(vdir, dir)
-			if err := s.fs.MkdirAll(fdir); err != nil {
-				return nil, fmt.Errorf("create partition of %s: %w", t.p, err)
+		idx := st.index + k.seq
+		if k.seq > 0 && st.mode == ModeAppend {
+			// Another file of this append in the same directory needs an
+			// index of its own.
+			var err error
+			if idx, err = s.claimIndex(ctx, s.state(p), st.version, st.format); err != nil {
+				return nil, err
 			}
+		}
+		if dir != "" {
 			vals, err := parsePartitionDir(dir)
 			if err != nil {
 				return nil, err
 			}
 			k.part = partKey{dir: dir, values: vals}
 		}
-		tmp, err := s.fs.CreateTemp(fdir, "."+t.format.ext())
+		k.name = path.Join(vdir, dir, dataFileName(idx, st.format))
+		w, err := s.fs.Create(ctx, k.name)
 		if err != nil {
-			return nil, fmt.Errorf("write %s: %w", t.p, err)
+			return nil, fmt.Errorf("write %s: %w", p, err)
 		}
-		k.tmp = tmp
-		if t.format == FormatCSV {
+		k.w = w
+		if st.format == FormatCSV {
 			k.cw = csv.NewWriter(k, fileSchema, csv.WithHeader(true), csv.WithNullWriter(""), csv.WithCustomTypeConverter(csvFloats))
 		} else {
 			k.pw, err = pqarrow.NewFileWriter(fileSchema, k, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(s.opts.mem)))
 			if err != nil {
-				_ = tmp.Abort()
-				return nil, fmt.Errorf("%w: %s cannot be stored as Parquet: %v", ErrInvalidArgument, t.p, err)
+				_ = w.Abort()
+				return nil, fmt.Errorf("%w: %s cannot be stored as Parquet: %v", ErrInvalidArgument, p, err)
 			}
-			if err := k.pw.AppendKeyValueMetadata(SchemaVersionKey, t.schemaVer); err != nil {
-				_ = tmp.Abort()
-				return nil, err
+			kv := [][2]string{{SchemaVersionKey, st.schemaV}}
+			if st.o.RequestID != "" {
+				kv = append(kv, [2]string{requestIDKey, st.o.RequestID}, [2]string{writerKey, s.writerOf(st.o)})
 			}
-			if o.RequestID != "" {
-				// Lets a retry recognise this file if the writer died
-				// between publishing it and writing its commit record.
-				for _, kv := range [][2]string{{requestIDKey, o.RequestID}, {writerKey, s.writerOf(o)}, {metadataKey, string(o.Metadata)}} {
-					if err := k.pw.AppendKeyValueMetadata(kv[0], kv[1]); err != nil {
-						_ = tmp.Abort()
-						return nil, err
-					}
+			for _, e := range kv {
+				if err := k.pw.AppendKeyValueMetadata(e[0], e[1]); err != nil {
+					_ = w.Abort()
+					return nil, err
 				}
 			}
 		}
@@ -465,105 +724,8 @@ func (s *Store) stream(ctx context.Context, t *target, rdr array.RecordReader, o
 		order = append(order, k)
 		return k, nil
 	}
-	writeTo := func(k *sink, rec arrow.RecordBatch) error {
-		before := k.n
-		k.rows += rec.NumRows()
-		if k.cw != nil {
-			if err := k.cw.Write(rec); err != nil {
-				return k.encodeErr(t.p, t.format, err)
-			}
-			if err := k.cw.Flush(); err != nil {
-				return k.encodeErr(t.p, t.format, err)
-			}
-		} else {
-			if err := k.pw.WriteBuffered(rec); err != nil {
-				return k.encodeErr(t.p, t.format, err)
-			}
-			if k.pw.RowGroupTotalBytesWritten() >= s.opts.rowGroupBytes/int64(max(1, len(sinks))) {
-				if err := k.pw.NewBufferedRowGroupChecked(); err != nil {
-					return k.encodeErr(t.p, t.format, err)
-				}
-			}
-		}
-		total += k.n - before
-		if s.opts.maxPutBytes > 0 && total > s.opts.maxPutBytes {
-			return fmt.Errorf("%w: %s: more than %d bytes in one put", ErrTooLarge, t.p, s.opts.maxPutBytes)
-		}
-		if o.TargetFileBytes > 0 && mode == ModeWrite && k.pw != nil && k.n+k.pw.RowGroupTotalBytesWritten() >= o.TargetFileBytes {
-			// Roll over: the next rows of this directory start a new file.
-			k.closed = true
-			delete(sinks, k.part.dir)
-			if err := k.pw.Close(); err != nil {
-				return k.encodeErr(t.p, t.format, err)
-			}
-		}
-		return nil
-	}
-	root := func() (*sink, error) { return open("") }
-	if len(partIdx) == 0 {
-		if _, err := root(); err != nil {
-			return abort(err)
-		}
-	}
-	var inBytes int64
-	for rdr.Next() {
-		if err := ctx.Err(); err != nil {
-			return abort(err)
-		}
-		// The limit counts what the client sent (Arrow bytes), checked
-		// before anything of the batch is written.
-		inBytes += util.TotalRecordSize(rdr.RecordBatch())
-		if s.opts.maxPutBytes > 0 && inBytes > s.opts.maxPutBytes {
-			return abort(fmt.Errorf("%w: %s: more than %d bytes in one put", ErrTooLarge, t.p, s.opts.maxPutBytes))
-		}
-		rec, err := t.plan.apply(ctx, rdr.RecordBatch())
-		if err != nil {
-			return abort(fmt.Errorf("%w: %s: %v", ErrSchemaMismatch, t.p, err))
-		}
-		if len(partIdx) == 0 {
-			fb := toFileBatch(rec, fileSchema)
-			k, werr := root()
-			if werr == nil {
-				werr = writeTo(k, fb)
-			}
-			fb.Release()
-			rec.Release()
-			if werr != nil {
-				return abort(wrapWrite(t.p, werr))
-			}
-			continue
-		}
-		dirs, parts, err := splitByPartition(ctx, rec, partIdx, t.partitionBy)
-		rec.Release()
-		if err != nil {
-			return abort(err)
-		}
-		var werr error
-		for i, d := range dirs {
-			if werr == nil {
-				var k *sink
-				if k, werr = open(d); werr == nil {
-					fb := dropColumns(parts[i], fileSchema, partIdx)
-					werr = writeTo(k, fb)
-					fb.Release()
-				}
-			}
-			parts[i].Release()
-		}
-		if werr != nil {
-			return abort(wrapWrite(t.p, werr))
-		}
-	}
-	if err := rdr.Err(); err != nil {
-		return abort(fmt.Errorf("%w: put to %s: %w", ErrBadStream, t.p, err))
-	}
-	if err := ctx.Err(); err != nil {
-		return abort(err)
-	}
-	for _, k := range order {
-		if k.closed {
-			continue
-		}
+	finish := func(k *sink) error {
+		k.closed = true
 		if k.cw != nil && k.rows == 0 {
 			// An empty CSV still needs its header row.
 			cols := emptyColumns(fileSchema)
@@ -575,38 +737,127 @@ func (s *Store) stream(ctx context.Context, t *target, rdr array.RecordReader, o
 				err = k.cw.Flush()
 			}
 			if err != nil {
-				return abort(wrapWrite(t.p, err))
+				return err
 			}
 		}
 		if k.pw != nil {
 			if err := k.pw.Close(); err != nil {
-				k.closed = true
-				return abort(wrapWrite(t.p, k.encodeErr(t.p, t.format, err)))
+				return k.encodeErr(p, st.format, err)
 			}
 		}
-		k.closed = true
-	}
-	return s.publish(ctx, t, order, o, mode, abort)
-}
-
-func wrapWrite(p profile, err error) error {
-	if errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrSchemaMismatch) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return fmt.Errorf("write %s: %w", p, err)
-}
-
-// publish claims the index, moves the files into place and writes the
-// commit record.
-func (s *Store) publish(ctx context.Context, t *target, order []*sink, o PutOptions, mode Mode, abort func(error) (*CommitRecord, error)) (*CommitRecord, error) {
-	vname := VersionName(t.version)
-	vdir := t.p.join(vname)
-	idx := 0
-	if mode == ModeAppend {
-		var err error
-		if idx, err = s.claimIndex(t.p, t.version, t.format); err != nil {
-			return abort(err)
+		if err := k.w.Commit(ctx); err != nil {
+			return fmt.Errorf("write %s: %w", p, err)
 		}
+		rel := strings.TrimPrefix(k.name, p.dir+"/")
+		st.files = append(st.files, FileRecord{Path: rel, Rows: k.rows, Bytes: k.n, SHA256: hex.EncodeToString(k.h.Sum(nil)), Partition: k.part.values})
+		st.rows += k.rows
+		return nil
+	}
+	writeTo := func(k *sink, rec arrow.RecordBatch) error {
+		before := k.n
+		k.rows += rec.NumRows()
+		if k.cw != nil {
+			if err := k.cw.Write(rec); err != nil {
+				return k.encodeErr(p, st.format, err)
+			}
+			if err := k.cw.Flush(); err != nil {
+				return k.encodeErr(p, st.format, err)
+			}
+		} else {
+			if err := k.pw.WriteBuffered(rec); err != nil {
+				return k.encodeErr(p, st.format, err)
+			}
+			if k.pw.RowGroupTotalBytesWritten()+k.pw.RowGroupTotalCompressedBytes() >= s.opts.rowGroupBytes/int64(max(1, len(sinks))) {
+				if err := k.pw.NewBufferedRowGroupChecked(); err != nil {
+					return k.encodeErr(p, st.format, err)
+				}
+			}
+		}
+		total += k.n - before
+		if s.opts.maxPutBytes > 0 && total > s.opts.maxPutBytes {
+			return fmt.Errorf("%w: %s: more than %d bytes in one put", ErrTooLarge, p, s.opts.maxPutBytes)
+		}
+		if st.o.TargetFileBytes > 0 && st.mode == ModeWrite && k.pw != nil && k.n+k.pw.RowGroupTotalBytesWritten() >= st.o.TargetFileBytes {
+			// Roll over: the next rows of this directory start a new file.
+			delete(sinks, k.part.dir)
+			if err := finish(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(partIdx) == 0 {
+		if _, err := open(""); err != nil {
+			return err
+		}
+	}
+	var inBytes int64
+	for rdr.Next() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		in := rdr.RecordBatch()
+		// The limit counts what the client sent (Arrow bytes), checked
+		// before anything of the batch is written.
+		inBytes += util.TotalRecordSize(in)
+		if s.opts.maxPutBytes > 0 && inBytes > s.opts.maxPutBytes {
+			return fmt.Errorf("%w: %s: more than %d bytes in one put", ErrTooLarge, p, s.opts.maxPutBytes)
+		}
+		if err := validateBatch(in); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrInvalidArgument, p, err)
+		}
+		rec, err := plan.apply(ctx, in)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrSchemaMismatch, p, err)
+		}
+		if err := checkNulls(rec); err != nil {
+			rec.Release()
+			return fmt.Errorf("%w: %s: %v", ErrInvalidArgument, p, err)
+		}
+		if len(partIdx) == 0 {
+			fb := toFileBatch(rec, fileSchema)
+			k, werr := open("")
+			if werr == nil {
+				werr = writeTo(k, fb)
+			}
+			fb.Release()
+			rec.Release()
+			if werr != nil {
+				return wrapWrite(p, werr)
+			}
+		} else {
+			dirs, parts, err := splitByPartition(ctx, rec, partIdx, st.by)
+			rec.Release()
+			if err != nil {
+				return err
+			}
+			var werr error
+			for i, d := range dirs {
+				if werr == nil {
+					var k *sink
+					if k, werr = open(d); werr == nil {
+						fb := dropColumns(parts[i], fileSchema, partIdx)
+						werr = writeTo(k, fb)
+						fb.Release()
+					}
+				}
+				parts[i].Release()
+			}
+			if werr != nil {
+				return wrapWrite(p, werr)
+			}
+		}
+		if st.format == FormatParquet {
+			if err := charge(); err != nil {
+				return wrapWrite(p, err)
+			}
+		}
+	}
+	if err := rdr.Err(); err != nil {
+		return fmt.Errorf("%w: put to %s: %w", ErrBadStream, p, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	// Files in a stable order: root first, then partitions by path, each
 	// directory's files in the order written.
@@ -616,88 +867,40 @@ func (s *Store) publish(ctx context.Context, t *target, order []*sink, o PutOpti
 		}
 		return order[i].seq < order[j].seq
 	})
-	// A write split into several files per directory takes the next indices
-	// too; nobody else can claim them in a version the manifest does not
-	// name yet.
 	for _, k := range order {
-		if k.seq > 0 && mode == ModeWrite {
-			if err := s.fs.CreateExclusive(path.Join(vdir, claimName(idx+k.seq, t.format)), nil); err != nil && !errors.Is(err, fs.ErrExist) {
-				return abort(fmt.Errorf("claim index in %s %s: %w", t.p, vname, err))
+		if k.closed {
+			continue
+		}
+		if err := finish(k); err != nil {
+			return wrapWrite(p, err)
+		}
+	}
+	sort.SliceStable(st.files, func(i, j int) bool {
+		di, dj := path.Dir(st.files[i].Path), path.Dir(st.files[j].Path)
+		if di != dj {
+			return di < dj
+		}
+		return indexOfPath(st.files[i].Path, 0) < indexOfPath(st.files[j].Path, 0)
+	})
+	if st.mode == ModeWrite {
+		// A write split into several files per directory takes the next
+		// indices too (claimed, for pyrosome's appenders).
+		for _, f := range st.files {
+			if i := indexOfPath(f.Path, 0); i > 0 {
+				if err := s.fs.CreateExclusive(ctx, path.Join(vdir, claimName(i, st.format)), nil); err != nil && !errors.Is(err, fsys.ErrExist) {
+					return fmt.Errorf("claim index in %s %s: %w", p, VersionName(st.version), err)
+				}
 			}
 		}
 	}
-	c := &CommitRecord{
-		Path: ProfilePath(t.p.keys), Keys: t.p.keys, Version: vname, Index: idx, Mode: mode, Format: t.format,
-		SchemaVersion: t.schemaVer, Writer: s.writerOf(o), RequestID: o.RequestID, Metadata: o.Metadata,
-		Files: []FileRecord{},
-	}
-	// If anything fails from here on, the files already published are
-	// removed again: nobody was told of them, and a client's retry must not
-	// find their rows twice.
-	var published []string
-	unpublish := func(err error) (*CommitRecord, error) {
-		for _, name := range published {
-			if rerr := s.fs.Remove(name); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-				s.opts.log.Error().Err(rerr).Str("profile", t.p.String()).Msg("could not remove a published file of a failed put; verify reports it as unrecorded")
-			}
-		}
-		return abort(err)
-	}
-	for _, k := range order {
-		rel := path.Join(k.part.dir, dataFileName(idx+k.seq, t.format))
-		if err := k.tmp.Publish(path.Join(vdir, rel), false, true); err != nil {
-			return unpublish(fmt.Errorf("publish %s %s: %w", t.p, vname, err))
-		}
-		published = append(published, path.Join(vdir, rel))
-		c.Files = append(c.Files, FileRecord{Path: path.Join(vname, rel), Rows: k.rows, Bytes: k.n, SHA256: hex.EncodeToString(k.h.Sum(nil)), Partition: k.part.values})
-		c.Rows += k.rows
-	}
-	c.Committed = s.opts.now().UTC()
-	b, err := json.MarshalIndent(c, "", "  ")
-	if err != nil {
-		return unpublish(err)
-	}
-	if err := s.fs.CreateExclusive(path.Join(vdir, commitName(idx)), b); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			// A retry rolled this put forward (we were taken for dead):
-			// the record lists our files, which must stay.
-			return nil, fmt.Errorf("commit %s %s index %d: committed meanwhile by a retry: %w", t.p, vname, idx, err)
-		}
-		return unpublish(fmt.Errorf("commit %s %s index %d: %w", t.p, vname, idx, err))
-	}
-	return c, nil
+	return nil
 }
 
-// claimIndex claims the next free index of a version by exclusively
-// creating its .claim marker. Markers are never deleted.
-func (s *Store) claimIndex(p profile, version int, f Format) (int, error) {
-	vdir := p.join(VersionName(version))
-	entries, err := s.fs.ReadDir(vdir)
-	if err != nil {
-		return 0, fmt.Errorf("list %s %s: %w", p, VersionName(version), err)
+func wrapWrite(p profile, err error) error {
+	if errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrSchemaMismatch) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
 	}
-	next := 0
-	for _, e := range entries {
-		name := e.Name()
-		if i, _, ok := parseDataFile(name); ok && i+1 > next {
-			next = i + 1
-		}
-		if i, ok := parseIndexed(claimRe, name); ok && i+1 > next {
-			next = i + 1
-		}
-		if i, ok := parseIndexed(commitRe, name); ok && i+1 > next {
-			next = i + 1
-		}
-	}
-	for ; ; next++ {
-		err := s.fs.CreateExclusive(path.Join(vdir, claimName(next, f)), nil)
-		if err == nil {
-			return next, nil
-		}
-		if !errors.Is(err, fs.ErrExist) {
-			return 0, fmt.Errorf("claim index in %s %s: %w", p, VersionName(version), err)
-		}
-	}
+	return fmt.Errorf("write %s: %w", p, err)
 }
 
 // parquetProps are the writer properties for files of schema sc.
@@ -735,6 +938,36 @@ func (s *Store) parquetProps(sc *arrow.Schema, partitioned bool) *parquet.Writer
 		}
 	}
 	return parquet.NewWriterProperties(opts...)
+}
+
+// csvFloats writes floats as polars does, so a whole number stays a float
+// when the CSV is read back ("1.0", not "1").
+func csvFloats(typ arrow.DataType, col arrow.Array) ([]string, bool) {
+	var get func(i int) float64
+	switch c := col.(type) {
+	case *array.Float64:
+		get = c.Value
+	case *array.Float32:
+		get = func(i int) float64 { return float64(c.Value(i)) }
+	default:
+		return nil, false
+	}
+	bits := 64
+	if typ.ID() == arrow.FLOAT32 {
+		bits = 32
+	}
+	out := make([]string, col.Len())
+	for i := range out {
+		if col.IsNull(i) {
+			continue
+		}
+		v := strconv.FormatFloat(get(i), 'g', -1, bits)
+		if !strings.ContainsAny(v, ".eEnN") { // not 1.5, 1e+21, NaN, Inf
+			v += ".0"
+		}
+		out[i] = v
+	}
+	return out, true
 }
 
 // toFileBatch relabels rec with the file schema (same columns).

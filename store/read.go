@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -32,11 +33,15 @@ func (s *Store) Read(ctx context.Context, keys []string, o ReadOptions) (array.R
 
 // Schema returns the schema of a version (-1: latest).
 func (s *Store) Schema(ctx context.Context, keys []string, version int) (*arrow.Schema, error) {
-	sn, err := s.Snapshot(ctx, keys, SnapshotOptions{Version: version})
+	p, err := s.resolve(keys)
 	if err != nil {
 		return nil, err
 	}
-	return sn.Schema, nil
+	vs, err := s.readableVersion(ctx, p, version)
+	if err != nil {
+		return nil, err
+	}
+	return vs.Schema, nil
 }
 
 // OpenSnapshot streams exactly the files of sn.
@@ -147,6 +152,9 @@ func (r *snapshotReader) Next() bool {
 		}
 		rec, err := r.readFile()
 		if err != nil {
+			if r.file.df.Recorded && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("%w: %v", ErrDataLoss, err)
+			}
 			r.err = fmt.Errorf("read %s %s: %w", r.p, r.file.df.Path, err)
 			r.closeFile()
 			return false
@@ -179,7 +187,7 @@ func (r *snapshotReader) open(df DataFile) error {
 	if r.sn.Format == FormatCSV {
 		return r.openCSV(of, fileCols)
 	}
-	fr, closeFn, err := r.s.openParquet(r.p, df.Path, r.s.opts.readBatchRows)
+	fr, closeFn, err := r.s.openParquet(r.ctx, r.p, df, r.s.opts.readBatchRows)
 	if err != nil {
 		return err
 	}
@@ -196,19 +204,19 @@ func (r *snapshotReader) open(df DataFile) error {
 	}
 	fsc, err := fr.Schema()
 	if err != nil {
-		return &CorruptionError{Path: r.p.join(df.Path), Err: err}
+		return r.s.badFile(r.p, df, err)
 	}
 	var leaves []int
 	for _, name := range fileCols {
 		idx := fsc.FieldIndices(name)
 		if len(idx) == 0 {
-			return &CorruptionError{Path: r.p.join(df.Path), Err: fmt.Errorf("file lacks column %q", name)}
+			return r.s.badFile(r.p, df, fmt.Errorf("file lacks column %q", name))
 		}
 		leaves = appendLeaves(leaves, &fr.Manifest.Fields[idx[0]])
 	}
 	rr, err := fr.GetRecordReader(r.ctx, leaves, nil)
 	if err != nil {
-		return &CorruptionError{Path: r.p.join(df.Path), Err: err}
+		return r.s.badFile(r.p, df, err)
 	}
 	of.pq = rr
 	// The reader yields fields in file order; map by name.

@@ -2,12 +2,14 @@ package store
 
 import (
 	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"sort"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -38,16 +40,23 @@ type ColumnInfo struct {
 	Type string `json:"type"`
 }
 
-// CommitRecord is the immutable .<i>.commit.json of one write or append:
-// what was committed, by whom, with what hashes. A profile's lineage is its
-// commit records in order. The DoPut result is the same object.
+// CommitRecord is one line of a profile's commit log: what one write,
+// append or retirement committed, by whom, with what hashes, chained to
+// the record before it. A profile's lineage is its records in seq order.
+// The DoPut result is the same object.
 type CommitRecord struct {
+	// Seq numbers the profile's records 1, 2, 3… (0 in records of data
+	// directories older than the commit log, which are not chained).
+	Seq int64 `json:"seq,omitempty"`
+	// Prev is the SHA-256 (hex) of the previous record's line; empty for
+	// the first record.
+	Prev          string          `json:"prev,omitempty"`
 	Path          string          `json:"path"`
 	Keys          []string        `json:"keys"`
 	Version       string          `json:"version"`
 	Index         int             `json:"index"`
 	Mode          Mode            `json:"mode"`
-	Format        Format          `json:"format"`
+	Format        Format          `json:"format,omitempty"`
 	Rows          int64           `json:"rows"`
 	SchemaVersion string          `json:"schema_version,omitempty"`
 	Files         []FileRecord    `json:"files"`
@@ -55,9 +64,18 @@ type CommitRecord struct {
 	Writer        string          `json:"writer"`
 	RequestID     string          `json:"request_id,omitempty"`
 	Metadata      json.RawMessage `json:"metadata,omitempty"`
+	// Signer identifies the ed25519 key of Sig ("ed25519:" + the first 8
+	// bytes of the SHA-256 of the public key, hex).
+	Signer string `json:"signer,omitempty"`
+	// Sig is the base64 ed25519 signature of the record's line with "sig"
+	// left out. It is always the line's last field.
+	Sig string `json:"sig,omitempty"`
+
 	// Replayed is set (never stored) when Put returned the record of an
 	// earlier put with the same request id instead of writing.
 	Replayed bool `json:"-"`
+
+	line []byte // the record's exact bytes in its segment
 }
 
 // FileRecord is one data file of a commit. Path is relative to the profile
@@ -68,6 +86,116 @@ type FileRecord struct {
 	Bytes     int64             `json:"bytes"`
 	SHA256    string            `json:"sha256"`
 	Partition map[string]string `json:"partition,omitempty"`
+}
+
+// Line is the record's bytes as stored (nil for a record not read from or
+// written to a log).
+func (c *CommitRecord) Line() []byte { return c.line }
+
+// Hash is the hex SHA-256 of the record's line: what the next record's
+// Prev must be.
+func (c *CommitRecord) Hash() string {
+	h := sha256.Sum256(c.line)
+	return hex.EncodeToString(h[:])
+}
+
+func (c *CommitRecord) version() int {
+	v, _ := parseVersionDir(c.Version)
+	return v
+}
+
+// encodeLine makes the record's line, signed when key is set.
+func (c *CommitRecord) encodeLine(key ed25519.PrivateKey) error {
+	c.Sig, c.Signer = "", ""
+	if key != nil {
+		c.Signer = KeyID(key.Public().(ed25519.PublicKey))
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	if key != nil {
+		c.Sig = base64.StdEncoding.EncodeToString(ed25519.Sign(key, b))
+		b = append(append(b[:len(b)-1:len(b)-1], `,"sig":"`+c.Sig+`"`...), '}')
+	}
+	c.line = b
+	return nil
+}
+
+// KeyID names an ed25519 public key in records: "ed25519:" and the first
+// 8 bytes of its SHA-256, hex.
+func KeyID(pub ed25519.PublicKey) string {
+	h := sha256.Sum256(pub)
+	return "ed25519:" + hex.EncodeToString(h[:8])
+}
+
+// errUnsigned: a record carries no signature.
+var errUnsigned = errors.New("record is not signed")
+
+// VerifySignature checks a record's signature with pub: the record's line
+// without its trailing "sig" field must be what pub signed.
+func (c *CommitRecord) VerifySignature(pub ed25519.PublicKey) error {
+	if c.Sig == "" {
+		return errUnsigned
+	}
+	if c.Signer != KeyID(pub) {
+		return fmt.Errorf("signed by %s, not by the given key %s", c.Signer, KeyID(pub))
+	}
+	suffix := `,"sig":"` + c.Sig + `"}`
+	if !bytes.HasSuffix(c.line, []byte(suffix)) {
+		return errors.New("the signature is not the record's last field")
+	}
+	msg := append(append([]byte(nil), c.line[:len(c.line)-len(suffix)]...), '}')
+	sig, err := base64.StdEncoding.DecodeString(c.Sig)
+	if err != nil || !ed25519.Verify(pub, msg, sig) {
+		return errors.New("bad signature")
+	}
+	return nil
+}
+
+// parseRecord parses one log line (or a legacy .<i>.commit.json) and
+// checks the fields readers rely on.
+func parseRecord(b []byte) (*CommitRecord, error) {
+	var c CommitRecord
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&c); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data after the record")
+	}
+	if _, ok := parseVersionDir(c.Version); !ok {
+		return nil, fmt.Errorf("version %q is not v<N>", c.Version)
+	}
+	switch c.Mode {
+	case ModeAppend, ModeWrite, ModeRetire:
+	default:
+		return nil, fmt.Errorf("mode %q", c.Mode)
+	}
+	if c.Index < 0 || c.Seq < 0 {
+		return nil, errors.New("negative index or seq")
+	}
+	if c.Prev != "" && len(c.Prev) != 64 {
+		return nil, fmt.Errorf("prev %q is not a SHA-256", c.Prev)
+	}
+	var sum int64
+	for _, f := range c.Files {
+		if f.Path == "" || len(f.SHA256) != 64 || f.Rows < 0 || f.Bytes < 0 {
+			return nil, fmt.Errorf("bad file entry %q", f.Path)
+		}
+		sum += f.Rows
+	}
+	if sum != c.Rows {
+		return nil, fmt.Errorf("rows %d do not add up to the files' %d", c.Rows, sum)
+	}
+	c.line = b
+	return &c, nil
+}
+
+// ParseCommitRecord parses one record as it appears in the log (or in
+// lineage output).
+func ParseCommitRecord(b []byte) (*CommitRecord, error) {
+	return parseRecord(bytes.TrimRight(b, "\n"))
 }
 
 func encodeSchema(sc *arrow.Schema) []byte {
@@ -97,9 +225,19 @@ func newVersionInfo(version int, f Format, sc *arrow.Schema, partitionBy []strin
 		Schema:        base64.StdEncoding.EncodeToString(encodeSchema(sc)),
 	}
 	for _, fl := range sc.Fields() {
-		vi.Columns = append(vi.Columns, ColumnInfo{Name: fl.Name, Type: fl.Type.String()})
+		vi.Columns = append(vi.Columns, ColumnInfo{Name: fl.Name, Type: typeName(fl.Type)})
 	}
 	return vi
+}
+
+// typeName is a type's name for people, bounded: a deeply nested type's
+// full string grows with the square of its depth.
+func typeName(dt arrow.DataType) string {
+	s := dt.String()
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
 }
 
 // ArrowSchema decodes the frozen schema.
@@ -131,39 +269,12 @@ func parseVersionInfo(b []byte) (*VersionInfo, *arrow.Schema, error) {
 	return &vi, sc, nil
 }
 
-// ParseCommitRecord parses a .<i>.commit.json and checks the fields a reader
-// relies on.
-func ParseCommitRecord(b []byte) (*CommitRecord, error) {
-	var c CommitRecord
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&c); err != nil {
-		return nil, err
-	}
-	if _, ok := parseVersionDir(c.Version); !ok {
-		return nil, fmt.Errorf("version %q is not v<N>", c.Version)
-	}
-	if c.Index < 0 {
-		return nil, fmt.Errorf("negative index %d", c.Index)
-	}
-	var sum int64
-	for _, f := range c.Files {
-		if f.Path == "" || len(f.SHA256) != 64 || f.Rows < 0 {
-			return nil, fmt.Errorf("bad file entry %q", f.Path)
-		}
-		sum += f.Rows
-	}
-	if sum != c.Rows {
-		return nil, fmt.Errorf("rows %d do not add up to the files' %d", c.Rows, sum)
-	}
-	return &c, nil
-}
-
 // readVersionInfo reads a version's .version.json; (nil, nil, nil) when the
 // version has none (written by pyrosome).
-func (s *Store) readVersionInfo(p profile, version int) (*VersionInfo, *arrow.Schema, error) {
+func (s *Store) readVersionInfo(ctx context.Context, p profile, version int) (*VersionInfo, *arrow.Schema, error) {
 	name := p.join(VersionName(version), versionInfoName)
-	b, err := s.fs.ReadFile(name)
-	if errors.Is(err, fs.ErrNotExist) {
+	b, _, err := s.fs.ReadFile(ctx, name)
+	if isNotExist(err) {
 		return nil, nil, nil
 	}
 	if err != nil {
@@ -174,29 +285,4 @@ func (s *Store) readVersionInfo(p profile, version int) (*VersionInfo, *arrow.Sc
 		return nil, nil, &CorruptionError{Path: name, Err: err}
 	}
 	return vi, sc, nil
-}
-
-// commitRecords reads every commit record of a version, in index order.
-func (s *Store) commitRecords(p profile, version int, entries []fs.DirEntry) ([]*CommitRecord, error) {
-	var idx []int
-	for _, e := range entries {
-		if i, ok := parseIndexed(commitRe, e.Name()); ok && !e.IsDir() {
-			idx = append(idx, i)
-		}
-	}
-	sort.Ints(idx)
-	out := make([]*CommitRecord, 0, len(idx))
-	for _, i := range idx {
-		name := p.join(VersionName(version), commitName(i))
-		b, err := s.fs.ReadFile(name)
-		if err != nil {
-			return nil, fmt.Errorf("%s %s: %w", p, VersionName(version), err)
-		}
-		c, err := ParseCommitRecord(b)
-		if err != nil {
-			return nil, &CorruptionError{Path: name, Err: err}
-		}
-		out = append(out, c)
-	}
-	return out, nil
 }

@@ -1,28 +1,35 @@
 package store
 
 import (
+	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
-	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/rs/zerolog"
+
+	"github.com/quiverdb/quiver/store/fsys"
 )
 
 // Store is a data directory of profiles. It is safe for concurrent use by
 // many goroutines, and any number of processes (and servers) may open the
 // same directory at once.
 type Store struct {
-	root    string // absolute, symlinks resolved
-	fs      FS
+	fs      fsys.FS
+	root    string // for logs only
 	opts    options
+	id      Owner
 	lockObs atomic.Pointer[func(wait time.Duration, acquired bool)]
+
+	mu       sync.Mutex
+	profiles map[string]*profileState
+	budget   *memBudget
 }
 
 // OnLockWait registers fn to be told, after every manifest lock attempt, how
@@ -34,12 +41,13 @@ func (s *Store) OnLockWait(fn func(wait time.Duration, acquired bool)) {
 }
 
 type options struct {
-	fs             func(root string) FS
+	fs             fsys.FS
 	lockTimeout    time.Duration
 	lockPoll       time.Duration
 	now            func() time.Time
 	host           string
 	pid            int
+	procs          procs
 	writer         string
 	mem            memory.Allocator
 	log            zerolog.Logger
@@ -48,7 +56,10 @@ type options struct {
 	readBatchRows  int64
 	partitionLimit int
 	maxPutBytes    int64
+	putMemory      int64
 	lockStaleAfter time.Duration
+	signer         ed25519.PrivateKey
+	verifyReads    bool
 }
 
 // Option configures a Store.
@@ -63,6 +74,10 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 
 // WithHost replaces the host name recorded in locks and commit records.
 func WithHost(h string) Option { return func(o *options) { o.host = h } }
+
+// WithPID replaces the process id recorded in locks (tests impersonate
+// other processes).
+func WithPID(pid int) Option { return func(o *options) { o.pid = pid } }
 
 // WithWriter sets the default writer identity stamped into commit records
 // (default "<user>@<host>:<pid>").
@@ -79,8 +94,7 @@ func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.log = l }
 func WithRowGroupRows(n int64) Option { return func(o *options) { o.rowGroupRows = n } }
 
 // WithRowGroupBytes starts a new row group once the encoded size of the
-// current one passes n bytes (default 64 MiB). Together with the per-put
-// partition writers this bounds a writer's memory.
+// current one passes n bytes (default 64 MiB).
 func WithRowGroupBytes(n int64) Option { return func(o *options) { o.rowGroupBytes = n } }
 
 // WithReadBatchRows sets the rows per batch a reader yields (default 64 Ki).
@@ -90,25 +104,46 @@ func WithReadBatchRows(n int64) Option { return func(o *options) { o.readBatchRo
 // (default 4096).
 func WithMaxPartitions(n int) Option { return func(o *options) { o.partitionLimit = n } }
 
-// WithMaxPutBytes caps the encoded bytes one put may write (0: no limit).
+// WithMaxPutBytes caps the bytes one put may send and write (0: no limit).
 func WithMaxPutBytes(n int64) Option { return func(o *options) { o.maxPutBytes = n } }
+
+// WithPutMemory sets the store-wide budget of memory that open Parquet
+// writers of all puts may buffer (default 256 MiB; 0 keeps the default).
+// Writers over their share flush a row group early; a put whose files
+// cannot fit even then fails with ErrTooLarge.
+func WithPutMemory(n int64) Option { return func(o *options) { o.putMemory = n } }
 
 // WithLockStaleAfter sets the age after which a manifest lock may be broken
 // even when its owner cannot be proven gone (default 10 min).
 func WithLockStaleAfter(d time.Duration) Option { return func(o *options) { o.lockStaleAfter = d } }
 
-// WithFS replaces the disk layer: newFS is given the data directory's
-// absolute path. For fault injection in tests (a wrapper that fails with
-// ENOSPC, say) and, later, other backends.
-func WithFS(newFS func(root string) FS) Option { return func(o *options) { o.fs = newFS } }
+// WithSigningKey signs every commit record with key (ed25519): an auditor
+// with the public key can then prove that no record was rewritten, even by
+// someone with write access to the storage.
+func WithSigningKey(key ed25519.PrivateKey) Option { return func(o *options) { o.signer = key } }
 
-// Open opens (creating if needed) the data directory dir.
+// WithVerifyReads makes every read hash each file while reading it and
+// fail with ErrDataLoss when the hash differs from its commit record.
+func WithVerifyReads(on bool) Option { return func(o *options) { o.verifyReads = on } }
+
+// WithFS replaces the storage (an S3 bucket, a fault-injecting wrapper).
+// Open's directory argument is then only used in log lines.
+func WithFS(f fsys.FS) Option { return func(o *options) { o.fs = f } }
+
+func withProcs(p procs) Option { return func(o *options) { o.procs = p } }
+
+// DefaultPutMemory is the default budget of WithPutMemory.
+const DefaultPutMemory = 256 << 20
+
+// Open opens (creating if needed) the data directory dir on the local file
+// system, or the storage given by WithFS.
 func Open(dir string, opts ...Option) (*Store, error) {
 	o := options{
 		lockTimeout:    10 * time.Second,
 		lockPoll:       20 * time.Millisecond,
 		now:            time.Now,
 		pid:            os.Getpid(),
+		procs:          linuxProcs{},
 		mem:            memory.DefaultAllocator,
 		log:            zerolog.Nop(),
 		rowGroupRows:   1 << 20,
@@ -116,10 +151,14 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		readBatchRows:  64 << 10,
 		partitionLimit: 4096,
 		lockStaleAfter: 10 * time.Minute,
+		putMemory:      DefaultPutMemory,
 	}
 	o.host, _ = os.Hostname()
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.putMemory <= 0 {
+		o.putMemory = DefaultPutMemory
 	}
 	if o.writer == "" {
 		user := os.Getenv("USER")
@@ -128,26 +167,34 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		}
 		o.writer = fmt.Sprintf("%s@%s:%d", user, o.host, o.pid)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("open data dir: %w", err)
+	s := &Store{opts: o, profiles: map[string]*profileState{}, budget: newMemBudget(o.putMemory)}
+	s.id = newIdentity(o.host, o.pid, o.procs, o.writer)
+	if o.fs != nil {
+		s.fs, s.root = o.fs, dir
+		return s, nil
 	}
-	abs, err := filepath.Abs(dir)
+	l, err := fsys.NewLocal(dir)
 	if err != nil {
 		return nil, fmt.Errorf("open data dir: %w", err)
 	}
-	if abs, err = filepath.EvalSymlinks(abs); err != nil {
-		return nil, fmt.Errorf("open data dir: %w", err)
-	}
-	fsys := NewLocalFS(abs)
-	if o.fs != nil {
-		fsys = o.fs(abs)
-	}
-	return &Store{root: abs, fs: fsys, opts: o}, nil
+	s.fs, s.root = l, l.Root()
+	return s, nil
 }
 
-// Root is the absolute data directory. It is for the operator's logs only;
-// never send it to a client.
+// Root is the data directory as given or resolved. It is for the operator's
+// logs only; never send it to a client.
 func (s *Store) Root() string { return s.root }
+
+// FS is the storage under the store, for maintenance (store/maint).
+func (s *Store) FS() fsys.FS { return s.fs }
+
+// Close releases the storage.
+func (s *Store) Close() error {
+	if c, ok := s.fs.(interface{ Close() error }); ok {
+		return c.Close()
+	}
+	return nil
+}
 
 // profile is a resolved profile: its keys and its directory relative to the
 // data dir.
@@ -162,8 +209,9 @@ func (p profile) join(elem ...string) string {
 	return path.Join(append([]string{p.dir}, elem...)...)
 }
 
-// resolve validates keys and checks that the profile's directory, as far as
-// it exists, stays inside the data directory after symlinks are followed.
+func (p profile) vdir(v int) string { return p.join(VersionName(v)) }
+
+// resolve validates keys. The storage itself refuses to follow links.
 func (s *Store) resolve(keys []string) (profile, error) {
 	if len(keys) == 0 {
 		return profile{}, ValidateKeys(keys)
@@ -172,73 +220,24 @@ func (s *Store) resolve(keys []string) (profile, error) {
 	if err != nil {
 		return profile{}, err
 	}
-	p := profile{keys: append([]string(nil), keys...), dir: path.Join(keys...)}
-	// Follow the longest existing prefix; a symlink planted in the data dir
-	// must not lead a key outside it.
-	for i := len(keys); i > 0; i-- {
-		abs := filepath.Join(s.root, filepath.Join(keys[:i]...))
-		real, err := filepath.EvalSymlinks(abs)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return profile{}, fmt.Errorf("%w: %s cannot be resolved", ErrInvalidKey, p)
-		}
-		if real != s.root && !strings.HasPrefix(real, s.root+string(filepath.Separator)) {
-			return profile{}, fmt.Errorf("%w: %s resolves outside the data directory", ErrInvalidKey, p)
-		}
-		break
-	}
-	return p, nil
-}
-
-// exists reports whether the profile has a manifest.
-func (s *Store) exists(p profile) (bool, error) {
-	_, err := s.fs.Stat(p.join(manifestName))
-	if err == nil {
-		return true, nil
-	}
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscallENOTDIR) {
-		return false, nil
-	}
-	return false, fmt.Errorf("%s: %w", p, err)
-}
-
-// checkCreatable refuses to create a profile inside another profile or
-// above one.
-func (s *Store) checkCreatable(p profile) error {
-	for i := 1; i < len(p.keys); i++ {
-		anc := profile{keys: p.keys[:i], dir: path.Join(p.keys[:i]...)}
-		ok, err := s.exists(anc)
-		if err != nil {
-			return err
-		}
-		if ok {
-			return fmt.Errorf("%w: cannot create %s inside profile %s", ErrNestedProfile, p, anc)
-		}
-	}
-	entries, err := s.fs.ReadDir(p.dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", p, err)
-	}
-	for _, e := range entries {
-		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
-			if _, ok := parseVersionDir(e.Name()); !ok {
-				return fmt.Errorf("%w: cannot create %s above other profiles (it holds %q)", ErrNestedProfile, p, e.Name())
-			}
-		}
-	}
-	return nil
+	return profile{keys: append([]string(nil), keys...), dir: path.Join(keys...)}, nil
 }
 
 // notFound builds the error for a profile without a manifest, saying when
 // the keys name a directory of profiles instead.
-func (s *Store) notFound(p profile) error {
-	if entries, err := s.fs.ReadDir(p.dir); err == nil && len(entries) > 0 {
-		return fmt.Errorf("%w: %s is not a profile (it holds other profiles; read them one by one)", ErrNotFound, p)
+func (s *Store) notFound(ctx context.Context, p profile) error {
+	if entries, err := s.fs.List(ctx, p.dir); err == nil {
+		for _, e := range entries {
+			if e.Dir && validateKey(e.Name) == nil {
+				return fmt.Errorf("%w: %s is not a profile (it holds other profiles; read them one by one)", ErrNotFound, p)
+			}
+		}
 	}
 	return fmt.Errorf("%w: %s", ErrNotFound, p)
+}
+
+// isNotExist reports errors that mean "nothing there", including a path
+// component that is a file (ENOTDIR).
+func isNotExist(err error) bool {
+	return errors.Is(err, fsys.ErrNotExist) || errors.Is(err, syscallENOTDIR)
 }

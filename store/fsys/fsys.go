@@ -35,6 +35,9 @@ type Entry struct {
 	Size int64
 	// ModTime is the last modification (object stores: last write).
 	ModTime time.Time
+	// Link is true for a symbolic link (local disks only). Links are
+	// listed so that they can be reported; they are never followed.
+	Link bool
 }
 
 // Token identifies one state of a small object for Replace: an ETag on

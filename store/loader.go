@@ -1,0 +1,395 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/parquet/file"
+
+	"github.com/quiverdb/quiver/store/fsys"
+)
+
+// DataFile is one committed, visible data file of a version. Path is
+// relative to the profile directory ("v1/region=eu/0.parquet").
+type DataFile struct {
+	Path      string            `json:"path"`
+	Index     int               `json:"index"`
+	Rows      int64             `json:"rows"` // -1 when unknown (a CSV file no record lists)
+	Bytes     int64             `json:"bytes"`
+	SHA256    string            `json:"sha256,omitempty"`
+	Partition map[string]string `json:"partition,omitempty"`
+	// Recorded is true when a commit record lists the file (its size and
+	// hash are known); false for files visible by pyrosome's rule.
+	Recorded bool `json:"-"`
+}
+
+// VersionState is what a version directory holds, as the one loader sees
+// it: snapshot, read, verify, sweep, retention and lineage all start here.
+type VersionState struct {
+	Keys    []string
+	Version int
+	// Info is the version's .version.json (nil: a pyrosome version).
+	Info          *VersionInfo
+	Format        Format
+	Schema        *arrow.Schema // full schema, partition columns included
+	PartitionBy   []string
+	SchemaVersion string
+	Created       time.Time
+	// Write is the version's write record in the log (nil for versions
+	// written by pyrosome or by Quiver before the commit log).
+	Write *CommitRecord
+	// Retired is the retire record when retention removed the version.
+	Retired *CommitRecord
+	// Records are the version's commit records: from the log in seq
+	// order, after those of an old data directory (.<i>.commit.json, by
+	// index).
+	Records []*CommitRecord
+	// Legacy counts the Records read from .<i>.commit.json files.
+	Legacy int
+	// Files are the visible files in index order.
+	Files []DataFile
+	// Committed says whether the version exists for readers: it has a
+	// write record (or, in old and pyrosome data dirs, was reached by the
+	// manifest and holds data).
+	Committed bool
+
+	// Filled by a full load only (Inspect): what else is in the directory.
+
+	// Orphans are data files Quiver wrote that no record lists (relative
+	// to the data dir): invisible, swept once old.
+	Orphans []fsys.Entry
+	// Unrecorded are visible root files without a record (pyrosome's).
+	Unrecorded []DataFile
+	// Temps are hidden *.tmp files (relative to the data dir).
+	Temps []fsys.Entry
+	// Unknown are entries the loader cannot classify: reported, never
+	// deleted.
+	Unknown []fsys.Entry
+	// Links are symbolic links found (never followed): reported.
+	Links []fsys.Entry
+}
+
+// Path is the profile's slash-joined name.
+func (vs *VersionState) Path() string { return ProfilePath(vs.Keys) }
+
+// Rows is the total of the visible files' rows (-1 if any is unknown).
+func (vs *VersionState) Rows() int64 { return rowsOf(vs.Files) }
+
+func rowsOf(files []DataFile) int64 {
+	var n int64
+	for _, f := range files {
+		if f.Rows < 0 {
+			return -1
+		}
+		n += f.Rows
+	}
+	return n
+}
+
+// head returns what version v of p is (schema, format, partitioning),
+// from .version.json (cached: it never changes) or, for a pyrosome version
+// without one, nil.
+func (s *Store) head(ctx context.Context, ps *profileState, v int) (*versionHead, error) {
+	ps.mu.Lock()
+	h := ps.infos[v]
+	ps.mu.Unlock()
+	if h != nil {
+		return h, nil
+	}
+	vi, sc, err := s.readVersionInfo(ctx, ps.p, v)
+	if err != nil || vi == nil {
+		return nil, err
+	}
+	h = &versionHead{info: vi, schema: sc}
+	ps.mu.Lock()
+	ps.infos[v] = h
+	ps.mu.Unlock()
+	return h, nil
+}
+
+// loadMode says how much the loader looks at.
+type loadMode int
+
+const (
+	loadRead loadMode = iota // what a reader needs: records, visible files
+	loadFull                 // every entry classified (verify, sweep)
+)
+
+// loadVersion is the one loader of a version's committed state. latest is
+// the manifest's version (-1: no manifest). The log view must be fresh.
+func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int, mode loadMode) (*VersionState, error) {
+	p := ps.p
+	vname := VersionName(v)
+	vs := &VersionState{Keys: p.keys, Version: v}
+	h, err := s.head(ctx, ps, v)
+	if err != nil {
+		return nil, err
+	}
+	ps.mu.Lock()
+	vs.Write = ps.log.writes[v]
+	vs.Retired = ps.log.retired[v]
+	logRecs := append([]*CommitRecord(nil), ps.log.byVersion[v]...)
+	ps.mu.Unlock()
+
+	entries, lerr := s.fs.List(ctx, p.vdir(v))
+	if lerr != nil && !isNotExist(lerr) {
+		return nil, fmt.Errorf("list %s %s: %w", p, vname, lerr)
+	}
+	dirExists := lerr == nil
+	if !dirExists && vs.Write == nil && vs.Retired == nil && len(logRecs) == 0 {
+		return nil, fmt.Errorf("%w: %s has no version %s", ErrVersionNotFound, p, vname)
+	}
+
+	// Records of data dirs older than the commit log.
+	var legacyIdx []int
+	for _, e := range entries {
+		if i, ok := parseIndexed(legacyRecRe, e.Name); ok && !e.Dir {
+			legacyIdx = append(legacyIdx, i)
+		}
+	}
+	sort.Ints(legacyIdx)
+	for _, i := range legacyIdx {
+		name := p.join(vname, legacyRecordName(i))
+		b, _, err := s.fs.ReadFile(ctx, name)
+		if isNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", p, vname, err)
+		}
+		c, err := parseRecord(b)
+		if err == nil && (c.Version != vname || c.Index != i) {
+			err = fmt.Errorf("it names %s index %d", c.Version, c.Index)
+		}
+		if err != nil {
+			return nil, &CorruptionError{Path: name, Err: err}
+		}
+		vs.Records = append(vs.Records, c)
+	}
+	vs.Legacy = len(vs.Records)
+	legacyWrite := false
+	for _, c := range vs.Records {
+		if c.Index == 0 && c.Mode == ModeWrite {
+			legacyWrite = true
+		}
+	}
+	vs.Records = append(vs.Records, logRecs...)
+
+	if h != nil {
+		vi := h.info
+		vs.Info, vs.Format, vs.Schema, vs.PartitionBy, vs.SchemaVersion, vs.Created = vi, vi.Format, h.schema, vi.PartitionBy, vi.SchemaVersion, vi.Created
+	}
+
+	// Visible files: those of records, then (pyrosome's rule) root files
+	// no record lists, unless Quiver wrote them.
+	recorded := map[string]bool{}
+	for _, r := range vs.Records {
+		for _, f := range r.Files {
+			recorded[f.Path] = true
+			vs.Files = append(vs.Files, DataFile{Path: f.Path, Index: indexOfPath(f.Path, r.Index), Rows: f.Rows, Bytes: f.Bytes,
+				SHA256: f.SHA256, Partition: f.Partition, Recorded: true})
+		}
+	}
+	formats := map[Format]bool{}
+	for _, e := range entries {
+		i, f, ok := parseDataFile(e.Name)
+		if !ok || e.Dir {
+			continue
+		}
+		formats[f] = true
+		rel := path.Join(vname, e.Name)
+		if recorded[rel] {
+			continue
+		}
+		if e.Link {
+			vs.Links = append(vs.Links, withDir(e, p.vdir(v)))
+			continue
+		}
+		facts, err := s.fileFacts(ctx, ps, p.join(rel), e.Size, f)
+		if err != nil {
+			return nil, err
+		}
+		if facts.ours {
+			vs.Orphans = append(vs.Orphans, withDir(e, p.vdir(v)))
+			continue
+		}
+		df := DataFile{Path: rel, Index: i, Rows: facts.rows, Bytes: e.Size}
+		vs.Unrecorded = append(vs.Unrecorded, df)
+	}
+	if len(formats) > 1 {
+		return nil, fmt.Errorf("%w: %s %s holds both parquet and csv files; one format per profile", ErrFormatMismatch, p, vname)
+	}
+
+	// Is it a version at all?
+	switch {
+	case vs.Retired != nil:
+		vs.Committed = false
+	case vs.Write != nil || legacyWrite:
+		vs.Committed = true
+	case vs.Info != nil:
+		// A Quiver write that never committed (in progress or abandoned):
+		// nothing in it is anybody's data.
+		vs.Committed = false
+	default:
+		// pyrosome's write: mkdir, data, then the manifest.
+		vs.Committed = latest >= 0 && v <= latest && (v == latest || len(vs.Unrecorded) > 0 || len(vs.Records) > 0)
+	}
+	if vs.Committed {
+		vs.Files = append(vs.Files, vs.Unrecorded...)
+		sort.SliceStable(vs.Files, func(i, j int) bool { return vs.Files[i].Index < vs.Files[j].Index })
+	} else {
+		vs.Files = nil
+	}
+	if vs.Format == "" {
+		switch {
+		case len(formats) == 1:
+			for f := range formats {
+				vs.Format = f
+			}
+		case len(vs.Records) > 0 && vs.Records[0].Format != "":
+			vs.Format = vs.Records[0].Format
+		default:
+			vs.Format = FormatParquet
+		}
+	} else if len(formats) == 1 && !formats[vs.Format] {
+		return nil, fmt.Errorf("%w: %s %s is a %s version but holds other files", ErrFormatMismatch, p, vname, vs.Format)
+	}
+	if vs.Format == FormatCSV {
+		// CSV stores no schema: types are inferred on read, as pyrosome's
+		// CsvDal does, whatever the writer put.
+		vs.Schema = nil
+	}
+	if vs.Schema == nil && len(vs.Files) > 0 {
+		if vs.Schema, err = s.inferSchema(ctx, p, vs.Format, vs.Files); err != nil {
+			return nil, err
+		}
+	}
+	if vs.Schema == nil {
+		vs.Schema = arrow.NewSchema(nil, nil)
+	}
+	if mode == loadFull && dirExists {
+		if err := s.classify(ctx, p, vs, entries); err != nil {
+			return nil, err
+		}
+	}
+	return vs, nil
+}
+
+func withDir(e fsys.Entry, dir string) fsys.Entry {
+	e.Name = path.Join(dir, e.Name)
+	return e
+}
+
+// indexOfPath is the index in a data file's name ("v0/a=1/3.parquet" → 3),
+// or def.
+func indexOfPath(rel string, def int) int {
+	if i, _, ok := parseDataFile(path.Base(rel)); ok {
+		return i
+	}
+	return def
+}
+
+// fileFacts reads (once per process) a root data file's footer: its rows
+// and whether Quiver wrote it.
+func (s *Store) fileFacts(ctx context.Context, ps *profileState, name string, size int64, f Format) (fileFacts, error) {
+	if f == FormatCSV {
+		// Quiver's CSV files carry no footer: the pyrosome rule applies.
+		return fileFacts{size: size, rows: -1}, nil
+	}
+	ps.mu.Lock()
+	ff, ok := ps.ours[name]
+	ps.mu.Unlock()
+	if ok && ff.size == size {
+		return ff, nil
+	}
+	fh, err := s.fs.Open(ctx, name)
+	if isNotExist(err) {
+		return fileFacts{size: size, rows: -1}, nil
+	}
+	if err != nil {
+		return ff, fmt.Errorf("open %s: %w", name, err)
+	}
+	defer fh.Close()
+	pr, err := file.NewParquetReader(fh)
+	if err != nil {
+		return ff, &CorruptionError{Path: name, Err: err}
+	}
+	ff = fileFacts{size: size, rows: pr.NumRows(), ours: pr.MetaData().KeyValueMetadata().FindValue(SchemaVersionKey) != nil}
+	ps.mu.Lock()
+	ps.ours[name] = ff
+	ps.mu.Unlock()
+	return ff, nil
+}
+
+// classify walks the whole version directory and sorts what is not a
+// visible file: orphans (Quiver files no record lists), temps, links and
+// entries it does not know.
+func (s *Store) classify(ctx context.Context, p profile, vs *VersionState, rootEntries []fsys.Entry) error {
+	vdir := p.vdir(vs.Version)
+	listed := map[string]bool{}
+	for _, r := range vs.Records {
+		for _, f := range r.Files {
+			listed[p.join(f.Path)] = true
+		}
+	}
+	var walk func(dir string, entries []fsys.Entry, depth int) error
+	walk = func(dir string, entries []fsys.Entry, depth int) error {
+		for _, e := range entries {
+			name := path.Join(dir, e.Name)
+			full := withDir(e, dir)
+			switch {
+			case e.Link:
+				if depth > 0 {
+					vs.Links = append(vs.Links, full)
+				}
+			case isTempName(e.Name):
+				vs.Temps = append(vs.Temps, full)
+			case e.Dir && depth < 64 && strings.Contains(e.Name, "=") && !strings.HasPrefix(e.Name, "."):
+				sub, err := s.fs.List(ctx, name)
+				if err != nil && !isNotExist(err) {
+					return fmt.Errorf("list %s: %w", name, err)
+				}
+				if err := walk(name, sub, depth+1); err != nil {
+					return err
+				}
+			case depth == 0 && (e.Name == versionInfoName || claimRe.MatchString(e.Name) || legacyRecRe.MatchString(e.Name)):
+			case depth == 0 && !e.Dir && dataFileRe.MatchString(e.Name):
+				// Root data files were sorted by loadVersion.
+			case depth > 0 && !e.Dir && dataFileRe.MatchString(e.Name):
+				if !listed[name] {
+					vs.Orphans = append(vs.Orphans, full)
+				}
+			default:
+				vs.Unknown = append(vs.Unknown, full)
+			}
+		}
+		return nil
+	}
+	return walk(vdir, rootEntries, 0)
+}
+
+// inferSchema derives a version's schema from its files when it has no
+// .version.json: the first Parquet file's, or CSV types inferred from all.
+func (s *Store) inferSchema(ctx context.Context, p profile, f Format, files []DataFile) (*arrow.Schema, error) {
+	if f == FormatCSV {
+		return s.inferCSVSchema(ctx, p, files)
+	}
+	fr, closeFn, err := s.openParquet(ctx, p, files[0], 0)
+	if err != nil {
+		return nil, err
+	}
+	defer closeFn()
+	sc, err := fr.Schema()
+	if err != nil {
+		return nil, &CorruptionError{Path: p.join(files[0].Path), Err: err}
+	}
+	return stripFieldIDs(sc), nil
+}
+
+var errStop = errors.New("stop")

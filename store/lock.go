@@ -1,0 +1,241 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quiverdb/quiver/store/fsys"
+)
+
+// manifest is manifest.json, byte-compatible with pyrosome's
+// DataManifestFile (which writes it with json.dumps(indent=4)).
+type manifest struct {
+	LatestDataDir string `json:"latest_data_dir"`
+}
+
+func encodeManifest(version int) []byte {
+	return []byte("{\n    \"latest_data_dir\": \"" + VersionName(version) + "\"\n}")
+}
+
+// readManifest returns the latest version of a profile and the manifest's
+// token, or ErrNotFound.
+func (s *Store) readManifest(ctx context.Context, p profile) (int, fsys.Token, error) {
+	b, tok, err := s.fs.ReadFile(ctx, p.join(manifestName))
+	if isNotExist(err) {
+		return 0, "", s.notFound(ctx, p)
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("read manifest of %s: %w", p, err)
+	}
+	v, err := parseManifest(b, p)
+	return v, tok, err
+}
+
+func parseManifest(b []byte, p profile) (int, error) {
+	var m manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return 0, &CorruptionError{Path: p.join(manifestName), Err: err}
+	}
+	n, ok := parseVersionDir(m.LatestDataDir)
+	if !ok {
+		return 0, &CorruptionError{Path: p.join(manifestName), Err: fmt.Errorf("latest_data_dir %q is not v<N>", m.LatestDataDir)}
+	}
+	return n, nil
+}
+
+// moveManifest points the manifest at version, replacing the state tok
+// (empty: no manifest yet). Callers hold the manifest lock.
+func (s *Store) moveManifest(ctx context.Context, p profile, version int, tok fsys.Token) error {
+	if err := s.fs.Replace(ctx, p.join(manifestName), encodeManifest(version), tok); err != nil {
+		return fmt.Errorf("move manifest of %s to %s: %w", p, VersionName(version), err)
+	}
+	return nil
+}
+
+// lockState is what is known about a held manifest lock.
+type lockState struct {
+	held   bool
+	raw    []byte
+	token  fsys.Token
+	owner  Owner
+	known  bool // the lock names its owner (pyrosome's locks are empty)
+	age    time.Duration
+	state  ownerState
+	stale  bool
+	reason string
+}
+
+// inspectLock reads and judges a profile's manifest lock.
+func (s *Store) inspectLock(ctx context.Context, p profile) (*lockState, error) {
+	name := p.join(lockName)
+	raw, tok, err := s.fs.ReadFile(ctx, name)
+	if isNotExist(err) {
+		return &lockState{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read manifest lock of %s: %w", p, err)
+	}
+	ls := &lockState{held: true, raw: raw, token: tok}
+	if len(bytes.TrimSpace(raw)) > 0 && json.Unmarshal(raw, &ls.owner) == nil && ls.owner.Host != "" {
+		ls.known = true
+	}
+	when := ls.owner.Time
+	if !ls.known || when.IsZero() {
+		if st, err := s.fs.Stat(ctx, name); err == nil {
+			when = st.ModTime
+		}
+	}
+	ls.age = max(0, s.opts.now().Sub(when)).Round(time.Millisecond)
+	ls.state = s.judge(ls.owner)
+	limit := s.opts.lockStaleAfter
+	switch {
+	case ls.state == ownerGone:
+		ls.stale = true
+		ls.reason = fmt.Sprintf("owner %s is gone; lock held for %s", describeOwner(ls), ls.age)
+	case ls.age > limit:
+		ls.stale = true
+		ls.reason = fmt.Sprintf("lock is %s old, past the stale limit of %s (owner %s)", ls.age, limit, describeOwner(ls))
+	case !ls.known:
+		ls.reason = fmt.Sprintf("lock of an unknown owner (an empty lock, as pyrosome writes) held for %s; breakable once older than %s", ls.age, limit)
+	case ls.state == ownerUnknown:
+		ls.reason = fmt.Sprintf("held by %s for %s; its host cannot be checked from here; breakable once older than %s", describeOwner(ls), ls.age, limit)
+	default:
+		ls.reason = fmt.Sprintf("held by live %s for %s; breakable once older than %s", describeOwner(ls), ls.age, limit)
+	}
+	return ls, nil
+}
+
+func describeOwner(ls *lockState) string {
+	if !ls.known {
+		return "unknown"
+	}
+	o := ls.owner
+	s := fmt.Sprintf("process %d on host %q", o.PID, o.Host)
+	if o.Writer != "" {
+		s += fmt.Sprintf(" (%s)", o.Writer)
+	}
+	return s
+}
+
+// lockProfile takes the profile's manifest lock, waiting up to the lock
+// timeout. A lock whose owner is provably gone, or older than the stale
+// limit, is taken over (compare-and-swap on its content, so two writers
+// cannot both take over one stale lock on storage with a real CAS). The
+// returned func releases the lock if it is still ours.
+func (s *Store) lockProfile(ctx context.Context, p profile) (func() error, error) {
+	me, _ := json.Marshal(s.self())
+	name := p.join(lockName)
+	start := time.Now()
+	deadline := start.Add(s.opts.lockTimeout)
+	acquired := false
+	defer func() {
+		if fn := s.lockObs.Load(); fn != nil {
+			(*fn)(time.Since(start), acquired)
+		}
+	}()
+	release := func() error {
+		raw, _, err := s.fs.ReadFile(context.WithoutCancel(ctx), name)
+		if isNotExist(err) {
+			return fmt.Errorf("release manifest lock of %s: it was broken while held", p)
+		}
+		if err != nil {
+			return fmt.Errorf("release manifest lock of %s: %w", p, err)
+		}
+		if !bytes.Equal(raw, me) {
+			return fmt.Errorf("release manifest lock of %s: it was taken over while held", p)
+		}
+		if err := s.fs.Delete(context.WithoutCancel(ctx), name); err != nil {
+			return fmt.Errorf("release manifest lock of %s: %w", p, err)
+		}
+		return nil
+	}
+	poll := time.Millisecond
+	for {
+		err := s.fs.CreateExclusive(ctx, name, me)
+		if err == nil {
+			acquired = true
+			return release, nil
+		}
+		if !errors.Is(err, fsys.ErrExist) {
+			return nil, fmt.Errorf("lock manifest of %s: %w", p, err)
+		}
+		ls, err := s.inspectLock(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if ls.held && ls.stale {
+			if err := s.fs.Replace(ctx, name, me, ls.token); err == nil {
+				s.opts.log.Warn().Str("profile", p.String()).Str("reason", ls.reason).Str("lock", string(ls.raw)).Msg("stale manifest lock taken over")
+				acquired = true
+				return release, nil
+			}
+			continue
+		}
+		if !ls.held {
+			continue
+		}
+		if !time.Now().Before(deadline) {
+			return nil, fmt.Errorf("%w: %s is locked by another writer for more than %s (%s)", ErrLockTimeout, p, s.opts.lockTimeout, ls.reason)
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		poll = min(2*poll, s.opts.lockPoll)
+	}
+}
+
+// BreakLockResult is the outcome of BreakLock.
+type BreakLockResult struct {
+	Broken bool   `json:"broken"`
+	Reason string `json:"reason"`
+}
+
+// BreakLock removes a profile's manifest lock, but only when its owner is
+// provably gone (same host and boot, and its process is not running or its
+// pid now belongs to a later process) or the lock is older than the stale
+// limit. Otherwise it changes nothing and says why. The lock is removed
+// only if it still holds exactly what was judged. Every broken lock is
+// logged at warn level.
+func (s *Store) BreakLock(ctx context.Context, keys []string) (*BreakLockResult, error) {
+	p, err := s.resolve(keys)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := s.readManifest(ctx, p); err != nil && !errors.As(err, new(*CorruptionError)) {
+		return nil, err
+	}
+	ls, err := s.inspectLock(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if !ls.held {
+		return &BreakLockResult{Reason: "the profile is not locked"}, nil
+	}
+	if !ls.stale {
+		return &BreakLockResult{Reason: ls.reason}, nil
+	}
+	name := p.join(lockName)
+	raw, _, err := s.fs.ReadFile(ctx, name)
+	if isNotExist(err) {
+		return &BreakLockResult{Reason: "the lock was released meanwhile"}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("break lock of %s: %w", p, err)
+	}
+	if !bytes.Equal(raw, ls.raw) {
+		return &BreakLockResult{Reason: "the lock changed hands while it was judged; not broken"}, nil
+	}
+	if err := s.fs.Delete(ctx, name); err != nil {
+		return nil, fmt.Errorf("break lock of %s: %w", p, err)
+	}
+	s.opts.log.Warn().Str("profile", p.String()).Str("reason", ls.reason).Str("lock", string(ls.raw)).Msg("manifest lock broken")
+	return &BreakLockResult{Broken: true, Reason: ls.reason}, nil
+}

@@ -1,0 +1,174 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path"
+	"sort"
+)
+
+// logView is a profile's commit log as read so far: every record in seq
+// order, indexed by version and request id. A server process keeps one per
+// profile and extends it incrementally (refresh reads only segments past
+// the last one it knows), so no RPC re-parses history.
+type logView struct {
+	loaded    bool
+	head      int64  // seq of the last record (0: empty log)
+	headHash  string // Hash of the last record
+	nextSeg   int64  // the name (first seq) the next segment must have
+	records   []*CommitRecord
+	byVersion map[int][]*CommitRecord
+	byRequest map[string]*CommitRecord
+	writes    map[int]*CommitRecord // the write record of each version
+	retired   map[int]*CommitRecord
+	// broken describes the first break in the chain met while reading
+	// (tampering, or a foreign file in .log); empty when intact.
+	broken string
+}
+
+func newLogView() *logView {
+	return &logView{nextSeg: 1, byVersion: map[int][]*CommitRecord{}, byRequest: map[string]*CommitRecord{},
+		writes: map[int]*CommitRecord{}, retired: map[int]*CommitRecord{}}
+}
+
+// add appends records that continue the log.
+func (lv *logView) add(recs []*CommitRecord) {
+	for _, r := range recs {
+		if r.Seq <= lv.head && lv.loaded {
+			continue // read meanwhile by a refresh
+		}
+		if lv.broken == "" {
+			switch {
+			case r.Seq != lv.head+1:
+				lv.broken = fmt.Sprintf("record %d follows record %d", r.Seq, lv.head)
+			case r.Prev != lv.headHash:
+				lv.broken = fmt.Sprintf("record %d does not chain to record %d (prev %.12s…, record %d hashes to %.12s…)", r.Seq, lv.head, r.Prev, lv.head, lv.headHash)
+			}
+		}
+		lv.records = append(lv.records, r)
+		lv.head, lv.headHash = r.Seq, r.Hash()
+		v := r.version()
+		switch r.Mode {
+		case ModeRetire:
+			lv.retired[v] = r
+		case ModeWrite:
+			if lv.writes[v] == nil {
+				lv.writes[v] = r
+			}
+			fallthrough
+		default:
+			lv.byVersion[v] = append(lv.byVersion[v], r)
+		}
+		if r.RequestID != "" && lv.byRequest[r.RequestID] == nil {
+			lv.byRequest[r.RequestID] = r
+		}
+	}
+	lv.nextSeg = lv.head + 1
+}
+
+// maxWrite is the highest version with a write record (-1: none).
+func (lv *logView) maxWrite() int {
+	m := -1
+	for v := range lv.writes {
+		m = max(m, v)
+	}
+	return m
+}
+
+// parseSegment parses a segment file named for first.
+func parseSegment(b []byte, first int64, name string) ([]*CommitRecord, error) {
+	if len(b) == 0 || b[len(b)-1] != '\n' {
+		return nil, &CorruptionError{Path: name, Err: fmt.Errorf("segment does not end with a newline")}
+	}
+	var out []*CommitRecord
+	for i, line := range bytes.Split(b[:len(b)-1], []byte("\n")) {
+		r, err := parseRecord(line)
+		if err != nil {
+			return nil, &CorruptionError{Path: name, Err: fmt.Errorf("line %d: %w", i+1, err)}
+		}
+		if r.Seq != first+int64(i) {
+			return nil, &CorruptionError{Path: name, Err: fmt.Errorf("line %d holds record %d, want %d", i+1, r.Seq, first+int64(i))}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// readSegment reads and parses one segment; (nil, nil) if it does not
+// exist.
+func (s *Store) readSegment(ctx context.Context, p profile, first int64) ([]*CommitRecord, error) {
+	name := p.join(logDir, segmentName(first))
+	b, _, err := s.fs.ReadFile(ctx, name)
+	if isNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read commit log of %s: %w", p, err)
+	}
+	return parseSegment(b, first, name)
+}
+
+// refreshLog brings lv up to date with the storage. The first call lists
+// the log; later ones read only what follows the last known segment.
+func (s *Store) refreshLog(ctx context.Context, p profile, lv *logView) error {
+	if !lv.loaded {
+		entries, err := s.fs.List(ctx, p.join(logDir))
+		if err != nil && !isNotExist(err) {
+			return fmt.Errorf("list commit log of %s: %w", p, err)
+		}
+		var firsts []int64
+		for _, e := range entries {
+			if n, ok := parseSegmentName(e.Name); ok && !e.Dir {
+				firsts = append(firsts, n)
+			}
+		}
+		sort.Slice(firsts, func(i, j int) bool { return firsts[i] < firsts[j] })
+		for _, first := range firsts {
+			if first != lv.nextSeg && lv.broken == "" {
+				lv.broken = fmt.Sprintf("segment %s follows record %d", segmentName(first), lv.head)
+			}
+			recs, err := s.readSegment(ctx, p, first)
+			if err != nil {
+				return err
+			}
+			if first != lv.nextSeg {
+				// Keep reading past a gap so readers still see what is
+				// committed; verify reports the break.
+				lv.head = first - 1
+			}
+			lv.add(recs)
+		}
+		lv.loaded = true
+	}
+	for {
+		recs, err := s.readSegment(ctx, p, lv.nextSeg)
+		if err != nil {
+			return err
+		}
+		if recs == nil {
+			return nil
+		}
+		lv.add(recs)
+	}
+}
+
+// appendSegment writes recs (already chained and encoded) as the segment
+// that follows the log's head. fsys.ErrExist means another committer got
+// there first: refresh and retry.
+func (s *Store) appendSegment(ctx context.Context, ps *profileState, recs []*CommitRecord) error {
+	p := ps.p
+	var buf bytes.Buffer
+	for _, r := range recs {
+		buf.Write(r.line)
+		buf.WriteByte('\n')
+	}
+	name := path.Join(p.dir, logDir, segmentName(recs[0].Seq))
+	if err := s.fs.CreateExclusive(ctx, name, buf.Bytes()); err != nil {
+		return err
+	}
+	ps.mu.Lock()
+	ps.log.add(recs)
+	ps.mu.Unlock()
+	return nil
+}

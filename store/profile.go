@@ -1,0 +1,194 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/quiverdb/quiver/store/fsys"
+)
+
+// profileState is what this process remembers of one profile: its commit
+// log, the immutable facts of its versions, and its commit queue.
+type profileState struct {
+	p profile
+
+	mu  sync.Mutex // guards log and the caches below
+	log *logView
+	// infos caches .version.json of versions that have one (immutable).
+	infos map[int]*versionHead
+	// ours caches, per root data file path and size, whether Quiver wrote
+	// it (its footer carries quiver.schema_version).
+	ours map[string]fileFacts
+	// nextIndex is where the next claim in a version starts probing.
+	nextIndex map[int]int
+
+	commit committer
+}
+
+// fileFacts are facts read once from an immutable file's footer.
+type fileFacts struct {
+	size int64
+	rows int64
+	ours bool
+}
+
+// versionHead is what a version is, without its files: from .version.json,
+// or (pyrosome versions) from its first file.
+type versionHead struct {
+	info   *VersionInfo
+	schema *arrow.Schema
+}
+
+// state returns the process-wide state of profile p.
+func (s *Store) state(p profile) *profileState {
+	key := p.dir
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ps := s.profiles[key]
+	if ps == nil {
+		ps = &profileState{p: p, log: newLogView(), infos: map[int]*versionHead{}, ours: map[string]fileFacts{}, nextIndex: map[int]int{}}
+		ps.commit.ps = ps
+		s.profiles[key] = ps
+	}
+	return ps
+}
+
+// syncLog brings the profile's log view up to date and returns it. The
+// view must only be read while ps.mu is held; callers copy what they need.
+func (s *Store) syncLog(ctx context.Context, ps *profileState) error {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return s.refreshLog(ctx, ps.p, ps.log)
+}
+
+// exists reports whether the profile has a manifest.
+func (s *Store) exists(ctx context.Context, p profile) (bool, error) {
+	_, err := s.fs.Stat(ctx, p.join(manifestName))
+	if err == nil {
+		return true, nil
+	}
+	if isNotExist(err) {
+		return false, nil
+	}
+	return false, fmt.Errorf("%s: %w", p, err)
+}
+
+// checkCreatable refuses, without changing anything, to create p inside
+// another profile or above one. It is the early check; markProfile is the
+// race-free one at commit.
+func (s *Store) checkCreatable(ctx context.Context, p profile) error {
+	for i := 1; i < len(p.keys); i++ {
+		anc := profile{keys: p.keys[:i], dir: path.Join(p.keys[:i]...)}
+		if err := s.checkKind(ctx, anc, kindParent, p); err != nil {
+			return err
+		}
+		ok, err := s.exists(ctx, anc)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return fmt.Errorf("%w: cannot create %s inside profile %s", ErrNestedProfile, p, anc)
+		}
+	}
+	if err := s.checkKind(ctx, p, kindProfile, p); err != nil {
+		return err
+	}
+	below, err := s.profileBelow(ctx, p.dir, 0)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	if below != "" {
+		return fmt.Errorf("%w: cannot create %s above other profiles (%s is one)", ErrNestedProfile, p, below)
+	}
+	return nil
+}
+
+// profileBelow finds a profile (a directory with a manifest) below dir, or
+// a directory marked as one, and returns its path; "" if there is none.
+// Version directories and hidden names are not descended into.
+func (s *Store) profileBelow(ctx context.Context, dir string, depth int) (string, error) {
+	entries, err := s.fs.List(ctx, dir)
+	if isNotExist(err) {
+		return "", nil
+	}
+	if err != nil || depth >= maxKeys {
+		return "", err
+	}
+	for _, e := range entries {
+		if !e.Dir || e.Link || strings.HasPrefix(e.Name, ".") {
+			continue
+		}
+		if _, ok := parseVersionDir(e.Name); ok && depth == 0 {
+			continue
+		}
+		sub := path.Join(dir, e.Name)
+		for _, marker := range []string{manifestName, kindName} {
+			b, _, err := s.fs.ReadFile(ctx, path.Join(sub, marker))
+			if err == nil && (marker == manifestName || strings.TrimSpace(string(b)) == kindProfile) {
+				return sub, nil
+			}
+		}
+		found, err := s.profileBelow(ctx, sub, depth+1)
+		if found != "" || err != nil {
+			return found, err
+		}
+	}
+	return "", nil
+}
+
+// checkKind fails if dir is marked as something other than want.
+func (s *Store) checkKind(ctx context.Context, dir profile, want string, p profile) error {
+	b, _, err := s.fs.ReadFile(ctx, dir.join(kindName))
+	if isNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	return kindConflict(strings.TrimSpace(string(b)), want, dir, p)
+}
+
+func kindConflict(got, want string, dir, p profile) error {
+	if got == want {
+		return nil
+	}
+	if got == kindProfile {
+		return fmt.Errorf("%w: cannot create %s inside profile %s", ErrNestedProfile, p, dir)
+	}
+	return fmt.Errorf("%w: cannot create %s: %s holds other profiles", ErrNestedProfile, p, dir)
+}
+
+// markProfile claims, once and for all, every directory on the way to p as
+// a parent of profiles and p's own as a profile. The first marker in a
+// directory wins (exclusive create), so no interleaving of creations can
+// put one profile above another. Run before a profile's first commit.
+// Directories made before markers existed (or by pyrosome) are checked by
+// their contents first, so a refused creation leaves no marker behind.
+func (s *Store) markProfile(ctx context.Context, p profile) error {
+	if err := s.checkCreatable(ctx, p); err != nil {
+		return err
+	}
+	for i := 1; i <= len(p.keys); i++ {
+		dir := profile{keys: p.keys[:i], dir: path.Join(p.keys[:i]...)}
+		want := kindParent
+		if i == len(p.keys) {
+			want = kindProfile
+		}
+		err := s.fs.CreateExclusive(ctx, dir.join(kindName), []byte(want+"\n"))
+		if errors.Is(err, fsys.ErrExist) {
+			err = s.checkKind(ctx, dir, want, p)
+		} else if err != nil {
+			err = fmt.Errorf("create %s: %w", p, err)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
