@@ -146,3 +146,5 @@ const (
 )
 
 type regexpT = regexp.Regexp
+
+func regexpMust(s string) *regexp.Regexp { return regexp.MustCompile(s) }

@@ -3,9 +3,13 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"sort"
+
+	"github.com/quiverdb/quiver/store/fsys"
 )
 
 // logView is a profile's commit log as read so far: every record in seq
@@ -153,6 +157,67 @@ func (s *Store) refreshLog(ctx context.Context, p profile, lv *logView) error {
 	}
 }
 
+// headName is the log's head marker: the seq and hash of the last record,
+// rewritten after each commit. The log itself is the truth; the marker is
+// what shows a deleted tail (records removed from the end leave no gap).
+const headName = "HEAD"
+
+// logHead is the content of .log/HEAD.
+type logHead struct {
+	Seq  int64  `json:"seq"`
+	Hash string `json:"hash"`
+}
+
+// writeHead records the log's head in .log/HEAD after a commit. A failure
+// is logged, not returned: the commit stands, and the marker only ever
+// lags.
+func (s *Store) writeHead(ctx context.Context, ps *profileState, last *CommitRecord) {
+	b, _ := json.Marshal(logHead{Seq: last.Seq, Hash: last.Hash()})
+	name := ps.p.join(logDir, headName)
+	for range 3 {
+		ps.mu.Lock()
+		tok := ps.headTok
+		ps.mu.Unlock()
+		err := s.fs.Replace(ctx, name, b, tok)
+		if err == nil {
+			_, ntok, rerr := s.fs.ReadFile(ctx, name)
+			if rerr == nil {
+				ps.mu.Lock()
+				ps.headTok = ntok
+				ps.mu.Unlock()
+			}
+			return
+		}
+		if !errors.Is(err, fsys.ErrPrecondition) {
+			s.opts.log.Warn().Err(err).Str("profile", ps.p.String()).Msg("could not record the log head")
+			return
+		}
+		_, ntok, rerr := s.fs.ReadFile(ctx, name)
+		if rerr != nil && !isNotExist(rerr) {
+			return
+		}
+		ps.mu.Lock()
+		ps.headTok = ntok
+		ps.mu.Unlock()
+	}
+}
+
+// readHead reads .log/HEAD; ok is false when there is none.
+func (s *Store) readHead(ctx context.Context, p profile) (logHead, bool, error) {
+	b, _, err := s.fs.ReadFile(ctx, p.join(logDir, headName))
+	if isNotExist(err) {
+		return logHead{}, false, nil
+	}
+	if err != nil {
+		return logHead{}, false, err
+	}
+	var h logHead
+	if err := json.Unmarshal(b, &h); err != nil {
+		return logHead{}, true, &CorruptionError{Path: p.join(logDir, headName), Err: err}
+	}
+	return h, true, nil
+}
+
 // appendSegment writes recs (already chained and encoded) as the segment
 // that follows the log's head. fsys.ErrExist means another committer got
 // there first: refresh and retry.
@@ -170,5 +235,6 @@ func (s *Store) appendSegment(ctx context.Context, ps *profileState, recs []*Com
 	ps.mu.Lock()
 	ps.log.add(recs)
 	ps.mu.Unlock()
+	s.writeHead(ctx, ps, recs[len(recs)-1])
 	return nil
 }

@@ -27,6 +27,8 @@ type profileState struct {
 	ours map[string]fileFacts
 	// nextIndex is where the next claim in a version starts probing.
 	nextIndex map[int]int
+	// headTok is the token of .log/HEAD as this process last wrote it.
+	headTok fsys.Token
 
 	commit committer
 }

@@ -127,7 +127,7 @@ func TestWriteAppendWriteLayout(t *testing.T) {
 	put(t, s, ModeAppend, k, ids(2), PutOptions{})
 	put(t, s, ModeWrite, k, ids(3), PutOptions{})
 	got := strings.Join(tree(t, filepath.Join(dir, "sales", "orders")), " ")
-	want := ".log .log/00000000000000000001.ndjson .log/00000000000000000002.ndjson .log/00000000000000000003.ndjson .quiver.kind manifest.json v0 v0/.1.parquet.claim v0/.version.json v0/0.parquet v0/1.parquet v1 v1/.version.json v1/0.parquet"
+	want := ".log .log/00000000000000000001.ndjson .log/00000000000000000002.ndjson .log/00000000000000000003.ndjson .log/HEAD .quiver.kind manifest.json v0 v0/.1.parquet.claim v0/.version.json v0/0.parquet v0/1.parquet v1 v1/.version.json v1/0.parquet"
 	if got != want {
 		t.Fatalf("layout\n got %s\nwant %s", got, want)
 	}

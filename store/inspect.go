@@ -1,0 +1,273 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/quiverdb/quiver/store/fsys"
+)
+
+// Inspection is everything on storage about one profile, read afresh (no
+// cache) and classified by the one loader: what verify and sweep work
+// from.
+type Inspection struct {
+	Keys []string
+	// Latest is the manifest's version; -1 with ManifestErr set when it
+	// cannot be read.
+	Latest      int
+	ManifestErr error
+	// Lock is the manifest lock, judged (nil: not held).
+	Lock *LockStatus
+	// Log is the commit log as read, in seq order; LogProblems describe
+	// where it is not a clean chain (a gap, a record that does not chain,
+	// a segment that does not parse, a foreign file in .log). A profile
+	// with log problems must not be swept.
+	Log         []*CommitRecord
+	LogProblems []string
+	// Head is the last record's hash (the chain head to anchor elsewhere).
+	Head string
+	// Versions are the profile's versions on storage or in its log,
+	// loaded in full.
+	Versions []*VersionState
+	// Temps, Links and Unknown are entries of the profile directory (and
+	// its .log) outside any version: hidden temps, symbolic links, and
+	// names the layout does not define.
+	Temps   []fsys.Entry
+	Links   []fsys.Entry
+	Unknown []fsys.Entry
+}
+
+// LockStatus describes a held manifest lock.
+type LockStatus struct {
+	Stale  bool
+	Reason string
+	Age    time.Duration
+}
+
+// Path is the profile's slash-joined name.
+func (in *Inspection) Path() string { return ProfilePath(in.Keys) }
+
+// Inspect reads everything about a profile afresh and classifies it. It
+// never changes storage. Versions whose directory cannot be read as a
+// version are reported in LogProblems or their VersionState, never
+// skipped silently.
+func (s *Store) Inspect(ctx context.Context, keys []string) (*Inspection, error) {
+	p, err := s.resolve(keys)
+	if err != nil {
+		return nil, err
+	}
+	in := &Inspection{Keys: p.keys, Latest: -1}
+	if in.Latest, _, err = s.readManifest(ctx, p); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		in.Latest, in.ManifestErr = -1, err
+	}
+	ls, err := s.inspectLock(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if ls.held {
+		in.Lock = &LockStatus{Stale: ls.stale, Reason: ls.reason, Age: ls.age}
+	}
+	// A private state: nothing cached stands in for what is on storage.
+	ps := &profileState{p: p, log: newLogView(), infos: map[int]*versionHead{}, ours: map[string]fileFacts{}, nextIndex: map[int]int{}}
+	if err := s.inspectLog(ctx, ps, in); err != nil {
+		return nil, err
+	}
+	in.Log, in.Head = ps.log.records, ps.log.headHash
+	entries, err := s.fs.List(ctx, p.dir)
+	if err != nil && !isNotExist(err) {
+		return nil, fmt.Errorf("inspect %s: %w", p, err)
+	}
+	vset := map[int]bool{}
+	for _, e := range entries {
+		switch v, isV := parseVersionDir(e.Name); {
+		case e.Link:
+			in.Links = append(in.Links, withDir(e, p.dir))
+		case isV && e.Dir:
+			vset[v] = true
+		case isTempName(e.Name):
+			in.Temps = append(in.Temps, withDir(e, p.dir))
+		case e.Name == manifestName || e.Name == lockName || e.Name == kindName || (e.Dir && e.Name == logDir):
+		case e.Dir && (e.Name == legacyRequestsDir || deletingRe.MatchString(e.Name)):
+			// Old data directories: request records, and versions an
+			// older retention moved aside before deleting them.
+			if deletingRe.MatchString(e.Name) {
+				in.Unknown = append(in.Unknown, withDir(e, p.dir))
+			}
+		case e.Dir && validateKey(e.Name) == nil:
+			// A directory of profiles below a profile: reported by the
+			// walk that finds it, not here.
+			in.Unknown = append(in.Unknown, withDir(e, p.dir))
+		default:
+			in.Unknown = append(in.Unknown, withDir(e, p.dir))
+		}
+	}
+	for v := range ps.log.byVersion {
+		vset[v] = true
+	}
+	for v := range ps.log.retired {
+		vset[v] = true
+	}
+	for _, v := range sortedInts(vset) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		vs, err := s.loadVersion(ctx, ps, v, in.Latest, loadFull)
+		if err != nil {
+			var ce *CorruptionError
+			if errors.As(err, &ce) || errors.Is(err, ErrFormatMismatch) {
+				in.LogProblems = append(in.LogProblems, fmt.Sprintf("%s: %v", VersionName(v), err))
+				continue
+			}
+			if errors.Is(err, ErrVersionNotFound) {
+				continue
+			}
+			return nil, err
+		}
+		in.Versions = append(in.Versions, vs)
+	}
+	return in, nil
+}
+
+// deletingRe matches a version directory an older retention renamed
+// before deleting it.
+var deletingRe = regexpMust(`^\.v\d+\.deleting-[0-9a-f]+$`)
+
+// inspectLog reads the commit log afresh into ps.log, noting every break
+// instead of stopping at it.
+func (s *Store) inspectLog(ctx context.Context, ps *profileState, in *Inspection) error {
+	p := ps.p
+	entries, err := s.fs.List(ctx, p.join(logDir))
+	if err != nil && !isNotExist(err) {
+		return fmt.Errorf("inspect commit log of %s: %w", p, err)
+	}
+	type seg struct {
+		first int64
+		name  string
+	}
+	var segs []seg
+	for _, e := range entries {
+		n, ok := parseSegmentName(e.Name)
+		switch {
+		case ok && !e.Dir && !e.Link:
+			segs = append(segs, seg{n, e.Name})
+		case e.Name == headName && !e.Dir && !e.Link:
+		case isTempName(e.Name) && !e.Link:
+			in.Temps = append(in.Temps, withDir(e, p.join(logDir)))
+		case e.Link:
+			in.Links = append(in.Links, withDir(e, p.join(logDir)))
+		default:
+			in.Unknown = append(in.Unknown, withDir(e, p.join(logDir)))
+			in.LogProblems = append(in.LogProblems, fmt.Sprintf("%s: not a log segment", path.Join(logDir, e.Name)))
+		}
+	}
+	sort.Slice(segs, func(i, j int) bool { return segs[i].first < segs[j].first })
+	lv := ps.log
+	lv.loaded = true
+	for _, sg := range segs {
+		name := p.join(logDir, sg.name)
+		b, _, err := s.fs.ReadFile(ctx, name)
+		if err != nil {
+			return fmt.Errorf("inspect %s: %w", name, err)
+		}
+		recs, perr := parseSegment(b, sg.first, name)
+		if perr != nil {
+			in.LogProblems = append(in.LogProblems, fmt.Sprintf("%s: %v", path.Join(logDir, sg.name), unwrapCorruption(perr)))
+			// Nothing after this point chains to a known head.
+			lv.head = sg.first - 1
+			lv.headHash = ""
+			continue
+		}
+		if sg.first != lv.head+1 {
+			in.LogProblems = append(in.LogProblems, fmt.Sprintf("%s: records %d to %d are missing", path.Join(logDir, sg.name), lv.head+1, sg.first-1))
+		}
+		for _, r := range recs {
+			if r.Seq == lv.head+1 && r.Prev != lv.headHash && lv.headHash != "" {
+				in.LogProblems = append(in.LogProblems, fmt.Sprintf("record %d (%s) does not chain to record %d: its prev is %.16s…, record %d hashes to %.16s…", r.Seq, sg.name, lv.head, r.Prev, lv.head, lv.headHash))
+			} else if r.Seq == 1 && r.Prev != "" {
+				in.LogProblems = append(in.LogProblems, fmt.Sprintf("record 1 (%s) names a previous record", sg.name))
+			}
+			lv.broken = "" // reported above; keep adding
+			lv.head = r.Seq - 1
+			lv.add([]*CommitRecord{r})
+		}
+	}
+	head, ok, err := s.readHead(ctx, p)
+	switch {
+	case err != nil:
+		in.LogProblems = append(in.LogProblems, fmt.Sprintf("%s: %v", path.Join(logDir, headName), unwrapCorruption(err)))
+	case !ok:
+		if lv.head > 0 {
+			in.LogProblems = append(in.LogProblems, fmt.Sprintf("%s is missing (the log holds %d records)", path.Join(logDir, headName), lv.head))
+		}
+	case head.Seq > lv.head:
+		in.LogProblems = append(in.LogProblems, fmt.Sprintf("the log ends at record %d but its head says %d: records were removed from its end", lv.head, head.Seq))
+	case head.Seq > 0:
+		for _, r := range lv.records {
+			if r.Seq == head.Seq && r.Hash() != head.Hash {
+				in.LogProblems = append(in.LogProblems, fmt.Sprintf("record %d hashes to %.16s…, but the log head says %.16s…: it was rewritten", r.Seq, r.Hash(), head.Hash))
+			}
+		}
+	}
+	return nil
+}
+
+func unwrapCorruption(err error) error {
+	var ce *CorruptionError
+	if errors.As(err, &ce) {
+		return ce.Err
+	}
+	return err
+}
+
+// VersionAge is how long an uncommitted version directory has been left
+// alone: the time since the newest of its .version.json creation time, its
+// directory's and any of its files' modification times (a writer still
+// streaming keeps it young). ok is false when the directory is gone.
+func (s *Store) VersionAge(ctx context.Context, keys []string, v int) (time.Duration, bool) {
+	p, err := s.resolve(keys)
+	if err != nil {
+		return 0, false
+	}
+	vdir := p.vdir(v)
+	st, err := s.fs.Stat(ctx, vdir)
+	if err != nil {
+		return 0, false
+	}
+	newest := st.ModTime
+	if vi, _, err := s.readVersionInfo(ctx, p, v); err == nil && vi != nil && vi.Created.After(newest) {
+		newest = vi.Created
+	}
+	var walk func(dir string, depth int)
+	walk = func(dir string, depth int) {
+		entries, err := s.fs.List(ctx, dir)
+		if err != nil || ctx.Err() != nil || depth > maxKeys {
+			return
+		}
+		for _, e := range entries {
+			if e.ModTime.After(newest) {
+				newest = e.ModTime
+			}
+			if e.Dir && !e.Link {
+				walk(path.Join(dir, e.Name), depth+1)
+			}
+		}
+	}
+	walk(vdir, 0)
+	return max(0, s.opts.now().Sub(newest)), true
+}
+
+// Now is the store's clock (injectable for tests).
+func (s *Store) Now() time.Time { return s.opts.now() }
+
+// StaleLockAfter is the age past which a lock is stale whatever its owner.
+func (s *Store) StaleLockAfter() time.Duration { return s.opts.lockStaleAfter }
+
+var _ = strings.HasPrefix

@@ -1,0 +1,313 @@
+package maint
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"path"
+	"time"
+
+	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/fsys"
+)
+
+// Kinds of problem Verify reports. They are part of the wire contract:
+// clients match on these strings.
+const (
+	// ProblemMutated: a committed file (or the manifest) whose bytes no
+	// longer match what was committed.
+	ProblemMutated = "mutated"
+	// ProblemMissing: a file a commit record lists is gone (and its version
+	// was not retired).
+	ProblemMissing = "missing"
+	// ProblemOrphan: a data file Quiver wrote that no commit record lists
+	// (an uncommitted leftover; invisible to readers), a version directory a
+	// killed writer abandoned, or what is left of a retired version.
+	ProblemOrphan = "orphan"
+	// ProblemUnrecorded: a numbered data file at a version root with no
+	// commit record, not written by Quiver: visible (the pyrosome rule) but
+	// unaudited, e.g. appended by pyrosome.
+	ProblemUnrecorded = "unrecorded"
+	// ProblemStaleTemp: a hidden *.tmp file older than the stale threshold.
+	ProblemStaleTemp = "stale_temp"
+	// ProblemStaleLock: a manifest lock whose owner is provably gone or
+	// which is older than the lock stale limit.
+	ProblemStaleLock = "stale_lock"
+	// ProblemChain: the profile's commit log is not an unbroken hash
+	// chain: a record deleted, reordered or rewritten, a segment that does
+	// not parse, a foreign file in the log.
+	ProblemChain = "chain_broken"
+	// ProblemSignature: a record whose signature does not verify with the
+	// given public key (or that carries none).
+	ProblemSignature = "bad_signature"
+	// ProblemLink: a symbolic link inside the data directory (never
+	// followed).
+	ProblemLink = "link"
+	// ProblemUnknown: an entry the layout does not define (never deleted).
+	ProblemUnknown = "unknown"
+)
+
+// DefaultStaleAfter is the age after which Verify calls a temp file or an
+// abandoned version stale, and the default threshold of Sweep.
+const DefaultStaleAfter = time.Hour
+
+// VerifyOptions select what Verify checks.
+type VerifyOptions struct {
+	// Keys names one profile. When empty, every profile under Prefix is
+	// checked (matched component by component; empty: the whole data dir).
+	Keys   []string
+	Prefix []string
+	// Sample is the fraction of committed files whose content is re-hashed;
+	// 0 or >= 1 hashes all of them. Every file is still listed and its size
+	// compared, so missing, orphan, unrecorded and truncated files are found
+	// whatever the rate. The choice depends only on Seed and the file's path.
+	Sample float64
+	Seed   int64
+	// StaleAfter is the age after which temp files and abandoned version
+	// directories are reported (default DefaultStaleAfter).
+	StaleAfter time.Duration
+	// PublicKey, when set, requires every commit record to carry a valid
+	// signature by its private key.
+	PublicKey ed25519.PublicKey
+}
+
+// Problem is one finding of Verify. Path is relative to the data directory
+// ("sales/orders/v0/1.parquet"). It never holds the server's absolute path.
+type Problem struct {
+	Kind   string `json:"kind"`
+	Path   string `json:"path"`
+	Detail string `json:"detail"`
+}
+
+// ChainHead is the last record of a profile's commit log: publish it
+// elsewhere to detect a truncated history later.
+type ChainHead struct {
+	Path string `json:"path"`
+	Seq  int64  `json:"seq"`
+	Hash string `json:"hash"`
+}
+
+// VerifyReport is the result of Verify.
+type VerifyReport struct {
+	OK bool `json:"ok"`
+	// CheckedFiles counts the committed files whose content was re-hashed.
+	CheckedFiles int       `json:"checked_files"`
+	Problems     []Problem `json:"problems"`
+	// Heads are the chain heads of the profiles verified.
+	Heads []ChainHead `json:"heads,omitempty"`
+}
+
+func (r *VerifyReport) add(kind, p, format string, args ...any) {
+	r.Problems = append(r.Problems, Problem{Kind: kind, Path: p, Detail: fmt.Sprintf(format, args...)})
+}
+
+// Verify re-hashes committed files against their commit records, checks
+// every profile's hash chain (and signatures, with a public key), and
+// reports everything that is not as committed. One file is open at a time.
+// It never changes storage.
+func Verify(ctx context.Context, st *store.Store, o VerifyOptions) (*VerifyReport, error) {
+	if o.StaleAfter <= 0 {
+		o.StaleAfter = DefaultStaleAfter
+	}
+	if o.Sample < 0 || math.IsNaN(o.Sample) {
+		return nil, fmt.Errorf("%w: sample rate %v (want 0 < rate <= 1)", store.ErrInvalidArgument, o.Sample)
+	}
+	rep := &VerifyReport{Problems: []Problem{}}
+	if len(o.Keys) > 0 {
+		if err := verifyProfile(ctx, st, o.Keys, o, rep); err != nil {
+			return nil, err
+		}
+	} else {
+		err := st.ListProfiles(ctx, o.Prefix, func(ps store.ProfileSummary) error {
+			if ps.Err != nil {
+				rep.add(ProblemUnknown, ps.Path(), "%v", ps.Err)
+				return nil
+			}
+			return verifyProfile(ctx, st, ps.Keys, o, rep)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	rep.OK = len(rep.Problems) == 0
+	return rep, nil
+}
+
+func verifyProfile(ctx context.Context, st *store.Store, keys []string, o VerifyOptions, rep *VerifyReport) error {
+	in, err := st.Inspect(ctx, keys)
+	if err != nil {
+		return err
+	}
+	prof := in.Path()
+	now := st.Now()
+	if in.ManifestErr != nil {
+		rep.add(ProblemMutated, path.Join(prof, "manifest.json"), "manifest does not parse: %v", in.ManifestErr)
+	}
+	if in.Lock != nil && in.Lock.Stale {
+		rep.add(ProblemStaleLock, path.Join(prof, "manifest.json.write_lock"), "%s", in.Lock.Reason)
+	}
+	for _, msg := range in.LogProblems {
+		rep.add(ProblemChain, path.Join(prof, ".log"), "%s", msg)
+	}
+	if n := len(in.Log); n > 0 {
+		rep.Heads = append(rep.Heads, ChainHead{Path: prof, Seq: in.Log[n-1].Seq, Hash: in.Head})
+	}
+	if o.PublicKey != nil {
+		for _, r := range in.Log {
+			if err := r.VerifySignature(o.PublicKey); err != nil {
+				rep.add(ProblemSignature, path.Join(prof, ".log"), "record %d (%s %s): %v", r.Seq, r.Mode, r.Version, err)
+			}
+		}
+	}
+	reportEntries(rep, in.Temps, in.Links, in.Unknown, now, o.StaleAfter)
+	for _, vs := range in.Versions {
+		if err := verifyVersion(ctx, st, in, vs, o, now, rep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func reportEntries(rep *VerifyReport, temps, links, unknown []fsys.Entry, now time.Time, staleAfter time.Duration) {
+	for _, e := range temps {
+		// Temps are judged by modification time: a writer still streaming
+		// into one keeps touching it.
+		if age := now.Sub(e.ModTime); age > staleAfter {
+			rep.add(ProblemStaleTemp, e.Name, "temp file last written %s ago (stale after %s)", age.Round(time.Second), staleAfter)
+		}
+	}
+	for _, e := range links {
+		rep.add(ProblemLink, e.Name, "a symbolic link inside the data directory; Quiver never follows it")
+	}
+	for _, e := range unknown {
+		rep.add(ProblemUnknown, e.Name, "not a name the storage layout defines; left alone")
+	}
+}
+
+func verifyVersion(ctx context.Context, st *store.Store, in *store.Inspection, vs *store.VersionState, o VerifyOptions, now time.Time, rep *VerifyReport) error {
+	prof := in.Path()
+	vdir := path.Join(prof, store.VersionName(vs.Version))
+	reportEntries(rep, vs.Temps, vs.Links, vs.Unknown, now, o.StaleAfter)
+	if vs.Retired != nil {
+		// Its files are gone on purpose; what remains is sweep's.
+		if left := len(vs.Orphans) + len(vs.Unrecorded) + countRecordedOnDisk(ctx, st, prof, vs); left > 0 {
+			rep.add(ProblemOrphan, vdir, "%d files left of a version retired at %s; sweep removes them", left, vs.Retired.Committed.Format(time.RFC3339))
+		}
+		return nil
+	}
+	if !vs.Committed {
+		if vs.Version != in.Latest {
+			if age, ok := st.VersionAge(ctx, in.Keys, vs.Version); ok && age > o.StaleAfter {
+				rep.add(ProblemOrphan, vdir, "version directory never committed, untouched for %s", age.Round(time.Second))
+			}
+		}
+		return nil
+	}
+	for _, e := range vs.Orphans {
+		rep.add(ProblemOrphan, e.Name, "a data file Quiver wrote that no commit record lists (its writer died before committing); readers do not see it")
+	}
+	for _, df := range vs.Unrecorded {
+		rep.add(ProblemUnrecorded, path.Join(prof, df.Path), "numbered data file without a commit record (written by pyrosome?); readers see it but it cannot be audited")
+	}
+	fsys_ := st.FS()
+	for _, df := range vs.Files {
+		if !df.Recorded {
+			continue
+		}
+		name := path.Join(prof, df.Path)
+		e, err := fsys_.Stat(ctx, name)
+		if errors.Is(err, fsys.ErrNotExist) {
+			rep.add(ProblemMissing, name, "listed by a commit record of %s but not on storage", store.VersionName(vs.Version))
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("verify %s: %w", name, err)
+		}
+		if e.Link {
+			rep.add(ProblemLink, name, "a committed file replaced by a symbolic link")
+			continue
+		}
+		if e.Size != df.Bytes {
+			rep.add(ProblemMutated, name, "size %d bytes, committed as %d", e.Size, df.Bytes)
+			continue
+		}
+		if !sampled(o.Seed, df.Path, o.Sample) {
+			continue
+		}
+		rep.CheckedFiles++
+		sum, err := hashFile(ctx, fsys_, name)
+		switch {
+		case errors.Is(err, fsys.ErrNotExist):
+			rep.add(ProblemMissing, name, "removed while being verified")
+		case errors.Is(err, fsys.ErrUnsafePath):
+			rep.add(ProblemLink, name, "%v", err)
+		case err != nil:
+			return err
+		case sum != df.SHA256:
+			rep.add(ProblemMutated, name, "sha256 %s, committed as %s", sum, df.SHA256)
+		}
+	}
+	return nil
+}
+
+// countRecordedOnDisk counts the recorded files of a retired version that
+// still exist.
+func countRecordedOnDisk(ctx context.Context, st *store.Store, prof string, vs *store.VersionState) int {
+	n := 0
+	for _, r := range vs.Records {
+		for _, f := range r.Files {
+			if _, err := st.FS().Stat(ctx, path.Join(prof, f.Path)); err == nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// hashFile streams a file into SHA-256.
+func hashFile(ctx context.Context, f fsys.FS, name string) (string, error) {
+	fh, err := f.Open(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	defer fh.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, ctxReader{ctx: ctx, r: fh}); err != nil {
+		return "", fmt.Errorf("hash %s: %w", name, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ctxReader stops a long copy once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(b []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(b)
+}
+
+// sampled decides, deterministically from seed and path, whether a file is
+// in the sample.
+func sampled(seed int64, rel string, rate float64) bool {
+	if rate <= 0 || rate >= 1 {
+		return true
+	}
+	h := fnv.New64a()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(seed))
+	h.Write(b[:])
+	h.Write([]byte(rel))
+	return float64(h.Sum64()>>11)/float64(1<<53) < rate
+}
