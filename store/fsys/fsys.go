@@ -35,6 +35,12 @@ type Entry struct {
 	Size int64
 	// ModTime is the last modification (object stores: last write).
 	ModTime time.Time
+	// Link is true for a symbolic link found by List on a local disk. It
+	// is never followed: every other operation on its name, or on a name
+	// below it, fails with ErrUnsafePath (Delete and Mkdir included), and
+	// DeleteAll of a directory holding it removes the link itself, never
+	// its target. Object stores have no links and leave it false.
+	Link bool
 }
 
 // Token identifies one state of a small object for Replace: an ETag on
