@@ -238,6 +238,13 @@ func (l *Local) resolve(name string, flags int) (int, error) {
 			return -1, errSymlink
 		case unix.EXDEV:
 			return -1, errEscape
+		case unix.ENOTDIR:
+			// O_DIRECTORY|O_NOFOLLOW on a trailing link says ENOTDIR,
+			// as for a file.
+			if flags&unix.O_DIRECTORY != 0 && trailingLink(l.rootFD, name) {
+				return -1, errSymlink
+			}
+			return -1, err
 		default:
 			return -1, err
 		}

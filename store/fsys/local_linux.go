@@ -31,3 +31,17 @@ func haveOpenat2(rootFD int) bool {
 // fdatasync flushes a file's data and the metadata needed to read it back
 // (its size), skipping timestamps.
 func fdatasync(fd int) error { return ignoringEINTR(func() error { return unix.Fdatasync(fd) }) }
+
+// trailingLink reports whether the last element of name (below rootFD) is
+// a symbolic link, the others having been found to be directories.
+func trailingLink(rootFD int, name string) bool {
+	// O_PATH|O_NOFOLLOW opens a trailing link itself, even with
+	// RESOLVE_NO_SYMLINKS.
+	fd, err := openat2(rootFD, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	return unix.Fstat(fd, &st) == nil && isLink(&st)
+}

@@ -10,5 +10,7 @@ func openat2(dirfd int, name string, flags int) (int, error) { return -1, unix.E
 
 func haveOpenat2(rootFD int) bool { return false }
 
+func trailingLink(rootFD int, name string) bool { return false }
+
 // fdatasync is fsync where the system has no fdatasync.
 func fdatasync(fd int) error { return ignoringEINTR(func() error { return unix.Fsync(fd) }) }
