@@ -51,8 +51,8 @@ type Token string
 // FS is the storage of one data directory: the only way the store reaches
 // disk or bucket. Names are slash-separated, relative to the root, clean
 // (no "", ".", "..", no leading or trailing slash, no empty element) and
-// never follow links; an implementation refuses anything else with
-// ErrUnsafePath before touching storage. Every method takes ctx first and
+// never follow links; an implementation refuses anything else (see
+// ValidName) with ErrUnsafePath before touching storage. Every method takes ctx first and
 // stops when it is done.
 //
 // Directories are implicit: creating an object creates its parents
@@ -85,7 +85,8 @@ type FS interface {
 	// mix. On object stores the check is the service's (If-Match); on
 	// local disks it is a read-compare before the rename, atomic only
 	// among writers that hold the object's lock (the manifest lock) — the
-	// same guarantee pyrosome relies on.
+	// same guarantee pyrosome relies on. (With the empty Token Local
+	// creates by link(2), atomic against everyone.)
 	Replace(ctx context.Context, name string, data []byte, ifMatch Token) error
 
 	// Open opens an object for reading: random access (Parquet footers
