@@ -184,6 +184,9 @@ func (s *Store) openData(ctx context.Context, p profile, df DataFile, verify boo
 		}
 		return nil, fmt.Errorf("%w: %s: file %s is gone", ErrVersionNotFound, p, df.Path)
 	}
+	if errors.Is(err, fsys.ErrUnsafePath) && df.Recorded {
+		return nil, fmt.Errorf("%w: %s: committed file %s was replaced by a symbolic link (not followed)", ErrDataLoss, p, df.Path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s %s: %w", p, df.Path, err)
 	}
@@ -266,5 +269,3 @@ func (s *Store) badFile(p profile, df DataFile, err error) error {
 	}
 	return &CorruptionError{Path: p.join(df.Path), Err: err}
 }
-
-var _ = errors.New

@@ -35,8 +35,11 @@ type Entry struct {
 	Size int64
 	// ModTime is the last modification (object stores: last write).
 	ModTime time.Time
-	// Link is true for a symbolic link (local disks only). Links are
-	// listed so that they can be reported; they are never followed.
+	// Link is true for a symbolic link found by List on a local disk. It
+	// is never followed: every other operation on its name, or on a name
+	// below it, fails with ErrUnsafePath (Delete and Mkdir included), and
+	// DeleteAll of a directory holding it removes the link itself, never
+	// its target. Object stores have no links and leave it false.
 	Link bool
 }
 
@@ -48,8 +51,8 @@ type Token string
 // FS is the storage of one data directory: the only way the store reaches
 // disk or bucket. Names are slash-separated, relative to the root, clean
 // (no "", ".", "..", no leading or trailing slash, no empty element) and
-// never follow links; an implementation refuses anything else with
-// ErrUnsafePath before touching storage. Every method takes ctx first and
+// never follow links; an implementation refuses anything else (see
+// ValidName) with ErrUnsafePath before touching storage. Every method takes ctx first and
 // stops when it is done.
 //
 // Directories are implicit: creating an object creates its parents
@@ -82,7 +85,8 @@ type FS interface {
 	// mix. On object stores the check is the service's (If-Match); on
 	// local disks it is a read-compare before the rename, atomic only
 	// among writers that hold the object's lock (the manifest lock) — the
-	// same guarantee pyrosome relies on.
+	// same guarantee pyrosome relies on. (With the empty Token Local
+	// creates by link(2), atomic against everyone.)
 	Replace(ctx context.Context, name string, data []byte, ifMatch Token) error
 
 	// Open opens an object for reading: random access (Parquet footers

@@ -1,0 +1,8 @@
+package fsys
+
+// NewLocalWalk is NewLocal resolving names one component at a time, as
+// where openat2 is missing, so that tests cover that path on any kernel.
+func NewLocalWalk(root string) (*Local, error) { return newLocal(root, false) }
+
+// UsesOpenat2 reports whether l resolves names with openat2.
+func (l *Local) UsesOpenat2() bool { return l.useOpenat2 }
