@@ -9,6 +9,7 @@ import (
 
 	"github.com/quiverdb/quiver/catalog"
 	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/maint"
 )
 
 // versionsResult is the body of list-versions.
@@ -85,7 +86,7 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 		if a.Grace != nil {
 			grace = *a.Grace
 		}
-		rep, err := s.st.RemoveOldVersions(ctx, a.Keys, a.Keep, grace)
+		rep, err := maint.RemoveOldVersions(ctx, s.st, a.Keys, a.Keep, grace, IdentityFrom(ctx).Name)
 		if err != nil {
 			return s.failed(ctx, err)
 		}
@@ -99,7 +100,7 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 		if a.OlderThan != nil {
 			age = *a.OlderThan
 		}
-		rep, err := s.st.Sweep(ctx, age)
+		rep, err := maint.Sweep(ctx, s.st, age)
 		if err != nil {
 			return fail(ctx, err)
 		}
@@ -135,9 +136,9 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 // profile (checked by allow), or a key prefix narrowed to the caller's own
 // prefixes (verify {} by a prefix-limited identity checks exactly its
 // prefixes). A prefix wholly outside them is PermissionDenied.
-func (s *Server) verify(ctx context.Context, a *catalog.Action) (*store.VerifyReport, error) {
+func (s *Server) verify(ctx context.Context, a *catalog.Action) (*maint.VerifyReport, error) {
 	if len(a.Keys) > 0 {
-		rep, err := s.st.Verify(ctx, store.VerifyOptions{Keys: a.Keys, Sample: a.Sample, Seed: a.Seed})
+		rep, err := maint.Verify(ctx, s.st, maint.VerifyOptions{Keys: a.Keys, Sample: a.Sample, Seed: a.Seed})
 		if err != nil {
 			return nil, fail(ctx, err)
 		}
@@ -151,9 +152,9 @@ func (s *Server) verify(ctx context.Context, a *catalog.Action) (*store.VerifyRe
 	if len(targets) == 0 {
 		return nil, s.deny(ctx, id, catalog.ActionVerify, store.ProfilePath(a.Prefix), "prefix is outside the identity's key prefixes")
 	}
-	var all *store.VerifyReport
+	var all *maint.VerifyReport
 	for _, p := range targets {
-		rep, err := s.st.Verify(ctx, store.VerifyOptions{Prefix: p, Sample: a.Sample, Seed: a.Seed})
+		rep, err := maint.Verify(ctx, s.st, maint.VerifyOptions{Prefix: p, Sample: a.Sample, Seed: a.Seed})
 		if err != nil {
 			return nil, fail(ctx, err)
 		}

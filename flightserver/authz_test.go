@@ -29,6 +29,7 @@ import (
 
 	"github.com/quiverdb/quiver/catalog"
 	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/maint"
 )
 
 // testAuth is an auth file with one static token per role, each limited
@@ -313,7 +314,7 @@ func TestVerifyNarrowed(t *testing.T) {
 		if err != nil || len(res) != 1 {
 			t.Fatalf("verify %v: %v", body, err)
 		}
-		var rep store.VerifyReport
+		var rep maint.VerifyReport
 		if err := json.Unmarshal(res[0], &rep); err != nil || !rep.OK {
 			t.Fatalf("verify %s: %v", res[0], err)
 		}

@@ -44,8 +44,10 @@ func statusOf(err error) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, store.ErrFormatMismatch):
 		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, store.ErrLockTimeout), errors.Is(err, store.ErrRequestInProgress):
+	case errors.Is(err, store.ErrLockTimeout), errors.Is(err, store.ErrUnavailable):
 		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, store.ErrDataLoss):
+		return status.Error(codes.DataLoss, err.Error())
 	case errors.Is(err, store.ErrTooLarge):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/maint"
 )
 
 // metrics are the server's Prometheus metrics (docs/operations.md). Each
@@ -144,7 +145,7 @@ func (m *metrics) streamOpen(method string) func() {
 	return g.Dec
 }
 
-func (m *metrics) verify(rep *store.VerifyReport) {
+func (m *metrics) verify(rep *maint.VerifyReport) {
 	m.verifies.Inc()
 	for _, p := range rep.Problems {
 		m.problems.WithLabelValues(p.Kind).Inc()

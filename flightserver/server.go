@@ -16,6 +16,7 @@ import (
 
 	"github.com/quiverdb/quiver/catalog"
 	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/maint"
 )
 
 // Defaults of the limits; each has an Option.
@@ -31,7 +32,7 @@ const (
 	// version in place for readers holding tickets to it.
 	DefaultGrace = time.Hour
 	// DefaultSweepAge is the age after which sweep removes temps.
-	DefaultSweepAge = store.DefaultStaleAfter
+	DefaultSweepAge = maint.DefaultStaleAfter
 )
 
 // flightServiceName is the gRPC name of the Flight service, for health

@@ -197,6 +197,10 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) []commitResult {
 					}
 				}
 			}
+			if err := s.checkStaged(ctx, st); err != nil {
+				res[i].err = err
+				continue
+			}
 			if missing {
 				created = true
 			}
@@ -254,9 +258,9 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) []commitResult {
 			}
 		}
 		for k, i := range accepted {
-			if res[i].err == nil {
-				res[i].rec = recs[k]
-			}
+			// Committed, even where res[i].err says the manifest did not
+			// follow: the put's files must stay.
+			res[i].rec = recs[k]
 		}
 		for _, i := range order {
 			if id := batch[i].st.o.RequestID; id != "" && res[i].rec == nil && res[i].replayed == nil && !res[i].retarget && res[i].carry == nil && res[i].err == nil {
@@ -267,6 +271,32 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) []commitResult {
 		}
 		return res
 	}
+}
+
+// checkStaged makes sure a put's files are still there before its record
+// vouches for them (sweep removes uncommitted files once they are old; a
+// writer paused that long must not commit a record of files that are
+// gone).
+func (s *Store) checkStaged(ctx context.Context, st *staged) error {
+	names := make([]string, 0, len(st.files)+1)
+	if st.mode == ModeWrite {
+		names = append(names, st.p.join(VersionName(st.version), versionInfoName))
+	}
+	for _, f := range st.files {
+		names = append(names, st.p.join(f.Path))
+	}
+	for _, n := range names {
+		e, err := s.fs.Stat(ctx, n)
+		if err != nil {
+			return fmt.Errorf("%w: %s: a file of the put is gone before its commit (removed by sweep after a long pause?): %v", ErrUnavailable, st.p, err)
+		}
+		for _, f := range st.files {
+			if st.p.join(f.Path) == n && e.Size != f.Bytes {
+				return fmt.Errorf("%w: %s: a file of the put changed before its commit", ErrUnavailable, st.p)
+			}
+		}
+	}
+	return nil
 }
 
 // lateRecords lists the commits to carry.version after carry.seq: in the

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/quiverdb/quiver/store/fsys"
 )
 
@@ -40,6 +42,9 @@ type Inspection struct {
 	Temps   []fsys.Entry
 	Links   []fsys.Entry
 	Unknown []fsys.Entry
+	// Discarded are version directories an older retention renamed aside
+	// (.vN.deleting-…) before deleting them: removable at any age.
+	Discarded []fsys.Entry
 }
 
 // LockStatus describes a held manifest lock.
@@ -95,12 +100,10 @@ func (s *Store) Inspect(ctx context.Context, keys []string) (*Inspection, error)
 		case isTempName(e.Name):
 			in.Temps = append(in.Temps, withDir(e, p.dir))
 		case e.Name == manifestName || e.Name == lockName || e.Name == kindName || (e.Dir && e.Name == logDir):
-		case e.Dir && (e.Name == legacyRequestsDir || deletingRe.MatchString(e.Name)):
-			// Old data directories: request records, and versions an
-			// older retention moved aside before deleting them.
-			if deletingRe.MatchString(e.Name) {
-				in.Unknown = append(in.Unknown, withDir(e, p.dir))
-			}
+		case e.Dir && e.Name == legacyRequestsDir:
+			// Request records of data directories older than the log.
+		case e.Dir && deletingRe.MatchString(e.Name):
+			in.Discarded = append(in.Discarded, withDir(e, p.dir))
 		case e.Dir && validateKey(e.Name) == nil:
 			// A directory of profiles below a profile: reported by the
 			// walk that finds it, not here.
@@ -271,3 +274,20 @@ func (s *Store) Now() time.Time { return s.opts.now() }
 func (s *Store) StaleLockAfter() time.Duration { return s.opts.lockStaleAfter }
 
 var _ = strings.HasPrefix
+
+// Logger is the store's logger, for maintenance lines.
+func (s *Store) Logger() *zerolog.Logger { return &s.opts.log }
+
+// WithLock runs fn holding the profile's manifest lock: no commit of the
+// profile happens meanwhile (maintenance that removes uncommitted files).
+func (s *Store) WithLock(ctx context.Context, keys []string, fn func() error) error {
+	p, err := s.resolve(keys)
+	if err != nil {
+		return err
+	}
+	unlock, err := s.lockProfile(ctx, p)
+	if err != nil {
+		return err
+	}
+	return errors.Join(fn(), unlock())
+}

@@ -224,6 +224,8 @@ func (s *Store) put(ctx context.Context, ps *profileState, rdr array.RecordReade
 		res = s.commitStaged(ctx, ps, st)
 	}
 	switch {
+	case res.rec != nil && res.err != nil:
+		return nil, res.err // committed; the client is told to retry (and gets a replay)
 	case res.carry != nil:
 		s.discard(ps, st)
 		return nil, fmt.Errorf("%w: %s: appends kept arriving while it was compacted; retry", ErrUnavailable, p)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/maint"
 )
 
 // adminFlags are the flags of every admin subcommand: a server to ask, or
@@ -293,7 +293,7 @@ clean, 1 when anything is wrong.`,
 	return cmd
 }
 
-func printVerify(w io.Writer, rep *store.VerifyReport) error {
+func printVerify(w io.Writer, rep *maint.VerifyReport) error {
 	if len(rep.Problems) == 0 {
 		_, err := fmt.Fprintf(w, "ok: %s files checked, no problems\n", groupDigits(int64(rep.CheckedFiles)))
 		return err

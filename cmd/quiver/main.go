@@ -22,6 +22,7 @@ import (
 
 	"github.com/quiverdb/quiver/flightserver"
 	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/maint"
 )
 
 func main() {
@@ -186,7 +187,7 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 	// orphans older than the threshold), once, in the background so a large
 	// data dir does not delay serving. It never touches a committed file.
 	go func() {
-		rep, err := st.Sweep(ctx, store.DefaultStaleAfter)
+		rep, err := maint.Sweep(ctx, st, maint.DefaultStaleAfter)
 		switch {
 		case err != nil:
 			log.Warn().Err(err).Msg("start-up sweep failed")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/quiverdb/quiver/catalog"
 	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/maint"
 )
 
 // versionsResult is the body of list-versions (DESIGN.md §3.1).
@@ -42,12 +43,12 @@ type admin interface {
 	Schema(ctx context.Context, profile, version string) (*arrow.Schema, error)
 	// Lineage writes the commit records as NDJSON, oldest first.
 	Lineage(ctx context.Context, profile string, w io.Writer) error
-	Verify(ctx context.Context, r verifyRequest) (*store.VerifyReport, error)
+	Verify(ctx context.Context, r verifyRequest) (*maint.VerifyReport, error)
 	// GC removes old versions; grace nil means the default.
-	GC(ctx context.Context, profile string, keep int, grace *time.Duration) (*store.RetentionReport, error)
+	GC(ctx context.Context, profile string, keep int, grace *time.Duration) (*maint.RetentionReport, error)
 	Compact(ctx context.Context, profile string) (*store.CommitRecord, error)
 	// Sweep removes stale temps; olderThan nil means the default.
-	Sweep(ctx context.Context, olderThan *time.Duration) (*store.SweepReport, error)
+	Sweep(ctx context.Context, olderThan *time.Duration) (*maint.SweepReport, error)
 	BreakLock(ctx context.Context, profile string) (*store.BreakLockResult, error)
 	Close() error
 }
@@ -129,24 +130,24 @@ func (o *offline) Lineage(ctx context.Context, profile string, w io.Writer) erro
 	return o.st.WriteLineage(ctx, w, keys)
 }
 
-func (o *offline) Verify(ctx context.Context, r verifyRequest) (*store.VerifyReport, error) {
+func (o *offline) Verify(ctx context.Context, r verifyRequest) (*maint.VerifyReport, error) {
 	keys, err := catalog.ParsePrefix(r.prefix)
 	if err != nil {
 		return nil, err
 	}
-	return o.st.Verify(ctx, store.VerifyOptions{Prefix: keys, Sample: r.sample, Seed: r.seed})
+	return maint.Verify(ctx, o.st, maint.VerifyOptions{Prefix: keys, Sample: r.sample, Seed: r.seed})
 }
 
-func (o *offline) GC(ctx context.Context, profile string, keep int, grace *time.Duration) (*store.RetentionReport, error) {
+func (o *offline) GC(ctx context.Context, profile string, keep int, grace *time.Duration) (*maint.RetentionReport, error) {
 	keys, err := keysOf(profile)
 	if err != nil {
 		return nil, err
 	}
-	g := store.DefaultRetentionGrace
+	g := maint.DefaultRetentionGrace
 	if grace != nil {
 		g = *grace
 	}
-	return o.st.RemoveOldVersions(ctx, keys, keep, g)
+	return maint.RemoveOldVersions(ctx, o.st, keys, keep, g, "")
 }
 
 func (o *offline) Compact(ctx context.Context, profile string) (*store.CommitRecord, error) {
@@ -157,12 +158,12 @@ func (o *offline) Compact(ctx context.Context, profile string) (*store.CommitRec
 	return o.st.Compact(ctx, keys, store.CompactOptions{})
 }
 
-func (o *offline) Sweep(ctx context.Context, olderThan *time.Duration) (*store.SweepReport, error) {
-	d := store.DefaultStaleAfter
+func (o *offline) Sweep(ctx context.Context, olderThan *time.Duration) (*maint.SweepReport, error) {
+	d := maint.DefaultStaleAfter
 	if olderThan != nil {
 		d = *olderThan
 	}
-	return o.st.Sweep(ctx, d)
+	return maint.Sweep(ctx, o.st, d)
 }
 
 func (o *offline) BreakLock(ctx context.Context, profile string) (*store.BreakLockResult, error) {
@@ -270,7 +271,7 @@ func (r *remote) Lineage(ctx context.Context, profile string, w io.Writer) error
 	})
 }
 
-func (r *remote) Verify(ctx context.Context, v verifyRequest) (*store.VerifyReport, error) {
+func (r *remote) Verify(ctx context.Context, v verifyRequest) (*maint.VerifyReport, error) {
 	body := map[string]any{}
 	if v.prefix != "" {
 		body["prefix"] = v.prefix
@@ -279,16 +280,16 @@ func (r *remote) Verify(ctx context.Context, v verifyRequest) (*store.VerifyRepo
 		body["sample"] = v.sample
 		body["seed"] = v.seed
 	}
-	var rep store.VerifyReport
+	var rep maint.VerifyReport
 	return &rep, r.action1(ctx, catalog.ActionVerify, body, &rep)
 }
 
-func (r *remote) GC(ctx context.Context, profile string, keep int, grace *time.Duration) (*store.RetentionReport, error) {
+func (r *remote) GC(ctx context.Context, profile string, keep int, grace *time.Duration) (*maint.RetentionReport, error) {
 	body := map[string]any{"path": profile, "keep": keep}
 	if grace != nil {
 		body["grace_s"] = grace.Seconds()
 	}
-	var rep store.RetentionReport
+	var rep maint.RetentionReport
 	return &rep, r.action1(ctx, catalog.ActionRemoveOldVersions, body, &rep)
 }
 
@@ -297,12 +298,12 @@ func (r *remote) Compact(ctx context.Context, profile string) (*store.CommitReco
 	return &rec, r.action1(ctx, catalog.ActionCompact, map[string]string{"path": profile}, &rec)
 }
 
-func (r *remote) Sweep(ctx context.Context, olderThan *time.Duration) (*store.SweepReport, error) {
+func (r *remote) Sweep(ctx context.Context, olderThan *time.Duration) (*maint.SweepReport, error) {
 	body := map[string]any{}
 	if olderThan != nil {
 		body["older_than_s"] = olderThan.Seconds()
 	}
-	var rep store.SweepReport
+	var rep maint.SweepReport
 	return &rep, r.action1(ctx, catalog.ActionSweep, body, &rep)
 }
 

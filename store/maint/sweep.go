@@ -1,0 +1,195 @@
+package maint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/fsys"
+)
+
+// SweepReport is the result of Sweep.
+type SweepReport struct {
+	// Removed are the removed files and directories, relative to the data
+	// directory ("sales/orders/v0/.3f…parquet.tmp").
+	Removed []string `json:"removed"`
+	// Skipped is what sweep found but would not remove: entries it cannot
+	// classify, symbolic links, and every profile whose commit log is not an
+	// intact chain. Each says why.
+	Skipped []Problem `json:"skipped,omitempty"`
+}
+
+// Sweep removes what killed writers left behind, in every profile, once it
+// is older than olderThan:
+//   - hidden temp files (*.tmp) not written to for olderThan;
+//   - data files Quiver wrote that no commit record lists (a put killed
+//     before its commit), judged by modification time, and only while no
+//     record lists them (checked again holding the profile's lock, so no
+//     commit can slip in between);
+//   - version directories a write abandoned before its commit, once their
+//     .version.json creation time and every file in them are older than
+//     olderThan, and pyrosome writes abandoned before their manifest move;
+//   - what is left of versions retention retired (their retire record is
+//     the mark), at any age.
+//
+// It never removes a committed file, a numbered file pyrosome's rule makes
+// visible, a claim marker, the commit log, a manifest or a lock, and never
+// anything it cannot classify (an unknown name, a symbolic link): those
+// are reported in Skipped. A profile whose commit log is not an intact
+// hash chain is left untouched and reported: its orphans might be files
+// whose records were deleted. olderThan 0 removes every temp at once and
+// is for a data directory nobody is writing to.
+func Sweep(ctx context.Context, st *store.Store, olderThan time.Duration) (*SweepReport, error) {
+	if olderThan < 0 {
+		return nil, fmt.Errorf("%w: negative sweep age %s", store.ErrInvalidArgument, olderThan)
+	}
+	rep := &SweepReport{Removed: []string{}}
+	cutoff := st.Now().Add(-olderThan)
+	err := st.ListProfiles(ctx, nil, func(ps store.ProfileSummary) error {
+		if ps.Err != nil {
+			rep.skip(ProblemUnknown, ps.Path(), "%v", ps.Err)
+			return nil
+		}
+		return sweepProfile(ctx, st, ps.Keys, olderThan, cutoff, rep)
+	})
+	return rep, err
+}
+
+func (r *SweepReport) skip(kind, p, format string, args ...any) {
+	r.Skipped = append(r.Skipped, Problem{Kind: kind, Path: p, Detail: fmt.Sprintf(format, args...)})
+}
+
+func sweepProfile(ctx context.Context, st *store.Store, keys []string, olderThan time.Duration, cutoff time.Time, rep *SweepReport) error {
+	in, err := st.Inspect(ctx, keys)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	prof := in.Path()
+	if len(in.LogProblems) > 0 {
+		rep.skip(ProblemChain, prof, "the commit log is not an intact chain (%s); nothing in this profile is removed until it is resolved", in.LogProblems[0])
+		return nil
+	}
+	f := st.FS()
+	remove := func(name string, all bool) error {
+		var err error
+		if all {
+			err = f.DeleteAll(ctx, name)
+		} else {
+			err = f.Delete(ctx, name)
+		}
+		if err != nil && !errors.Is(err, fsys.ErrNotExist) {
+			if errors.Is(err, fsys.ErrUnsafePath) {
+				rep.skip(ProblemLink, name, "%v", err)
+				return nil
+			}
+			return fmt.Errorf("sweep %s: %w", name, err)
+		}
+		rep.Removed = append(rep.Removed, name)
+		st.Logger().Info().Str("path", name).Msg("swept")
+		return nil
+	}
+	skipAll := func(links, unknown []fsys.Entry) {
+		for _, e := range links {
+			rep.skip(ProblemLink, e.Name, "a symbolic link; never followed or removed by sweep")
+		}
+		for _, e := range unknown {
+			rep.skip(ProblemUnknown, e.Name, "not a name the storage layout defines; left alone")
+		}
+	}
+	sweepTemps := func(temps []fsys.Entry) error {
+		for _, e := range temps {
+			if e.ModTime.Before(cutoff) {
+				if err := remove(e.Name, e.Dir); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	skipAll(in.Links, in.Unknown)
+	if err := sweepTemps(in.Temps); err != nil {
+		return err
+	}
+	for _, e := range in.Discarded {
+		if err := remove(e.Name, true); err != nil {
+			return err
+		}
+	}
+	// What must be removed holding the lock: files and versions that a
+	// commit could still claim.
+	var orphans []string
+	var versions []int
+	for _, vs := range in.Versions {
+		vdir := path.Join(prof, store.VersionName(vs.Version))
+		skipAll(vs.Links, vs.Unknown)
+		switch {
+		case vs.Retired != nil:
+			if _, err := f.Stat(ctx, vdir); err == nil {
+				if err := remove(vdir, true); err != nil {
+					return err
+				}
+			}
+			continue
+		case !vs.Committed && vs.Version != in.Latest:
+			if age, ok := st.VersionAge(ctx, keys, vs.Version); ok && age > olderThan {
+				versions = append(versions, vs.Version)
+			}
+			continue
+		}
+		if err := sweepTemps(vs.Temps); err != nil {
+			return err
+		}
+		for _, e := range vs.Orphans {
+			if e.ModTime.Before(cutoff) {
+				orphans = append(orphans, e.Name)
+			}
+		}
+	}
+	if len(orphans)+len(versions) == 0 {
+		return nil
+	}
+	return st.WithLock(ctx, keys, func() error {
+		// Holding the lock, nothing commits: look again.
+		again, err := st.Inspect(ctx, keys)
+		if err != nil {
+			return err
+		}
+		if len(again.LogProblems) > 0 {
+			return nil
+		}
+		still := map[string]bool{}
+		uncommitted := map[int]bool{}
+		for _, vs := range again.Versions {
+			for _, e := range vs.Orphans {
+				still[e.Name] = true
+			}
+			if !vs.Committed && vs.Retired == nil && vs.Version != again.Latest {
+				uncommitted[vs.Version] = true
+			}
+		}
+		for _, name := range orphans {
+			if still[name] {
+				if err := remove(name, false); err != nil {
+					return err
+				}
+			}
+		}
+		for _, v := range versions {
+			if uncommitted[v] {
+				if err := remove(path.Join(prof, store.VersionName(v)), true); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+var _ = strings.HasPrefix
