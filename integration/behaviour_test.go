@@ -96,14 +96,19 @@ func TestErrorCodes(t *testing.T) {
 		t.Errorf("list-versions of a missing profile: %v", err)
 	}
 
-	// A held manifest lock: a write times out with Unavailable; break-lock
-	// frees it once its owner is provably gone.
+	// A held manifest lock: a write times out with Unavailable while its
+	// owner lives; break-lock refuses to break it; once its owner is
+	// provably gone, break-lock frees it, and a writer that meets such a
+	// lock takes it over by itself.
 	host, _ := os.Hostname()
-	lock, _ := json.Marshal(map[string]any{"host": host, "pid": 1 << 22, "time": time.Now().UTC()})
 	lockPath := filepath.Join(s.dataDir, "sales", "orders", "manifest.json.write_lock")
-	if err := os.WriteFile(lockPath, lock, 0o644); err != nil {
-		t.Fatal(err)
+	plant := func(pid int) {
+		lock, _ := json.Marshal(map[string]any{"host": host, "pid": pid, "time": time.Now().UTC()})
+		if err := os.WriteFile(lockPath, lock, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
+	plant(os.Getpid()) // this test process: alive
 	if _, err := put(ctx, c, cmdDesc(map[string]any{"path": "sales/orders", "mode": "write"}), b); code(err) != codes.Unavailable {
 		t.Errorf("write under a held lock: %v, want Unavailable", err)
 	}
@@ -112,9 +117,16 @@ func TestErrorCodes(t *testing.T) {
 		Reason string `json:"reason"`
 	}
 	mustAction(t, c, "break-lock", map[string]any{"path": "sales/orders"}, &bl)
+	if bl.Broken {
+		t.Fatalf("break-lock of a live owner's lock: %+v", bl)
+	}
+	plant(1 << 22) // no such process
+	mustAction(t, c, "break-lock", map[string]any{"path": "sales/orders"}, &bl)
 	if !bl.Broken {
 		t.Fatalf("break-lock of a dead owner's lock: %+v", bl)
 	}
+	mustPut(t, c, cmdDesc(map[string]any{"path": "sales/orders", "mode": "write"}), b)
+	plant(1 << 22)
 	mustPut(t, c, cmdDesc(map[string]any{"path": "sales/orders", "mode": "write"}), b)
 }
 
