@@ -11,16 +11,10 @@ import (
 	"github.com/quiverdb/quiver/store"
 )
 
-// versionsResult is the body of list-versions.
-type versionsResult struct {
-	Path     string                 `json:"path"`
-	Latest   string                 `json:"latest"`
-	Versions []store.VersionSummary `json:"versions"`
-}
-
 // DoAction runs an admin action (DESIGN.md §3.1). Every action answers one
 // Result with a JSON object, except lineage, which answers one Result per
-// commit record, oldest first.
+// commit record, oldest first. The objects are catalog's wire types, built
+// from the store's results by catalog's …From functions.
 func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoActionServer) error {
 	ctx := stream.Context()
 	ri := info(ctx)
@@ -56,10 +50,11 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 		if err != nil {
 			return fail(ctx, err)
 		}
-		if vs == nil {
-			vs = []store.VersionSummary{}
+		res := catalog.ListVersionsResultFrom(a.Keys, latest, vs)
+		if res.Versions == nil {
+			res.Versions = []catalog.VersionSummary{}
 		}
-		return send(versionsResult{Path: a.Path(), Latest: store.VersionName(latest), Versions: vs})
+		return send(res)
 	case catalog.ActionVerify:
 		rep, err := s.verify(ctx, a)
 		if err != nil {
@@ -67,11 +62,11 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 		}
 		s.metrics.verify(rep)
 		ri.rows.Store(int64(rep.CheckedFiles))
-		return send(rep)
+		return send(catalog.VerifyResultFrom(rep))
 	case catalog.ActionLineage:
 		err := s.st.Lineage(ctx, a.Keys, func(cr *store.CommitRecord) error {
 			ri.rows.Add(1)
-			if err := send(cr); err != nil {
+			if err := send(catalog.PutResultFrom(cr)); err != nil {
 				return err
 			}
 			return nil
@@ -93,7 +88,7 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 			rep.Removed = []string{}
 		}
 		s.opts.log.Info().Str("identity", IdentityFrom(ctx).Name).Str("profile", a.Path()).Strs("removed", rep.Removed).Msg("remove-old-versions")
-		return send(rep)
+		return send(catalog.RemoveOldVersionsResultFrom(rep))
 	case catalog.ActionSweep:
 		age := s.opts.sweepAge
 		if a.OlderThan != nil {
@@ -107,14 +102,14 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 			rep.Removed = []string{}
 		}
 		s.opts.log.Info().Str("identity", IdentityFrom(ctx).Name).Int("removed", len(rep.Removed)).Msg("sweep")
-		return send(rep)
+		return send(catalog.SweepResultFrom(rep))
 	case catalog.ActionBreakLock:
 		res, err := s.st.BreakLock(ctx, a.Keys)
 		if err != nil {
 			return fail(ctx, err)
 		}
 		s.opts.log.Warn().Str("identity", IdentityFrom(ctx).Name).Str("profile", a.Path()).Bool("broken", res.Broken).Str("reason", res.Reason).Msg("break-lock")
-		return send(res)
+		return send(catalog.BreakLockResultFrom(res))
 	case catalog.ActionCompact:
 		var writer string // who asked for it goes into the commit record
 		if id := IdentityFrom(ctx); id != nil {
@@ -126,7 +121,7 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 		}
 		s.metrics.commit("compact")
 		ri.rows.Store(cr.Rows)
-		return send(cr)
+		return send(catalog.PutResultFrom(cr))
 	}
 	return fail(ctx, fmt.Errorf("%w: %q", catalog.ErrUnknownAction, a.Type))
 }

@@ -27,11 +27,12 @@ const (
 	// DefaultMaxSendMsgSize is the size DoGet keeps each message under by
 	// slicing batches: grpc-go clients receive at most 4 MiB by default.
 	DefaultMaxSendMsgSize = 4 << 20
-	// DefaultGrace is how long remove-old-versions leaves a superseded
-	// version in place for readers holding tickets to it.
-	DefaultGrace = time.Hour
-	// DefaultSweepAge is the age after which sweep removes temps.
-	DefaultSweepAge = store.DefaultStaleAfter
+	// DefaultGrace is the default grace period of remove-old-versions:
+	// catalog.DefaultGrace, the wire contract's.
+	DefaultGrace = catalog.DefaultGrace
+	// DefaultSweepAge is the default age threshold of sweep:
+	// catalog.DefaultSweepAge.
+	DefaultSweepAge = catalog.DefaultSweepAge
 )
 
 // flightServiceName is the gRPC name of the Flight service, for health
