@@ -64,13 +64,18 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 		ri.rows.Store(int64(rep.CheckedFiles))
 		return send(catalog.VerifyResultFrom(rep))
 	case catalog.ActionLineage:
+		var sendErr error
 		err := s.st.Lineage(ctx, a.Keys, func(cr *store.CommitRecord) error {
 			ri.rows.Add(1)
-			if err := send(catalog.PutResultFrom(cr)); err != nil {
-				return err
-			}
-			return nil
+			sendErr = send(catalog.PutResultFrom(cr))
+			return sendErr
 		})
+		if sendErr != nil {
+			// Already a status, its cause recorded by send (recording a
+			// second cause of another type would panic the atomic.Value).
+			// A client that stops reading ends here.
+			return sendErr
+		}
 		if err != nil {
 			return fail(ctx, err)
 		}
