@@ -310,7 +310,10 @@ func TestErrorCodes(t *testing.T) {
 		{"read missing version", func() error { _, err := c.Read(ctx, client.ReadRequest{Path: "a/b", Version: "v9"}); return err }, codes.NotFound, "v9"},
 		{"read bad version", func() error { _, err := c.Read(ctx, client.ReadRequest{Path: "a/b", Version: "x"}); return err }, codes.InvalidArgument, "version"},
 		{"read bad key", func() error { _, err := c.Read(ctx, client.ReadRequest{Path: "../etc"}); return err }, codes.InvalidArgument, ""},
-		{"read unknown column", func() error { _, err := c.Read(ctx, client.ReadRequest{Path: "a/b", Columns: []string{"nope"}}); return err }, codes.InvalidArgument, "nope"},
+		{"read unknown column", func() error {
+			_, err := c.Read(ctx, client.ReadRequest{Path: "a/b", Columns: []string{"nope"}})
+			return err
+		}, codes.InvalidArgument, "nope"},
 		{"plan missing", func() error { _, err := c.Plan(ctx, client.ReadRequest{Path: "no/such"}); return err }, codes.NotFound, ""},
 		{"schema missing", func() error { _, err := c.Schema(ctx, client.ReadRequest{Path: "no/such"}); return err }, codes.NotFound, ""},
 		{"put bad key", func() error {

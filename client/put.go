@@ -257,7 +257,6 @@ func (g *guardedReader) Next() bool {
 
 func (g *guardedReader) Release() {}
 
-
 // sameTypes checks that a batch's columns can be sent under the stream's
 // schema: the same number of columns, each of the same type.
 func sameTypes(schema, got *arrow.Schema) error {
