@@ -209,7 +209,10 @@ func ParseAddress(addr string) (target string, useTLS bool, err error) {
 	}
 	s = strings.TrimSuffix(s, "/")
 	if s == "" {
-		return "", false, fmt.Errorf("%w: empty", ErrInvalidAddress)
+		return "", false, ErrEmptyAddress
+	}
+	if strings.Contains(s, "://") {
+		return "", false, fmt.Errorf("%w %q: want host:port, grpc://host:port or grpc+tls://host:port", ErrInvalidAddress, addr)
 	}
 	return s, useTLS, nil
 }

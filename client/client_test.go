@@ -696,6 +696,7 @@ func TestConnectRefusesBadOptions(t *testing.T) {
 		{"scheme", "http://localhost:1", nil, client.ErrInvalidAddress},
 		{"empty", " ", nil, client.ErrInvalidAddress},
 		{"empty after scheme", "grpc://", nil, client.ErrInvalidAddress},
+		{"two schemes", "grpc://x://y", nil, client.ErrInvalidAddress},
 		{"missing CA file", "localhost:1", []client.Option{client.WithCAFile(p.caFile + ".nope")}, client.ErrInvalidOption},
 		{"CA file without PEM", "localhost:1", []client.Option{client.WithCAFile(p.cliKey)}, client.ErrInvalidOption},
 		{"cert without key", "localhost:1", []client.Option{client.WithClientCertFiles(p.cliCert, "")}, client.ErrInvalidOption},
@@ -731,4 +732,67 @@ func TestParseAddress(t *testing.T) {
 			t.Errorf("ParseAddress(%q) = %q, %v, %v", tc.in, target, useTLS, err)
 		}
 	}
+}
+
+// A plan whose version was removed fails on read with NotFound, from
+// ReadParallel's Err and from ReadEndpoint, as the server said it.
+func TestReadOfRemovedVersion(t *testing.T) {
+	s := startServer(t, flightserver.WithEndpointBytes(1))
+	c := connect(t, s.addr)
+	ctx := ctxT(t)
+	for i := int64(0); i < 3; i++ {
+		if _, err := c.Put(ctx, "a/b", reader(t, batch(i, 1)), client.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := c.Plan(ctx, client.ReadRequest{Path: "a/b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, "a/b", reader(t, batch(9, 1)), client.PutOptions{Mode: catalog.ModeWrite}); err != nil {
+		t.Fatal(err)
+	}
+	zero := time.Duration(0)
+	if res, err := c.RemoveOldVersions(ctx, client.RemoveOldVersionsRequest{Path: "a/b", Keep: 1, Grace: &zero}); err != nil || len(res.Removed) != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	rdr, err := c.ReadParallel(ctx, p, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rdr.Next() {
+		t.Error("a batch of a removed version")
+	}
+	if status.Code(rdr.Err()) != codes.NotFound {
+		t.Errorf("ReadParallel: %v", rdr.Err())
+	}
+	rdr.Release()
+	rdr, err = c.ReadEndpoint(ctx, p.Endpoints[0])
+	if err == nil {
+		for rdr.Next() {
+		}
+		err = rdr.Err()
+		rdr.Release()
+	}
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("ReadEndpoint: %v", err)
+	}
+}
+
+func FuzzParseAddress(f *testing.F) {
+	for _, s := range []string{"localhost:8815", "grpc+tls://h:1/", "grpc://", "http://x", " ", "grpc://x://y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, addr string) {
+		target, _, err := client.ParseAddress(addr)
+		if err != nil {
+			if !errors.Is(err, client.ErrInvalidAddress) {
+				t.Fatalf("%q: %v", addr, err)
+			}
+			return
+		}
+		if target == "" || strings.Contains(target, "://") {
+			t.Fatalf("%q: target %q", addr, target)
+		}
+	})
 }

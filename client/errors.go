@@ -1,10 +1,16 @@
 package client
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // ErrInvalidAddress is returned by Connect for an address that is not
 // host:port, grpc://host:port or grpc+tls://host:port.
 var ErrInvalidAddress = errors.New("client: invalid address")
+
+// ErrEmptyAddress is the ErrInvalidAddress of an address with no host.
+var ErrEmptyAddress = fmt.Errorf("%w: empty", ErrInvalidAddress)
 
 // ErrInvalidOption is returned by Connect for options that contradict each
 // other or name files that cannot be used.
