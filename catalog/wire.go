@@ -33,8 +33,10 @@ const (
 // Data file formats ("format" of a CMD descriptor, a commit record and a
 // version summary).
 const (
+	// FormatParquet is the default: Parquet files.
 	FormatParquet = "parquet"
-	FormatCSV     = "csv"
+	// FormatCSV stores CSV files (pyrosome's other format).
+	FormatCSV = "csv"
 )
 
 // Kinds of problem the verify action reports (Problem.Kind). Clients match
@@ -99,6 +101,7 @@ type PutCommand struct {
 // PathBody is the body of the actions that take only a profile:
 // list-versions, lineage, break-lock and compact.
 type PathBody struct {
+	// Path is the profile, "sales/orders".
 	Path string `json:"path"`
 }
 

@@ -27,6 +27,7 @@ type ReaderError struct {
 	Err error
 }
 
+// Error is the reader's message, unchanged.
 func (e *ReaderError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the reader's error.
