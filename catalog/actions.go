@@ -149,7 +149,7 @@ func ParseAction(typ string, body []byte) (*Action, error) {
 		a.Seed = *w.Seed
 	}
 	if typ == ActionRemoveOldVersions {
-		a.Keep = 1
+		a.Keep = DefaultKeep
 		if w.Keep != nil {
 			if *w.Keep < 1 {
 				return nil, fmt.Errorf("%w: keep must be at least 1 (the latest version is never removed)", ErrInvalid)

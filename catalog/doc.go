@@ -11,6 +11,26 @@
 // read subset of that JSON, or a bare UTF-8 path; a ticket that begins with
 // "{" must be JSON.
 //
+// # Wire types
+//
+// catalog declares every JSON body and result of the wire contract
+// (DESIGN.md §3.1, docs/protocol.md) and its defaults: what a client sends
+// (ReadCommand, PutCommand, PathBody, VerifyBody, RemoveOldVersionsBody,
+// SweepBody) and what the server answers (PutResult, LineageRecord,
+// CompactResult, ListVersionsResult, VerifyResult, RemoveOldVersionsResult,
+// SweepResult, BreakLockResult). The server builds results from the
+// store's with the …From functions, so the store's types are not the wire's.
+//
+// # Compatibility
+//
+// Requests are parsed strictly: a field the server does not know is
+// InvalidArgument, so a typo never widens a read or an admin action.
+// Results are the other way round: the server only ever adds fields to a
+// result (PutResult's "seq" and "prev" are the next), never removes,
+// renames or retypes one, and clients decode results leniently
+// (encoding/json's default ignores unknown fields). A newer server thus
+// works with an older client.
+//
 // # Planning
 //
 // Plan resolves a read to one snapshot of the store (one version, the exact

@@ -73,7 +73,6 @@ func (r *Request) ReadOptions() store.ReadOptions {
 	}
 }
 
-// PutOptions converts the put fields for store.Put.
 // CheckPut refuses read fields in a put's descriptor: a put cannot name a
 // version (appends always go to the latest; mode "write" makes a new one),
 // nor a partition filter, columns or files.
@@ -97,6 +96,7 @@ func (r *Request) CheckPut() error {
 	return nil
 }
 
+// PutOptions converts the put fields for store.Put.
 func (r *Request) PutOptions() store.PutOptions {
 	return store.PutOptions{
 		Mode:          r.Mode,

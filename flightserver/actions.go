@@ -12,16 +12,10 @@ import (
 	"github.com/quiverdb/quiver/store/maint"
 )
 
-// versionsResult is the body of list-versions.
-type versionsResult struct {
-	Path     string                 `json:"path"`
-	Latest   string                 `json:"latest"`
-	Versions []store.VersionSummary `json:"versions"`
-}
-
 // DoAction runs an admin action (DESIGN.md §3.1). Every action answers one
 // Result with a JSON object, except lineage, which answers one Result per
-// commit record, oldest first.
+// commit record, oldest first. The objects are catalog's wire types, built
+// from the store's results by catalog's …From functions.
 func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoActionServer) error {
 	ctx := stream.Context()
 	ri := info(ctx)
@@ -57,10 +51,11 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 		if err != nil {
 			return fail(ctx, err)
 		}
-		if vs == nil {
-			vs = []store.VersionSummary{}
+		res := catalog.ListVersionsResultFrom(a.Keys, latest, vs)
+		if res.Versions == nil {
+			res.Versions = []catalog.VersionSummary{}
 		}
-		return send(versionsResult{Path: a.Path(), Latest: store.VersionName(latest), Versions: vs})
+		return send(res)
 	case catalog.ActionVerify:
 		rep, err := s.verify(ctx, a)
 		if err != nil {
@@ -68,15 +63,26 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 		}
 		s.metrics.verify(rep)
 		ri.rows.Store(int64(rep.CheckedFiles))
-		return send(rep)
+		return send(catalog.VerifyResultFrom(rep))
 	case catalog.ActionLineage:
+		var sendErr error
 		err := s.st.Lineage(ctx, a.Keys, func(cr *store.CommitRecord) error {
 			ri.rows.Add(1)
-			if err := send(cr); err != nil {
-				return err
+			if line := cr.Line(); line != nil {
+				// The record exactly as stored: its hash and signature
+				// can be checked from the result alone.
+				sendErr = send(json.RawMessage(line))
+			} else {
+				sendErr = send(catalog.PutResultFrom(cr))
 			}
-			return nil
+			return sendErr
 		})
+		if sendErr != nil {
+			// Already a status, its cause recorded by send (recording a
+			// second cause of another type would panic the atomic.Value).
+			// A client that stops reading ends here.
+			return sendErr
+		}
 		if err != nil {
 			return fail(ctx, err)
 		}
@@ -86,7 +92,7 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 		if a.Grace != nil {
 			grace = *a.Grace
 		}
-		rep, err := maint.RemoveOldVersions(ctx, s.st, a.Keys, a.Keep, grace, IdentityFrom(ctx).Name)
+		rep, err := maint.RemoveOldVersions(ctx, s.st, a.Keys, a.Keep, grace, identityName(ctx))
 		if err != nil {
 			return s.failed(ctx, err)
 		}
@@ -94,7 +100,7 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 			rep.Removed = []string{}
 		}
 		s.opts.log.Info().Str("identity", IdentityFrom(ctx).Name).Str("profile", a.Path()).Strs("removed", rep.Removed).Msg("remove-old-versions")
-		return send(rep)
+		return send(catalog.RemoveOldVersionsResultFrom(rep))
 	case catalog.ActionSweep:
 		age := s.opts.sweepAge
 		if a.OlderThan != nil {
@@ -108,14 +114,14 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 			rep.Removed = []string{}
 		}
 		s.opts.log.Info().Str("identity", IdentityFrom(ctx).Name).Int("removed", len(rep.Removed)).Msg("sweep")
-		return send(rep)
+		return send(catalog.SweepResultFrom(rep))
 	case catalog.ActionBreakLock:
 		res, err := s.st.BreakLock(ctx, a.Keys)
 		if err != nil {
 			return fail(ctx, err)
 		}
 		s.opts.log.Warn().Str("identity", IdentityFrom(ctx).Name).Str("profile", a.Path()).Bool("broken", res.Broken).Str("reason", res.Reason).Msg("break-lock")
-		return send(res)
+		return send(catalog.BreakLockResultFrom(res))
 	case catalog.ActionCompact:
 		var writer string // who asked for it goes into the commit record
 		if id := IdentityFrom(ctx); id != nil {
@@ -127,7 +133,7 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 		}
 		s.metrics.commit("compact")
 		ri.rows.Store(cr.Rows)
-		return send(cr)
+		return send(catalog.PutResultFrom(cr))
 	}
 	return fail(ctx, fmt.Errorf("%w: %q", catalog.ErrUnknownAction, a.Type))
 }
@@ -167,4 +173,13 @@ func (s *Server) verify(ctx context.Context, a *catalog.Action) (*maint.VerifyRe
 		all.Problems = append(all.Problems, rep.Problems...)
 	}
 	return all, nil
+}
+
+// identityName is who made the request, for commit records ("" when
+// anonymous: the store's own writer identity is used).
+func identityName(ctx context.Context) string {
+	if id := IdentityFrom(ctx); id != nil {
+		return id.Name
+	}
+	return ""
 }

@@ -78,9 +78,13 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 		// The log counts what this stream carried; nothing was written.
 		s.opts.log.Info().Str("profile", req.Path()).Str("request_id", cr.RequestID).Msg("put replayed from request id")
 	}
-	b, err := json.Marshal(cr)
+	// The commit record exactly as the log stores it.
+	b, err := []byte(cr.Line()), error(nil)
+	if b == nil {
+		b, err = json.Marshal(catalog.PutResultFrom(cr))
+	}
 	if err != nil {
-		return fail(ctx, fmt.Errorf("encode commit record: %w", err))
+		return fail(ctx, fmt.Errorf("encode put result: %w", err))
 	}
 	if err := stream.Send(&flight.PutResult{AppMetadata: b}); err != nil {
 		return fail(ctx, fmt.Errorf("send put result: %w", err))

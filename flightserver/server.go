@@ -16,7 +16,6 @@ import (
 
 	"github.com/quiverdb/quiver/catalog"
 	"github.com/quiverdb/quiver/store"
-	"github.com/quiverdb/quiver/store/maint"
 )
 
 // Defaults of the limits; each has an Option.
@@ -28,11 +27,12 @@ const (
 	// DefaultMaxSendMsgSize is the size DoGet keeps each message under by
 	// slicing batches: grpc-go clients receive at most 4 MiB by default.
 	DefaultMaxSendMsgSize = 4 << 20
-	// DefaultGrace is how long remove-old-versions leaves a superseded
-	// version in place for readers holding tickets to it.
-	DefaultGrace = time.Hour
-	// DefaultSweepAge is the age after which sweep removes temps.
-	DefaultSweepAge = maint.DefaultStaleAfter
+	// DefaultGrace is the default grace period of remove-old-versions:
+	// catalog.DefaultGrace, the wire contract's.
+	DefaultGrace = catalog.DefaultGrace
+	// DefaultSweepAge is the default age threshold of sweep:
+	// catalog.DefaultSweepAge.
+	DefaultSweepAge = catalog.DefaultSweepAge
 )
 
 // flightServiceName is the gRPC name of the Flight service, for health

@@ -56,7 +56,7 @@ type CommitRecord struct {
 	Version       string          `json:"version"`
 	Index         int             `json:"index"`
 	Mode          Mode            `json:"mode"`
-	Format        Format          `json:"format,omitempty"`
+	Format        Format          `json:"format"`
 	Rows          int64           `json:"rows"`
 	SchemaVersion string          `json:"schema_version,omitempty"`
 	Files         []FileRecord    `json:"files"`

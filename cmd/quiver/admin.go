@@ -11,7 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/quiverdb/quiver/store/maint"
+	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/client"
 )
 
 // adminFlags are the flags of every admin subcommand: a server to ask, or
@@ -50,11 +51,11 @@ func adminCommand(stderr io.Writer, cmd *cobra.Command, withJSON bool, run func(
 			}
 			a = o
 		} else {
-			cl, err := f.conn.dial()
+			cl, err := f.conn.connect(ctx)
 			if err != nil {
 				return err
 			}
-			a = &remote{cl: cl}
+			a = &remote{c: cl}
 		}
 		err := run(ctx, a, &f, args)
 		if cerr := a.Close(); err == nil {
@@ -264,9 +265,9 @@ unrecorded files, stale temps and stale locks. Exits 0 when the store is
 clean, 1 when anything is wrong.`,
 		Args: cobra.MaximumNArgs(1),
 	}, true, func(ctx context.Context, a admin, f *adminFlags, args []string) error {
-		req := verifyRequest{sample: sample, seed: seed}
+		req := client.VerifyRequest{Sample: sample, Seed: seed}
 		if len(args) == 1 {
-			req.prefix = args[0]
+			req.Prefix = args[0]
 		}
 		rep, err := a.Verify(ctx, req)
 		if err != nil {
@@ -293,7 +294,7 @@ clean, 1 when anything is wrong.`,
 	return cmd
 }
 
-func printVerify(w io.Writer, rep *maint.VerifyReport) error {
+func printVerify(w io.Writer, rep *catalog.VerifyResult) error {
 	if len(rep.Problems) == 0 {
 		_, err := fmt.Fprintf(w, "ok: %s files checked, no problems\n", groupDigits(int64(rep.CheckedFiles)))
 		return err
@@ -307,12 +308,12 @@ func printVerify(w io.Writer, rep *maint.VerifyReport) error {
 		return err
 	}
 	kinds := map[string]string{
-		"mutated":    "a committed file's bytes changed: restore it from a backup",
-		"missing":    "a committed file is gone: restore it from a backup",
-		"orphan":     "a file no commit lists (an interrupted put): `quiver sweep` removes it once stale",
-		"unrecorded": "a file with no commit record (written by pyrosome or by hand): readers see it",
-		"stale_temp": "a temp file a killed writer left: `quiver sweep` removes it",
-		"stale_lock": "a lock whose owner is gone: `quiver break-lock PROFILE`",
+		catalog.ProblemMutated:    "a committed file's bytes changed: restore it from a backup",
+		catalog.ProblemMissing:    "a committed file is gone: restore it from a backup",
+		catalog.ProblemOrphan:     "a file no commit lists (an interrupted put): `quiver sweep` removes it once stale",
+		catalog.ProblemUnrecorded: "a file with no commit record (written by pyrosome or by hand): readers see it",
+		catalog.ProblemStaleTemp:  "a temp file a killed writer left: `quiver sweep` removes it",
+		catalog.ProblemStaleLock:  "a lock whose owner is gone: `quiver break-lock PROFILE`",
 	}
 	seen := map[string]bool{}
 	for _, p := range rep.Problems {
@@ -358,7 +359,7 @@ period, 1h; 0 removes at once).`,
 		return nil
 	})
 	cmd.Flags().IntVar(&keep, "keep", 1, "newest versions to keep (>= 1)")
-	cmd.Flags().DurationVar(&grace, "grace", time.Hour, "keep versions superseded less than this long ago (default: the server's)")
+	cmd.Flags().DurationVar(&grace, "grace", catalog.DefaultGrace, "keep versions superseded less than this long ago (default: the server's)")
 	return cmd
 }
 
@@ -418,7 +419,7 @@ directories and abandoned version directories once they are older than
 		}
 		return nil
 	})
-	cmd.Flags().DurationVar(&older, "older-than", time.Hour, "only what is older than this")
+	cmd.Flags().DurationVar(&older, "older-than", catalog.DefaultSweepAge, "only what is older than this")
 	return cmd
 }
 

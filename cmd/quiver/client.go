@@ -11,23 +11,16 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/quiverdb/quiver/client"
 )
 
 // defaultServer is where client subcommands connect unless told otherwise;
 // it is `quiver serve`'s default address.
 const defaultServer = "localhost:8815"
-
-// clientMaxRecvMsgSize is how large one message from the server may be.
-// The server slices DoGet batches to 4 MiB by default, but an operator may
-// raise --max-send-msg-size; a client should not be the one to fail.
-const clientMaxRecvMsgSize = 256 << 20
 
 // connFlags are the flags every subcommand that talks to a server takes.
 type connFlags struct {
@@ -59,95 +52,45 @@ func (c *connFlags) tokenValue() string {
 	return os.Getenv("QUIVER_TOKEN")
 }
 
-// target splits --server into a gRPC target and whether TLS was asked for
-// by its scheme.
-func (c *connFlags) target() (string, bool, error) {
-	s := strings.TrimSpace(c.server)
-	useTLS := false
-	switch {
-	case strings.HasPrefix(s, "grpc+tls://"):
-		s, useTLS = strings.TrimPrefix(s, "grpc+tls://"), true
-	case strings.HasPrefix(s, "grpc+tcp://"):
-		s = strings.TrimPrefix(s, "grpc+tcp://")
-	case strings.HasPrefix(s, "grpc://"):
-		s = strings.TrimPrefix(s, "grpc://")
-	case strings.Contains(s, "://"):
-		return "", false, fmt.Errorf("--server %q: want host:port, grpc://host:port or grpc+tls://host:port", c.server)
+// connect makes the client the flags describe. Flag errors name the flag;
+// the connection itself is made lazily (an unreachable server shows up as
+// Unavailable on the first call).
+func (c *connFlags) connect(ctx context.Context) (*client.Client, error) {
+	if _, _, err := client.ParseAddress(c.server); err != nil {
+		if errors.Is(err, client.ErrEmptyAddress) {
+			return nil, errors.New("--server is empty")
+		}
+		return nil, fmt.Errorf("--server %q: want host:port, grpc://host:port or grpc+tls://host:port", c.server)
 	}
-	s = strings.TrimSuffix(s, "/")
-	if s == "" {
-		return "", false, errors.New("--server is empty")
+	opts := []client.Option{client.WithMaxBatchBytes(maxSendBatch)}
+	if tok := c.tokenValue(); tok != "" {
+		opts = append(opts, client.WithToken(tok))
 	}
-	return s, useTLS, nil
-}
-
-// transport builds the transport credentials: TLS when any TLS flag or the
-// grpc+tls scheme asks for it, plaintext otherwise.
-func (c *connFlags) transport(useTLS bool) (credentials.TransportCredentials, bool, error) {
-	if !useTLS && c.tlsCA == "" && c.tlsCert == "" && c.tlsKey == "" && !c.insecureSkipVerify {
-		return insecure.NewCredentials(), false, nil
+	if c.insecureSkipVerify {
+		opts = append(opts, client.WithInsecureSkipVerify())
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.insecureSkipVerify} //nolint:gosec // only when asked for
 	if c.tlsCA != "" {
 		pem, err := os.ReadFile(c.tlsCA)
 		if err != nil {
-			return nil, false, fmt.Errorf("--tls-ca: %w", err)
+			return nil, fmt.Errorf("--tls-ca: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, false, fmt.Errorf("--tls-ca %s: no PEM certificate in it", c.tlsCA)
+			return nil, fmt.Errorf("--tls-ca %s: no PEM certificate in it", c.tlsCA)
 		}
-		cfg.RootCAs = pool
+		opts = append(opts, client.WithCAPool(pool))
 	}
 	if (c.tlsCert == "") != (c.tlsKey == "") {
-		return nil, false, errors.New("--tls-cert and --tls-key go together")
+		return nil, errors.New("--tls-cert and --tls-key go together")
 	}
 	if c.tlsCert != "" {
 		cert, err := tls.LoadX509KeyPair(c.tlsCert, c.tlsKey)
 		if err != nil {
-			return nil, false, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 		}
-		cfg.Certificates = []tls.Certificate{cert}
+		opts = append(opts, client.WithClientCertificate(cert))
 	}
-	return credentials.NewTLS(cfg), true, nil
-}
-
-// bearer sends the token with every RPC.
-type bearer struct {
-	token string
-}
-
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + b.token}, nil
-}
-
-// RequireTransportSecurity is false so that a token also works against a
-// plaintext server on loopback (the server decides whether it accepts that).
-func (b bearer) RequireTransportSecurity() bool { return false }
-
-// dial connects a Flight client. grpc.NewClient connects lazily: an
-// unreachable server shows up as Unavailable on the first RPC.
-func (c *connFlags) dial() (flight.Client, error) {
-	target, useTLS, err := c.target()
-	if err != nil {
-		return nil, err
-	}
-	creds, _, err := c.transport(useTLS)
-	if err != nil {
-		return nil, err
-	}
-	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(clientMaxRecvMsgSize)),
-	}
-	if tok := c.tokenValue(); tok != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: tok}))
-	}
-	cl, err := flight.NewClientWithMiddleware(target, nil, nil, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", target, err)
-	}
-	return cl, nil
+	return client.Connect(ctx, c.server, opts...)
 }
 
 // clientError turns an error into the one line a person should read: for a

@@ -2,25 +2,24 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	arrowcsv "github.com/apache/arrow-go/v18/arrow/csv"
-	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/spf13/cobra"
+
+	"github.com/quiverdb/quiver/client"
 )
 
 // Output formats of `quiver get`.
@@ -42,14 +41,6 @@ type getFlags struct {
 	progress progressMode
 	rows     int
 	parallel int
-}
-
-// readDescriptor is the CMD descriptor of a read (DESIGN.md §3.1).
-type readDescriptor struct {
-	Path      string         `json:"path"`
-	Version   any            `json:"version,omitempty"`
-	Partition map[string]any `json:"partition,omitempty"`
-	Columns   []string       `json:"columns,omitempty"`
 }
 
 func newGet(stdout, stderr io.Writer) *cobra.Command {
@@ -141,21 +132,34 @@ func parseWhere(where []string) (map[string]any, error) {
 	return out, nil
 }
 
-func (g *getFlags) descriptor(profile string) ([]byte, error) {
-	d := readDescriptor{Path: profile}
-	var err error
-	if d.Version, err = parseVersion(g.version); err != nil {
-		return nil, err
+func (g *getFlags) request(profile string) (client.ReadRequest, error) {
+	r := client.ReadRequest{Path: profile}
+	v, err := parseVersion(g.version)
+	if err != nil {
+		return r, err
 	}
-	if d.Partition, err = parseWhere(g.where); err != nil {
-		return nil, err
+	r.Version, _ = v.(string)
+	where, err := parseWhere(g.where)
+	if err != nil {
+		return r, err
+	}
+	for col, vals := range where {
+		if r.Partition == nil {
+			r.Partition = map[string][]string{}
+		}
+		switch vs := vals.(type) {
+		case string:
+			r.Partition[col] = []string{vs}
+		case []string:
+			r.Partition[col] = vs
+		}
 	}
 	for _, c := range g.columns {
 		if c = strings.TrimSpace(c); c != "" {
-			d.Columns = append(d.Columns, c)
+			r.Columns = append(r.Columns, c)
 		}
 	}
-	return json.Marshal(d)
+	return r, nil
 }
 
 // outputFormat picks the format: --format, else the extension of -o,
@@ -191,7 +195,7 @@ func (g *getFlags) outputFormat(stdout io.Writer) (string, error) {
 }
 
 func runGet(ctx context.Context, g *getFlags, profile string, stdout, stderr io.Writer) error {
-	cmdBytes, err := g.descriptor(profile)
+	req, err := g.request(profile)
 	if err != nil {
 		return err
 	}
@@ -202,7 +206,7 @@ func runGet(ctx context.Context, g *getFlags, profile string, stdout, stderr io.
 	if g.parallel < 1 {
 		return errors.New("--parallel must be at least 1")
 	}
-	cl, err := g.conn.dial()
+	cl, err := g.conn.connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -211,18 +215,15 @@ func runGet(ctx context.Context, g *getFlags, profile string, stdout, stderr io.
 	defer cancel()
 
 	mem := memory.DefaultAllocator
-	info, err := cl.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: cmdBytes})
+	plan, err := cl.Plan(ctx, req)
 	if err != nil {
 		return err
 	}
-	schema, err := flight.DeserializeSchema(info.Schema, mem)
-	if err != nil {
-		return fmt.Errorf("the server's schema: %w", err)
-	}
+	schema := plan.Schema
 
 	if format == outTable {
 		fr := newFrame(schema, g.rows)
-		err := fetch(ctx, cl, info.Endpoint, g.parallel, nil, func(rec arrow.RecordBatch) error {
+		err := fetch(ctx, cl, plan, g.parallel, nil, func(rec arrow.RecordBatch) error {
 			fr.add(rec)
 			if fr.full() {
 				return errEnough
@@ -232,7 +233,7 @@ func runGet(ctx context.Context, g *getFlags, profile string, stdout, stderr io.
 		if err != nil && !errors.Is(err, errEnough) {
 			return err
 		}
-		return fr.write(stdout, info.TotalRecords, colorOK(stdout))
+		return fr.write(stdout, plan.TotalRecords, colorOK(stdout))
 	}
 
 	// A file appears whole or not at all: write a hidden temp beside it,
@@ -259,8 +260,8 @@ func runGet(ctx context.Context, g *getFlags, profile string, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	prog := newProgress(stderr, g.progress, info.TotalRecords, false, "get "+profile)
-	err = fetch(ctx, cl, info.Endpoint, g.parallel, prog, sk.write)
+	prog := newProgress(stderr, g.progress, plan.TotalRecords, false, "get "+profile)
+	err = fetch(ctx, cl, plan, g.parallel, prog, sk.write)
 	prog.finish()
 	if cerr := sk.close(); err == nil {
 		err = cerr
@@ -283,7 +284,7 @@ func runGet(ctx context.Context, g *getFlags, profile string, stdout, stderr io.
 			_ = os.Remove(name)
 			return err
 		}
-		fmt.Fprintf(stderr, "wrote %s rows to %s\n", groupDigits(info.TotalRecords), g.output)
+		fmt.Fprintf(stderr, "wrote %s rows to %s\n", groupDigits(plan.TotalRecords), g.output)
 	}
 	return nil
 }
@@ -291,90 +292,21 @@ func runGet(ctx context.Context, g *getFlags, profile string, stdout, stderr io.
 // errEnough stops a fetch early (the table has its rows).
 var errEnough = errors.New("enough rows")
 
-// fetch reads every endpoint's ticket, up to parallel at once, and hands
-// the batches to fn in endpoint order. Each endpoint buffers a few batches
-// ahead; a slow consumer holds the fetchers back rather than memory growing.
-// fn must not keep a batch beyond its call without retaining it.
-func fetch(ctx context.Context, cl flight.Client, eps []*flight.FlightEndpoint, parallel int, prog *progress, fn func(arrow.RecordBatch) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type part struct {
-		recs chan arrow.RecordBatch
-		err  error // set before recs is closed
-	}
-	parts := make([]*part, len(eps))
-	for i := range parts {
-		parts[i] = &part{recs: make(chan arrow.RecordBatch, 8)}
-	}
-	sem := make(chan struct{}, parallel)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		// Start fetchers in endpoint order so the one being written is
-		// always running: no deadlock however slow the writer is.
-		for i, ep := range eps {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				for _, p := range parts[i:] {
-					p.err = ctx.Err()
-					close(p.recs)
-				}
-				return
-			}
-			wg.Add(1)
-			go func(p *part, ep *flight.FlightEndpoint) {
-				defer wg.Done()
-				defer func() { <-sem }()
-				defer close(p.recs)
-				p.err = fetchOne(ctx, cl, ep, p.recs)
-			}(parts[i], ep)
-		}
-	}()
-	defer func() {
-		cancel()
-		for _, p := range parts { // release what is still buffered
-			for r := range p.recs {
-				r.Release()
-			}
-		}
-		wg.Wait()
-	}()
-	for _, p := range parts {
-		for rec := range p.recs {
-			err := fn(rec)
-			prog.add(rec.NumRows())
-			rec.Release()
-			if err != nil {
-				return err
-			}
-		}
-		if p.err != nil {
-			return p.err
-		}
-	}
-	return nil
-}
-
-func fetchOne(ctx context.Context, cl flight.Client, ep *flight.FlightEndpoint, out chan<- arrow.RecordBatch) error {
-	stream, err := cl.DoGet(ctx, ep.Ticket)
-	if err != nil {
-		return err
-	}
-	rdr, err := flight.NewRecordReader(stream)
+// fetch reads the plan's endpoints, up to parallel at once, and hands the
+// batches to fn in endpoint order. fn must not keep a batch beyond its call
+// without retaining it.
+func fetch(ctx context.Context, cl *client.Client, plan *client.Plan, parallel int, prog *progress, fn func(arrow.RecordBatch) error) error {
+	rdr, err := cl.ReadParallel(ctx, plan, parallel)
 	if err != nil {
 		return err
 	}
 	defer rdr.Release()
 	for rdr.Next() {
 		rec := rdr.RecordBatch()
-		rec.Retain()
-		select {
-		case out <- rec:
-		case <-ctx.Done():
-			rec.Release()
-			return ctx.Err()
+		err := fn(rec)
+		prog.add(rec.NumRows())
+		if err != nil {
+			return err
 		}
 	}
 	return rdr.Err()

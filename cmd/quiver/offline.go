@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,28 +9,13 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/flight"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/rs/zerolog"
 
 	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/client"
 	"github.com/quiverdb/quiver/store"
 	"github.com/quiverdb/quiver/store/maint"
 )
-
-// versionsResult is the body of list-versions (DESIGN.md §3.1).
-type versionsResult struct {
-	Path     string                 `json:"path"`
-	Latest   string                 `json:"latest"`
-	Versions []store.VersionSummary `json:"versions"`
-}
-
-// verifyRequest is what `quiver verify` asks for.
-type verifyRequest struct {
-	prefix string
-	sample float64
-	seed   int64
-}
 
 // admin is what the admin subcommands need, from a server (Flight actions)
 // or straight from a data dir (the store) when the server is down. Every
@@ -39,17 +23,17 @@ type verifyRequest struct {
 type admin interface {
 	// Profiles lists the profiles under a key prefix ("" for all).
 	Profiles(ctx context.Context, prefix string) ([]string, error)
-	Versions(ctx context.Context, profile string) (*versionsResult, error)
+	Versions(ctx context.Context, profile string) (*catalog.ListVersionsResult, error)
 	Schema(ctx context.Context, profile, version string) (*arrow.Schema, error)
 	// Lineage writes the commit records as NDJSON, oldest first.
 	Lineage(ctx context.Context, profile string, w io.Writer) error
-	Verify(ctx context.Context, r verifyRequest) (*maint.VerifyReport, error)
+	Verify(ctx context.Context, r client.VerifyRequest) (*catalog.VerifyResult, error)
 	// GC removes old versions; grace nil means the default.
-	GC(ctx context.Context, profile string, keep int, grace *time.Duration) (*maint.RetentionReport, error)
-	Compact(ctx context.Context, profile string) (*store.CommitRecord, error)
+	GC(ctx context.Context, profile string, keep int, grace *time.Duration) (*catalog.RemoveOldVersionsResult, error)
+	Compact(ctx context.Context, profile string) (*catalog.CompactResult, error)
 	// Sweep removes stale temps; olderThan nil means the default.
-	Sweep(ctx context.Context, olderThan *time.Duration) (*maint.SweepReport, error)
-	BreakLock(ctx context.Context, profile string) (*store.BreakLockResult, error)
+	Sweep(ctx context.Context, olderThan *time.Duration) (*catalog.SweepResult, error)
+	BreakLock(ctx context.Context, profile string) (*catalog.BreakLockResult, error)
 	Close() error
 }
 
@@ -96,7 +80,7 @@ func (o *offline) Profiles(ctx context.Context, prefix string) ([]string, error)
 	return out, err
 }
 
-func (o *offline) Versions(ctx context.Context, profile string) (*versionsResult, error) {
+func (o *offline) Versions(ctx context.Context, profile string) (*catalog.ListVersionsResult, error) {
 	keys, err := keysOf(profile)
 	if err != nil {
 		return nil, err
@@ -105,7 +89,7 @@ func (o *offline) Versions(ctx context.Context, profile string) (*versionsResult
 	if err != nil {
 		return nil, err
 	}
-	return &versionsResult{Path: store.ProfilePath(keys), Latest: store.VersionName(latest), Versions: vs}, nil
+	return catalog.ListVersionsResultFrom(keys, latest, vs), nil
 }
 
 func (o *offline) Schema(ctx context.Context, profile, version string) (*arrow.Schema, error) {
@@ -113,7 +97,7 @@ func (o *offline) Schema(ctx context.Context, profile, version string) (*arrow.S
 	if err != nil {
 		return nil, err
 	}
-	v := -1
+	v := catalog.Latest
 	if version != "" {
 		if v, err = store.ParseVersion(version); err != nil {
 			return nil, err
@@ -130,184 +114,124 @@ func (o *offline) Lineage(ctx context.Context, profile string, w io.Writer) erro
 	return o.st.WriteLineage(ctx, w, keys)
 }
 
-func (o *offline) Verify(ctx context.Context, r verifyRequest) (*maint.VerifyReport, error) {
-	keys, err := catalog.ParsePrefix(r.prefix)
+func (o *offline) Verify(ctx context.Context, r client.VerifyRequest) (*catalog.VerifyResult, error) {
+	keys, err := catalog.ParsePrefix(r.Prefix)
 	if err != nil {
 		return nil, err
 	}
-	return maint.Verify(ctx, o.st, maint.VerifyOptions{Prefix: keys, Sample: r.sample, Seed: r.seed})
+	rep, err := maint.Verify(ctx, o.st, maint.VerifyOptions{Prefix: keys, Sample: r.Sample, Seed: r.Seed})
+	if err != nil {
+		return nil, err
+	}
+	return catalog.VerifyResultFrom(rep), nil
 }
 
-func (o *offline) GC(ctx context.Context, profile string, keep int, grace *time.Duration) (*maint.RetentionReport, error) {
+func (o *offline) GC(ctx context.Context, profile string, keep int, grace *time.Duration) (*catalog.RemoveOldVersionsResult, error) {
 	keys, err := keysOf(profile)
 	if err != nil {
 		return nil, err
 	}
-	g := maint.DefaultRetentionGrace
+	g := catalog.DefaultGrace
 	if grace != nil {
 		g = *grace
 	}
-	return maint.RemoveOldVersions(ctx, o.st, keys, keep, g, "")
+	rep, err := maint.RemoveOldVersions(ctx, o.st, keys, keep, g, "")
+	if err != nil {
+		return nil, err
+	}
+	return catalog.RemoveOldVersionsResultFrom(rep), nil
 }
 
-func (o *offline) Compact(ctx context.Context, profile string) (*store.CommitRecord, error) {
+func (o *offline) Compact(ctx context.Context, profile string) (*catalog.CompactResult, error) {
 	keys, err := keysOf(profile)
 	if err != nil {
 		return nil, err
 	}
-	return o.st.Compact(ctx, keys, store.CompactOptions{})
+	cr, err := o.st.Compact(ctx, keys, store.CompactOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return catalog.PutResultFrom(cr), nil
 }
 
-func (o *offline) Sweep(ctx context.Context, olderThan *time.Duration) (*maint.SweepReport, error) {
-	d := maint.DefaultStaleAfter
+func (o *offline) Sweep(ctx context.Context, olderThan *time.Duration) (*catalog.SweepResult, error) {
+	d := catalog.DefaultSweepAge
 	if olderThan != nil {
 		d = *olderThan
 	}
-	return maint.Sweep(ctx, o.st, d)
+	rep, err := maint.Sweep(ctx, o.st, d)
+	if err != nil {
+		return nil, err
+	}
+	return catalog.SweepResultFrom(rep), nil
 }
 
-func (o *offline) BreakLock(ctx context.Context, profile string) (*store.BreakLockResult, error) {
+func (o *offline) BreakLock(ctx context.Context, profile string) (*catalog.BreakLockResult, error) {
 	keys, err := keysOf(profile)
 	if err != nil {
 		return nil, err
 	}
-	return o.st.BreakLock(ctx, keys)
+	res, err := o.st.BreakLock(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	return catalog.BreakLockResultFrom(res), nil
 }
 
 func (o *offline) Close() error { return nil }
 
-// remote runs admin subcommands as Flight actions on a server.
+// remote runs admin subcommands on a server, through the client.
 type remote struct {
-	cl flight.Client
+	c *client.Client
 }
 
-func (r *remote) Close() error { return r.cl.Close() }
-
-// action runs one action and hands each result body to fn.
-func (r *remote) action(ctx context.Context, typ string, body any, fn func([]byte) error) error {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	stream, err := r.cl.DoAction(ctx, &flight.Action{Type: typ, Body: b})
-	if err != nil {
-		return err
-	}
-	for {
-		res, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := fn(res.Body); err != nil {
-			return err
-		}
-	}
-}
-
-// action1 runs an action that answers one JSON object into out.
-func (r *remote) action1(ctx context.Context, typ string, body, out any) error {
-	n := 0
-	err := r.action(ctx, typ, body, func(b []byte) error {
-		n++
-		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("%s result is not what this quiver understands: %w", typ, err)
-		}
-		return nil
-	})
-	if err == nil && n != 1 {
-		err = fmt.Errorf("%s answered %d results, not 1", typ, n)
-	}
-	return err
-}
+func (r *remote) Close() error { return r.c.Close() }
 
 func (r *remote) Profiles(ctx context.Context, prefix string) ([]string, error) {
-	stream, err := r.cl.ListFlights(ctx, &flight.Criteria{Expression: []byte(prefix)})
+	ps, err := r.c.List(ctx, prefix)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for {
-		fi, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if d := fi.GetFlightDescriptor(); d != nil {
-			out = append(out, store.ProfilePath(d.Path))
-		}
+	for _, p := range ps {
+		out = append(out, p.Path)
 	}
+	return out, nil
 }
 
-func (r *remote) Versions(ctx context.Context, profile string) (*versionsResult, error) {
-	var v versionsResult
-	return &v, r.action1(ctx, catalog.ActionListVersions, map[string]string{"path": profile}, &v)
+func (r *remote) Versions(ctx context.Context, profile string) (*catalog.ListVersionsResult, error) {
+	return r.c.ListVersions(ctx, profile)
 }
 
 func (r *remote) Schema(ctx context.Context, profile, version string) (*arrow.Schema, error) {
-	d := readDescriptor{Path: profile}
-	if version != "" {
-		d.Version = version
-	}
-	b, err := json.Marshal(d)
-	if err != nil {
-		return nil, err
-	}
-	res, err := r.cl.GetSchema(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: b})
-	if err != nil {
-		return nil, err
-	}
-	return flight.DeserializeSchema(res.GetSchema(), memory.DefaultAllocator)
+	return r.c.Schema(ctx, client.ReadRequest{Path: profile, Version: version})
 }
 
+// Lineage prints the server's records verbatim, so that fields this quiver
+// does not know are kept.
 func (r *remote) Lineage(ctx context.Context, profile string, w io.Writer) error {
-	return r.action(ctx, catalog.ActionLineage, map[string]string{"path": profile}, func(b []byte) error {
+	return r.c.DoAction(ctx, catalog.ActionLineage, catalog.PathBody{Path: profile}, func(b []byte) error {
 		_, err := w.Write(append(b, '\n'))
 		return err
 	})
 }
 
-func (r *remote) Verify(ctx context.Context, v verifyRequest) (*maint.VerifyReport, error) {
-	body := map[string]any{}
-	if v.prefix != "" {
-		body["prefix"] = v.prefix
-	}
-	if v.sample != 0 {
-		body["sample"] = v.sample
-		body["seed"] = v.seed
-	}
-	var rep maint.VerifyReport
-	return &rep, r.action1(ctx, catalog.ActionVerify, body, &rep)
+func (r *remote) Verify(ctx context.Context, v client.VerifyRequest) (*catalog.VerifyResult, error) {
+	return r.c.Verify(ctx, v)
 }
 
-func (r *remote) GC(ctx context.Context, profile string, keep int, grace *time.Duration) (*maint.RetentionReport, error) {
-	body := map[string]any{"path": profile, "keep": keep}
-	if grace != nil {
-		body["grace_s"] = grace.Seconds()
-	}
-	var rep maint.RetentionReport
-	return &rep, r.action1(ctx, catalog.ActionRemoveOldVersions, body, &rep)
+func (r *remote) GC(ctx context.Context, profile string, keep int, grace *time.Duration) (*catalog.RemoveOldVersionsResult, error) {
+	return r.c.RemoveOldVersions(ctx, client.RemoveOldVersionsRequest{Path: profile, Keep: keep, Grace: grace})
 }
 
-func (r *remote) Compact(ctx context.Context, profile string) (*store.CommitRecord, error) {
-	var rec store.CommitRecord
-	return &rec, r.action1(ctx, catalog.ActionCompact, map[string]string{"path": profile}, &rec)
+func (r *remote) Compact(ctx context.Context, profile string) (*catalog.CompactResult, error) {
+	return r.c.Compact(ctx, profile)
 }
 
-func (r *remote) Sweep(ctx context.Context, olderThan *time.Duration) (*maint.SweepReport, error) {
-	body := map[string]any{}
-	if olderThan != nil {
-		body["older_than_s"] = olderThan.Seconds()
-	}
-	var rep maint.SweepReport
-	return &rep, r.action1(ctx, catalog.ActionSweep, body, &rep)
+func (r *remote) Sweep(ctx context.Context, olderThan *time.Duration) (*catalog.SweepResult, error) {
+	return r.c.Sweep(ctx, client.SweepRequest{OlderThan: olderThan})
 }
 
-func (r *remote) BreakLock(ctx context.Context, profile string) (*store.BreakLockResult, error) {
-	var res store.BreakLockResult
-	return &res, r.action1(ctx, catalog.ActionBreakLock, map[string]string{"path": profile}, &res)
+func (r *remote) BreakLock(ctx context.Context, profile string) (*catalog.BreakLockResult, error) {
+	return r.c.BreakLock(ctx, profile)
 }

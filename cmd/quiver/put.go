@@ -10,19 +10,16 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/flight"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/arrow/util"
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/client"
 )
 
 // putFlags configure `quiver put`.
@@ -37,16 +34,6 @@ type putFlags struct {
 	progress      progressMode
 	json          bool
 	retries       int
-}
-
-// putDescriptor is the CMD descriptor of a DoPut (DESIGN.md §3.1).
-type putDescriptor struct {
-	Path          string            `json:"path"`
-	Mode          string            `json:"mode,omitempty"`
-	PartitionBy   []string          `json:"partition_by,omitempty"`
-	SchemaVersion string            `json:"schema_version,omitempty"`
-	Metadata      map[string]string `json:"metadata,omitempty"`
-	RequestID     string            `json:"request_id,omitempty"`
 }
 
 func newPut(stdout, stderr io.Writer) *cobra.Command {
@@ -97,41 +84,43 @@ func newRequestID() string {
 	return "quiver-cli-" + hex.EncodeToString(b)
 }
 
-func (p *putFlags) descriptor(profile string) (*putDescriptor, error) {
-	d := &putDescriptor{Path: profile, SchemaVersion: p.schemaVersion, RequestID: p.requestID}
+// putOptions are the put's options; the request id is generated here, so
+// that retries reuse it and a retry message can name it.
+func (p *putFlags) putOptions() (client.PutOptions, error) {
+	o := client.PutOptions{SchemaVersion: p.schemaVersion, RequestID: p.requestID}
 	switch p.mode {
 	case "append", "":
 	case "write":
-		d.Mode = "write"
+		o.Mode = catalog.ModeWrite
 	default:
-		return nil, fmt.Errorf("--mode %q: want append or write", p.mode)
+		return o, fmt.Errorf("--mode %q: want append or write", p.mode)
 	}
 	for _, c := range p.partitionBy {
 		if c = strings.TrimSpace(c); c != "" {
-			d.PartitionBy = append(d.PartitionBy, c)
+			o.PartitionBy = append(o.PartitionBy, c)
 		}
 	}
-	if len(d.PartitionBy) > 0 && d.Mode != "write" {
-		return nil, errors.New("--partition-by needs --mode write (an append takes the partitioning of the version)")
+	if len(o.PartitionBy) > 0 && o.Mode != catalog.ModeWrite {
+		return o, errors.New("--partition-by needs --mode write (an append takes the partitioning of the version)")
 	}
 	for _, kv := range p.meta {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return nil, fmt.Errorf("--meta %q: want key=value", kv)
+			return o, fmt.Errorf("--meta %q: want key=value", kv)
 		}
-		if d.Metadata == nil {
-			d.Metadata = map[string]string{}
+		if o.Metadata == nil {
+			o.Metadata = map[string]any{}
 		}
-		d.Metadata[k] = v
+		o.Metadata[k] = v
 	}
-	if d.RequestID == "" {
-		d.RequestID = newRequestID()
+	if o.RequestID == "" {
+		o.RequestID = newRequestID()
 	}
-	return d, nil
+	return o, nil
 }
 
 func runPut(ctx context.Context, p *putFlags, profile string, files []string, stdout, stderr io.Writer) error {
-	desc, err := p.descriptor(profile)
+	opts, err := p.putOptions()
 	if err != nil {
 		return err
 	}
@@ -150,32 +139,27 @@ func runPut(ctx context.Context, p *putFlags, profile string, files []string, st
 		}
 		total += fi.Size()
 	}
-	cmdBytes, err := json.Marshal(desc)
-	if err != nil {
-		return err
-	}
-	cl, err := p.conn.dial()
+	cl, err := p.conn.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 
-	var rec *store.CommitRecord
-	for attempt := 0; ; attempt++ {
+	// Each attempt reopens the files, with a fresh progress bar that the
+	// reader's Release clears before any retry message.
+	open := func(ctx context.Context) (array.RecordReader, error) {
 		prog := newProgress(stderr, p.progress, total, true, "put "+profile)
-		rec, err = putOnce(ctx, cl, cmdBytes, files, formats, prog, profile)
-		prog.finish()
-		if err == nil || attempt >= p.retries || ctx.Err() != nil || status.Code(err) != codes.Unavailable {
-			break
+		rdr, err := openPut(ctx, files, formats, prog, profile)
+		if err != nil {
+			prog.finish()
+			return nil, err
 		}
-		wait := time.Duration(attempt+1) * time.Second
-		fmt.Fprintf(stderr, "quiver: %v; retrying in %s (request id %s)\n", clientError(err, &p.conn), wait, desc.RequestID)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
+		return rdr, nil
 	}
+	opts.Retry = &client.RetryPolicy{Retries: p.retries, OnRetry: func(err error, _ int, wait time.Duration) {
+		fmt.Fprintf(stderr, "quiver: %v; retrying in %s (request id %s)\n", clientError(err, &p.conn), wait, opts.RequestID)
+	}}
+	rec, err := cl.PutFrom(ctx, profile, open, opts)
 	if err != nil {
 		return err
 	}
@@ -187,128 +171,95 @@ func runPut(ctx context.Context, p *putFlags, profile string, files []string, st
 	return printCommit(stdout, "committed", rec)
 }
 
-// putOnce opens every file, checks they share the first one's columns and
-// streams them all as one DoPut. Nothing is sent when a file cannot be
-// opened or does not match.
-func putOnce(ctx context.Context, cl flight.Client, cmdBytes []byte, files, formats []string, prog *progress, profile string) (*store.CommitRecord, error) {
+// openPut opens every file and checks they share the first one's columns;
+// the reader streams them one after another. Nothing is sent when a file
+// cannot be opened or does not match.
+func openPut(ctx context.Context, files, formats []string, prog *progress, profile string) (*putReader, error) {
 	mem := memory.DefaultAllocator
-	inputs := make([]*input, 0, len(files))
-	defer func() {
-		for _, in := range inputs {
-			_ = in.Close()
-		}
-	}()
+	r := &putReader{prog: prog, profile: profile}
+	r.refs.Store(1)
 	for i, f := range files {
 		in, err := openInput(ctx, f, formats[i], mem, prog)
 		if err != nil {
+			r.close()
 			return nil, err
 		}
-		inputs = append(inputs, in)
+		r.inputs = append(r.inputs, in)
 		if i > 0 {
-			if err := sameColumns(inputs[0].rdr.Schema(), in.rdr.Schema()); err != nil {
+			if err := sameColumns(r.inputs[0].rdr.Schema(), in.rdr.Schema()); err != nil {
+				r.close()
 				return nil, fmt.Errorf("%s does not match %s (one put needs the same columns): %w", f, files[0], err)
 			}
 		}
 	}
-	schema := inputs[0].rdr.Schema()
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // a put that fails on our side is cancelled: it commits nothing
-	stream, err := cl.DoPut(ctx)
-	if err != nil {
-		return nil, err
-	}
-	w := flight.NewRecordWriter(stream, ipc.WithSchema(schema), ipc.WithAllocator(mem))
-	w.SetFlightDescriptor(&flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: cmdBytes})
-	var rows int64
-	sendErr := func() error {
-		for _, in := range inputs {
-			for in.rdr.Next() {
-				rec := in.rdr.RecordBatch()
-				if err := sendBatch(w, schema, rec); err != nil {
-					return err // the server ended the put; Recv says why
-				}
-				rows += rec.NumRows()
-				prog.describe(fmt.Sprintf("put %s: %s rows", profile, groupDigits(rows)))
-			}
-			if err := in.rdr.Err(); err != nil {
-				return &localError{fmt.Errorf("%s: %w", in.path, err)}
-			}
-		}
-		return nil
-	}()
-	var local *localError
-	if errors.As(sendErr, &local) {
-		cancel() // our input failed: the put must commit nothing
-		_ = w.Close()
-		return nil, local.err
-	}
-	if err := w.Close(); err != nil && sendErr == nil {
-		sendErr = err
-	}
-	if err := stream.CloseSend(); err != nil && sendErr == nil {
-		sendErr = err
-	}
-	res, err := stream.Recv()
-	if err != nil {
-		return nil, err // the server's verdict on the put, if it failed
-	}
-	if sendErr != nil {
-		return nil, sendErr
-	}
-	var rec store.CommitRecord
-	if err := json.Unmarshal(res.AppMetadata, &rec); err != nil {
-		return nil, fmt.Errorf("the server's put result is not JSON: %w", err)
-	}
-	for {
-		if _, err := stream.Recv(); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return nil, err
-		}
-	}
-	return &rec, nil
+	return r, nil
 }
 
-// localError is a failure on our side of a put (a bad input file).
-type localError struct{ err error }
+// putReader streams the inputs of one put attempt in order, under the
+// first input's schema (later files may differ in nullability or metadata
+// only; the client rebinds their batches). Releasing it closes the files
+// and clears the progress bar.
+type putReader struct {
+	refs    atomic.Int64
+	inputs  []*input
+	i       int
+	cur     arrow.RecordBatch // owned by its input's reader
+	err     error
+	rows    int64
+	prog    *progress
+	profile string
+}
 
-func (e *localError) Error() string { return e.err.Error() }
-func (e *localError) Unwrap() error { return e.err }
+func (r *putReader) Schema() *arrow.Schema { return r.inputs[0].rdr.Schema() }
 
-// sendBatch writes rec with the stream's schema (the first file's; later
-// files may differ in nullability or metadata only) in slices small enough
-// for one gRPC message each.
-func sendBatch(w *flight.Writer, schema *arrow.Schema, rec arrow.RecordBatch) error {
-	if !rec.Schema().Equal(schema) {
-		rec = array.NewRecordBatch(schema, rec.Columns(), rec.NumRows())
-		defer rec.Release()
+func (r *putReader) Next() bool {
+	if r.cur != nil {
+		// The client asks for the next batch once the last one is sent.
+		r.rows += r.cur.NumRows()
+		r.prog.describe(fmt.Sprintf("put %s: %s rows", r.profile, groupDigits(r.rows)))
+		r.cur = nil
 	}
-	n := rec.NumRows()
-	size := util.TotalRecordSize(rec)
-	if size <= maxSendBatch || n <= 1 {
-		return w.Write(rec)
-	}
-	step := max(n*maxSendBatch/size, 1)
-	for off := int64(0); off < n; off += step {
-		s := rec.NewSlice(off, min(off+step, n))
-		err := w.Write(s)
-		s.Release()
-		if err != nil {
-			return err
+	for r.err == nil && r.i < len(r.inputs) {
+		in := r.inputs[r.i]
+		if in.rdr.Next() {
+			r.cur = in.rdr.RecordBatch()
+			return true
 		}
+		if err := in.rdr.Err(); err != nil {
+			r.err = fmt.Errorf("%s: %w", in.path, err)
+			return false
+		}
+		r.i++
 	}
-	return nil
+	return false
+}
+
+func (r *putReader) RecordBatch() arrow.RecordBatch { return r.cur }
+func (r *putReader) Record() arrow.RecordBatch      { return r.cur } //nolint:staticcheck // interface
+func (r *putReader) Err() error                     { return r.err }
+func (r *putReader) Retain()                        { r.refs.Add(1) }
+
+func (r *putReader) Release() {
+	if r.refs.Add(-1) == 0 {
+		r.close()
+		r.prog.finish()
+	}
+}
+
+func (r *putReader) close() {
+	for _, in := range r.inputs {
+		_ = in.Close()
+	}
+	r.inputs = nil
 }
 
 // printCommit prints a commit record for people.
-func printCommit(w io.Writer, verb string, rec *store.CommitRecord) error {
+func printCommit(w io.Writer, verb string, rec *catalog.PutResult) error {
 	files := "files"
 	if len(rec.Files) == 1 {
 		files = "file"
 	}
-	mode := string(rec.Mode)
+	mode := rec.Mode
 	if mode == "" {
 		mode = "append"
 	}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/quiverdb/quiver/flightserver"
+	"github.com/quiverdb/quiver/store"
+)
+
+// testServer serves a temp data dir on a loopback port and returns the
+// address and the dir.
+func testServer(t *testing.T, opts ...flightserver.Option) (addr, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := flightserver.New(st, opts...)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Stop(ctx)
+	})
+	return lis.Addr().String(), dir
+}
+
+// run runs the quiver command line in process and returns stdout, stderr
+// and the error main would print.
+func run(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	root := newRoot(&out, &errOut)
+	root.SetArgs(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := root.ExecuteContext(ctx)
+	return out.String(), errOut.String(), err
+}
+
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	out, stderr, err := run(t, args...)
+	if err != nil {
+		t.Fatalf("quiver %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
+	return out
+}
+
+func writeCSV(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The admin commands print the same bytes against a server as on its data
+// dir, and a put's --json, the server's lineage and the store's own
+// lineage file are the same record.
+func TestClientCommandsOnlineMatchOffline(t *testing.T) {
+	addr, dir := testServer(t)
+	srv := "--server=" + addr
+	a := writeCSV(t, "a.csv", "id,region\n1,eu\n2,us\n")
+	b := writeCSV(t, "b.csv", "id,region\n3,eu\n")
+	put1 := mustRun(t, "put", srv, "--json", "--progress=never", "--meta", "run=r1", "--request-id", "id-1", "sales/orders", a)
+	mustRun(t, "put", srv, "--progress=never", "--mode", "write", "--partition-by", "region", "--schema-version", "2", "sales/orders", a, b)
+
+	online := mustRun(t, "lineage", srv, "sales/orders")
+	offline := mustRun(t, "lineage", "--data-dir", dir, "sales/orders")
+	if online != offline || !strings.HasPrefix(online, put1) {
+		t.Fatalf("lineage online\n%s\noffline\n%s\nput --json\n%s", online, offline, put1)
+	}
+	for _, args := range [][]string{
+		{"ls", "--json"}, {"ls"}, {"versions", "--json", "sales/orders"}, {"versions", "sales/orders"},
+		{"schema", "--json", "sales/orders"}, {"schema", "--version", "v0", "sales/orders"},
+		{"verify", "--json"}, {"verify", "sales"}, {"break-lock", "--json", "sales/orders"},
+		{"gc", "--json", "--keep", "1", "sales/orders"}, {"sweep", "--json"}, {"sweep", "--older-than", "0s"},
+	} {
+		on, onErr, errOn := run(t, append([]string{args[0], srv}, args[1:]...)...)
+		off, offErr, errOff := run(t, append([]string{args[0], "--data-dir", dir}, args[1:]...)...)
+		if on != off || onErr != offErr || (errOn == nil) != (errOff == nil) {
+			t.Errorf("%v: online %q %q %v; offline %q %q %v", args, on, onErr, errOn, off, offErr, errOff)
+		}
+	}
+
+	got := mustRun(t, "get", srv, "--format", "csv", "--where", "region=eu", "--columns", "id", "sales/orders")
+	if got != "id\n1\n3\n" {
+		t.Fatalf("get: %q", got)
+	}
+	got = mustRun(t, "get", srv, "--format", "csv", "--version", "0", "sales/orders")
+	if got != "id,region\n1,eu\n2,us\n" {
+		t.Fatalf("get v0: %q", got)
+	}
+	_, _, err := run(t, "get", srv, "--format", "csv", "no/such")
+	if err == nil || clientError(err, &connFlags{server: addr}).Error() != "store: profile not found: no/such" {
+		t.Fatalf("get missing: %v", err)
+	}
+}
+
+func TestConnFlagErrors(t *testing.T) {
+	caFile := writeCSV(t, "ca.pem", "not a certificate")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--server", ""}, "--server is empty"},
+		{[]string{"--server", "grpc://"}, "--server is empty"},
+		{[]string{"--server", "http://x:1"}, `--server "http://x:1": want host:port, grpc://host:port or grpc+tls://host:port`},
+		{[]string{"--tls-ca", caFile + ".nope"}, "--tls-ca: open " + caFile + ".nope: no such file or directory"},
+		{[]string{"--tls-ca", caFile}, "--tls-ca " + caFile + ": no PEM certificate in it"},
+		{[]string{"--tls-cert", caFile}, "--tls-cert and --tls-key go together"},
+		{[]string{"--tls-cert", caFile, "--tls-key", caFile}, "--tls-cert/--tls-key: "},
+	}
+	for _, tc := range cases {
+		for _, cmd := range []string{"ls", "get"} {
+			args := append([]string{cmd}, tc.args...)
+			if cmd == "get" {
+				args = append(args, "a/b")
+			}
+			_, _, err := run(t, args...)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("quiver %v: %v, want %q", args, err, tc.want)
+			}
+		}
+	}
+}
+
+// failFirstPut answers the first DoPut with Unavailable before reading it.
+type failFirstPut struct {
+	mu    sync.Mutex
+	calls int
+}
+
+func (f *failFirstPut) intercept(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if strings.HasSuffix(info.FullMethod, "/DoPut") {
+		f.mu.Lock()
+		f.calls++
+		first := f.calls == 1
+		f.mu.Unlock()
+		if first {
+			return status.Error(codes.Unavailable, "server restarting (test)")
+		}
+	}
+	return h(srv, ss)
+}
+
+func TestPutRetriesWithItsRequestID(t *testing.T) {
+	f := &failFirstPut{}
+	addr, _ := testServer(t, flightserver.WithGRPCOptions(grpc.ChainStreamInterceptor(f.intercept)))
+	a := writeCSV(t, "a.csv", "id\n1\n")
+	out, stderr, err := run(t, "put", "--server", addr, "--progress=never", "--request-id", "job-7", "a/b", a)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if stderr != "quiver: server restarting (test); retrying in 1s (request id job-7)\n" || !strings.HasPrefix(out, "committed a/b v0 index 0 (write): 1 rows, 1 file") {
+		t.Fatalf("stdout %q\nstderr %q", out, stderr)
+	}
+	f.mu.Lock()
+	calls := f.calls
+	f.calls = 0 // the next put's first attempt fails again
+	f.mu.Unlock()
+	if calls != 2 {
+		t.Fatalf("%d DoPuts", calls)
+	}
+	// --retries 0: the first failure is final, as the user reads it.
+	_, stderr, err = run(t, "put", "--server", addr, "--progress=never", "--retries", "0", "a/b", a)
+	if err == nil || err.Error() != "server restarting (test)" || stderr != "" {
+		t.Fatalf("--retries 0: %v, stderr %q", err, stderr)
+	}
+}
