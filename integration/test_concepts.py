@@ -173,10 +173,13 @@ def test_concepts_examples_run_by_pyrosome_on_quiver_data_dirs(start_server, tmp
 
 
 QUIVER_HIDDEN = [
-    "v0/.0.commit.json",
-    "v0/.1.commit.json",
+    ".log",  # the profile's commit log: one segment per commit, and its head
+    ".log/00000000000000000001.ndjson",
+    ".log/00000000000000000002.ndjson",
+    ".log/00000000000000000003.ndjson",
+    ".log/HEAD",
+    ".quiver.kind",  # marks the directory as a profile (never nested)
     "v0/.version.json",
-    "v1/.0.commit.json",
     "v1/.version.json",
 ]
 
@@ -197,7 +200,7 @@ def test_concepts_layout_when_quiver_writes(quiver_written):
     pdir = profile_dir(srv, "sales/orders")
     listing = sorted(p.relative_to(pdir).as_posix() for p in pdir.rglob("*"))
     page = ["manifest.json", "v0", "v0/.1.parquet.claim", "v0/0.parquet", "v0/1.parquet", "v1", "v1/0.parquet"]
-    # the page's layout, plus Quiver's hidden .version.json and commit records
+    # the page's layout, plus Quiver's hidden .version.json files, commit log and marker
     assert listing == sorted(page + QUIVER_HIDDEN)
     assert json.loads((pdir / "manifest.json").read_text()) == {"latest_data_dir": "v1"}
     (pdir / "v1" / ".half-written.parquet.tmp").write_bytes(b"")

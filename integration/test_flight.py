@@ -87,8 +87,10 @@ def test_do_put_cmd_descriptor_write_with_options(server, client, keys):
     assert res["schema_version"] == "1.2.0"
     assert [f["path"] for f in res["files"]] == ["v1/0.parquet"]
     assert sha256(profile_dir(server, keys) / "v1/0.parquet") == res["files"][0]["sha256"]
-    # the commit record on disk is the PutResult; metadata is copied into it
-    record = json.loads((profile_dir(server, keys) / "v1/.0.commit.json").read_text())
+    # the commit record in the log is the PutResult; metadata is copied into it
+    log = sorted((profile_dir(server, keys) / ".log").glob("*.ndjson"))
+    record = json.loads(log[-1].read_text().splitlines()[-1])
+    assert record == res
     assert record["metadata"] == {"run_id": "r-7", "n": 2}
     assert record["files"] == res["files"]
     assert_tables_equal(get(client, keys), orders([7, 8]))
@@ -351,7 +353,11 @@ def test_action_verify(server, client, keys):
     put(client, keys, orders([1, 2]), mode="write")
     put(client, keys, orders([3]))
     clean = action1(client, "verify", {"path": keys})
+    heads = clean.pop("heads")
     assert clean == {"ok": True, "checked_files": 2, "problems": []}
+    # the chain head: the last record's seq and hash, to anchor elsewhere
+    lineage = [json.loads(r.body.to_pybytes()) for r in client.do_action(flight.Action("lineage", json.dumps({"path": keys}).encode()), options=OPTS)]
+    assert [h["seq"] for h in heads] == [2] and lineage[-1]["seq"] == 2
     by_prefix = action1(client, "verify", {"prefix": keys.split("/")[0]})
     assert by_prefix["checked_files"] >= 2 and isinstance(by_prefix["problems"], list)
     everything = action1(client, "verify", {})
