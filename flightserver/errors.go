@@ -11,6 +11,7 @@ import (
 
 	"github.com/quiverdb/quiver/catalog"
 	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/fsys"
 )
 
 // statusOf maps an error of the catalog or store to a gRPC status. The
@@ -37,6 +38,8 @@ func statusOf(err error) error {
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, catalog.ErrUnknownAction):
 		return status.Error(codes.Unimplemented, err.Error())
+	case errors.Is(err, fsys.ErrUnsafePath):
+		return status.Error(codes.InvalidArgument, "the profile's path passes through a symbolic link or leaves the data directory; Quiver never follows links")
 	case errors.Is(err, catalog.ErrInvalid), errors.Is(err, store.ErrInvalidKey), errors.Is(err, store.ErrInvalidArgument),
 		errors.Is(err, store.ErrSchemaMismatch), errors.Is(err, store.ErrNestedProfile):
 		return status.Error(codes.InvalidArgument, err.Error())

@@ -7,6 +7,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/quiverdb/quiver/store/fsys"
 )
 
 // VersionSummary describes one version of a profile.
@@ -148,6 +150,8 @@ func (s *Store) ListProfiles(ctx context.Context, prefix []string, fn func(Profi
 				}
 				return fn(ProfileSummary{Keys: clone(keys), Latest: latest})
 			case isNotExist(err):
+			case errors.Is(err, fsys.ErrUnsafePath) && depth == len(prefix):
+				return fmt.Errorf("%w: %s passes through a symbolic link (not followed)", ErrInvalidKey, p)
 			default:
 				return fn(ProfileSummary{Keys: clone(keys), Latest: -1, Err: fmt.Errorf("%s: manifest: %w", p, err)})
 			}
@@ -155,6 +159,9 @@ func (s *Store) ListProfiles(ctx context.Context, prefix []string, fn func(Profi
 		entries, err := s.fs.List(ctx, dir)
 		if isNotExist(err) {
 			return nil
+		}
+		if errors.Is(err, fsys.ErrUnsafePath) && depth == len(prefix) {
+			return fmt.Errorf("%w: %s passes through a symbolic link (not followed)", ErrInvalidKey, ProfilePath(keys))
 		}
 		if err != nil {
 			if len(keys) == 0 {

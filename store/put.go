@@ -188,6 +188,8 @@ type staged struct {
 	// carryLocked: a compaction that lost to appends takes in the late
 	// ones inside the commit cycle (holding the lock).
 	carryLocked bool
+	// claims are the indices this append claimed in its version.
+	claims []int
 }
 
 // put runs one attempt of a put: choose the target, stream, commit; it
@@ -382,6 +384,7 @@ func (s *Store) stageAppend(ctx context.Context, ps *profileState, rdr array.Rec
 	if st.index, err = s.claimIndex(ctx, ps, latest, vs.Format); err != nil {
 		return nil, err
 	}
+	st.claims = append(st.claims, st.index)
 	if err := s.stream(ctx, st, rdr, plan); err != nil {
 		s.discard(ps, st)
 		return nil, err
@@ -480,6 +483,15 @@ func (s *Store) discard(ps *profileState, st *staged) {
 	for _, f := range st.files {
 		if err := s.fs.Delete(ctx, ps.p.join(f.Path)); err != nil {
 			s.opts.log.Error().Err(err).Str("profile", ps.p.String()).Msg("could not remove a file of a failed put; sweep will")
+			return // its claims stay: the index must not be reused over a file
+		}
+	}
+	// Its claims go too, now that no file of it holds their indices: a
+	// refused put leaves the data directory as it found it. (A claim is
+	// never deleted while a file of its index may exist.)
+	for _, i := range st.claims {
+		if err := s.fs.Delete(ctx, path.Join(ps.p.vdir(st.version), claimName(i, st.format))); err != nil {
+			s.opts.log.Warn().Err(err).Str("profile", ps.p.String()).Msg("could not remove the claim of a failed put")
 		}
 	}
 }
@@ -689,6 +701,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			if idx, err = s.claimIndex(ctx, s.state(p), st.version, st.format); err != nil {
 				return nil, err
 			}
+			st.claims = append(st.claims, idx)
 		}
 		if dir != "" {
 			vals, err := parsePartitionDir(dir)
