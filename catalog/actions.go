@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"fmt"
 	"math"
 	"time"
@@ -56,6 +57,9 @@ type Action struct {
 	// 0 means all. Seed picks which: the same seed checks the same files.
 	Sample float64
 	Seed   int64
+	// PublicKey (verify) requires every commit record to carry a valid
+	// signature by this ed25519 key.
+	PublicKey ed25519.PublicKey
 }
 
 // Path is the slash-joined profile name, "" when the action has none.
@@ -70,6 +74,7 @@ type actionWire struct {
 	OlderThanS *float64 `json:"older_than_s,omitempty"`
 	Sample     *float64 `json:"sample,omitempty"`
 	Seed       *int64   `json:"seed,omitempty"`
+	PublicKey  *string  `json:"public_key,omitempty"`
 }
 
 // ParseAction parses the JSON body of an action. An empty body is {}.
@@ -82,7 +87,7 @@ func ParseAction(typ string, body []byte) (*Action, error) {
 	case ActionListVersions, ActionLineage, ActionBreakLock, ActionCompact:
 		allowed = map[string]bool{"path": true}
 	case ActionVerify:
-		allowed = map[string]bool{"path": true, "prefix": true, "sample": true, "seed": true}
+		allowed = map[string]bool{"path": true, "prefix": true, "sample": true, "seed": true, "public_key": true}
 		needPath = false
 	case ActionRemoveOldVersions:
 		allowed = map[string]bool{"path": true, "keep": true, "grace_s": true}
@@ -103,7 +108,7 @@ func ParseAction(typ string, body []byte) (*Action, error) {
 	given := map[string]bool{
 		"path": w.Path != nil || w.Keys != nil, "prefix": w.Prefix != nil, "keep": w.Keep != nil,
 		"grace_s": w.GraceS != nil, "older_than_s": w.OlderThanS != nil,
-		"sample": w.Sample != nil, "seed": w.Seed != nil,
+		"sample": w.Sample != nil, "seed": w.Seed != nil, "public_key": w.PublicKey != nil,
 	}
 	for f, ok := range given {
 		if ok && !allowed[f] {
@@ -147,6 +152,13 @@ func ParseAction(typ string, body []byte) (*Action, error) {
 	}
 	if w.Seed != nil {
 		a.Seed = *w.Seed
+	}
+	if w.PublicKey != nil {
+		pub, err := store.ParsePublicKey([]byte(*w.PublicKey))
+		if err != nil {
+			return nil, fmt.Errorf("%w: verify public_key: %v", ErrInvalid, err)
+		}
+		a.PublicKey = pub
 	}
 	if typ == ActionRemoveOldVersions {
 		a.Keep = DefaultKeep

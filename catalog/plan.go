@@ -139,6 +139,12 @@ func (c *Catalog) groups(files []store.DataFile) [][]string {
 // not hide the others.
 func (c *Catalog) List(ctx context.Context, prefix []string, fn func(*flight.FlightInfo) error) error {
 	err := c.st.ListProfiles(ctx, prefix, func(ps store.ProfileSummary) error {
+		if ps.Err != nil {
+			// An entry that is not a readable profile (a manifest that
+			// does not parse, a symbolic link): verify reports it; the
+			// listing goes on without it.
+			return nil
+		}
 		info, err := c.Plan(ctx, &Request{Keys: ps.Keys, Version: Latest}, nil)
 		if err != nil {
 			if ctx.Err() != nil {

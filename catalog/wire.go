@@ -126,6 +126,9 @@ type VerifyBody struct {
 	Sample float64 `json:"sample,omitempty"`
 	// Seed picks the sample: the same seed checks the same files.
 	Seed int64 `json:"seed,omitempty"`
+	// PublicKey (PEM, or 32 bytes in hex or base64) requires every commit
+	// record to carry a valid ed25519 signature by its private key.
+	PublicKey string `json:"public_key,omitempty"`
 }
 
 // RemoveOldVersionsBody is the body of remove-old-versions. Keep is always

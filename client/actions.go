@@ -92,6 +92,9 @@ type VerifyRequest struct {
 	Sample float64
 	// Seed picks the sample: the same seed checks the same files.
 	Seed int64
+	// PublicKey (PEM, or 32 bytes in hex or base64), when set, requires
+	// every commit record to carry a valid signature by its private key.
+	PublicKey string
 }
 
 // Verify re-hashes committed files against their commit records and
@@ -99,7 +102,7 @@ type VerifyRequest struct {
 // not an error: check OK and Problems.
 func (c *Client) Verify(ctx context.Context, r VerifyRequest) (*catalog.VerifyResult, error) {
 	var res catalog.VerifyResult
-	body := catalog.VerifyBody{Path: r.Path, Prefix: r.Prefix, Sample: r.Sample, Seed: r.Seed}
+	body := catalog.VerifyBody{Path: r.Path, Prefix: r.Prefix, Sample: r.Sample, Seed: r.Seed, PublicKey: r.PublicKey}
 	if err := c.action1(ctx, catalog.ActionVerify, body, &res); err != nil {
 		return nil, err
 	}

@@ -144,7 +144,7 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 // prefixes). A prefix wholly outside them is PermissionDenied.
 func (s *Server) verify(ctx context.Context, a *catalog.Action) (*maint.VerifyReport, error) {
 	if len(a.Keys) > 0 {
-		rep, err := maint.Verify(ctx, s.st, maint.VerifyOptions{Keys: a.Keys, Sample: a.Sample, Seed: a.Seed})
+		rep, err := maint.Verify(ctx, s.st, maint.VerifyOptions{Keys: a.Keys, Sample: a.Sample, Seed: a.Seed, PublicKey: a.PublicKey})
 		if err != nil {
 			return nil, fail(ctx, err)
 		}
@@ -160,7 +160,7 @@ func (s *Server) verify(ctx context.Context, a *catalog.Action) (*maint.VerifyRe
 	}
 	var all *maint.VerifyReport
 	for _, p := range targets {
-		rep, err := maint.Verify(ctx, s.st, maint.VerifyOptions{Prefix: p, Sample: a.Sample, Seed: a.Seed})
+		rep, err := maint.Verify(ctx, s.st, maint.VerifyOptions{Prefix: p, Sample: a.Sample, Seed: a.Seed, PublicKey: a.PublicKey})
 		if err != nil {
 			return nil, fail(ctx, err)
 		}
@@ -171,6 +171,7 @@ func (s *Server) verify(ctx context.Context, a *catalog.Action) (*maint.VerifyRe
 		all.OK = all.OK && rep.OK
 		all.CheckedFiles += rep.CheckedFiles
 		all.Problems = append(all.Problems, rep.Problems...)
+		all.Heads = append(all.Heads, rep.Heads...)
 	}
 	return all, nil
 }

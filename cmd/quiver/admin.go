@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/quiverdb/quiver/catalog"
 	"github.com/quiverdb/quiver/client"
+	"github.com/quiverdb/quiver/store"
 )
 
 // adminFlags are the flags of every admin subcommand: a server to ask, or
@@ -256,16 +258,31 @@ SHA-256 hashes) as NDJSON, one record per line, oldest first.`,
 func newVerify(stdout, stderr io.Writer) *cobra.Command {
 	var sample float64
 	var seed int64
+	var pubKeyFile string
 	cmd := adminCommand(stderr, &cobra.Command{
 		Use:   "verify [PREFIX]",
 		Short: "Re-hash data files against their commit records; exit 1 on any problem",
 		Long: `Re-hash every committed data file of the profiles under PREFIX (or all) and
-compare it with its commit record. Reports mutated, missing, orphan and
-unrecorded files, stale temps and stale locks. Exits 0 when the store is
-clean, 1 when anything is wrong.`,
+compare it with its commit record, and walk each profile's commit log as a
+hash chain. Reports mutated, missing, orphan and unrecorded files, broken
+chains, stale temps and stale locks, symbolic links and unknown entries.
+With --public-key every commit record must carry a valid signature by the
+server's --signing-key. Exits 0 when the store is clean, 1 when anything is
+wrong. --json output includes each profile's chain head (seq and hash):
+keep it elsewhere to detect a truncated history later.`,
 		Args: cobra.MaximumNArgs(1),
 	}, true, func(ctx context.Context, a admin, f *adminFlags, args []string) error {
 		req := client.VerifyRequest{Sample: sample, Seed: seed}
+		if pubKeyFile != "" {
+			b, err := os.ReadFile(pubKeyFile)
+			if err != nil {
+				return fmt.Errorf("--public-key: %w", err)
+			}
+			if _, err := store.ParsePublicKey(b); err != nil {
+				return fmt.Errorf("--public-key: %w", err)
+			}
+			req.PublicKey = string(b)
+		}
 		if len(args) == 1 {
 			req.Prefix = args[0]
 		}
@@ -291,6 +308,7 @@ clean, 1 when anything is wrong.`,
 	})
 	cmd.Flags().Float64Var(&sample, "sample", 0, "re-hash only this fraction of files, 0 < rate <= 1 (every file is still listed and sized)")
 	cmd.Flags().Int64Var(&seed, "seed", 0, "with --sample: the same seed checks the same files")
+	cmd.Flags().StringVar(&pubKeyFile, "public-key", "", "ed25519 public key file (PEM, from quiver keygen): every commit record must be signed by its private key")
 	return cmd
 }
 

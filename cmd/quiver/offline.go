@@ -119,7 +119,18 @@ func (o *offline) Verify(ctx context.Context, r client.VerifyRequest) (*catalog.
 	if err != nil {
 		return nil, err
 	}
-	rep, err := maint.Verify(ctx, o.st, maint.VerifyOptions{Prefix: keys, Sample: r.Sample, Seed: r.Seed})
+	opts := maint.VerifyOptions{Prefix: keys, Sample: r.Sample, Seed: r.Seed}
+	if r.Path != "" {
+		if opts.Keys, err = keysOf(r.Path); err != nil {
+			return nil, err
+		}
+	}
+	if r.PublicKey != "" {
+		if opts.PublicKey, err = store.ParsePublicKey([]byte(r.PublicKey)); err != nil {
+			return nil, err
+		}
+	}
+	rep, err := maint.Verify(ctx, o.st, opts)
 	if err != nil {
 		return nil, err
 	}
