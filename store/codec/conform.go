@@ -145,7 +145,71 @@ func ConformArray(ctx context.Context, arr arrow.Array, dt arrow.DataType) (arro
 		defer dense.Release()
 		return ConformArray(ctx, dense, dt)
 	}
+	if sameShape(arr.DataType(), dt) {
+		return conformChildren(ctx, arr, dt)
+	}
 	return compute.CastArray(ctx, arr, compute.SafeCastOptions(dt))
+}
+
+// sameShape reports whether a and b are the same nested type but for the
+// types of their children: the parent's buffers can be kept and each child
+// conformed on its own (Parquet gives back date32 for a date64 inside a
+// map, say, and arrow-go cannot cast maps).
+func sameShape(a, b arrow.DataType) bool {
+	if a.ID() != b.ID() {
+		return false
+	}
+	switch a.ID() {
+	case arrow.STRUCT:
+		af, bf := a.(*arrow.StructType).Fields(), b.(*arrow.StructType).Fields()
+		if len(af) != len(bf) {
+			return false
+		}
+		for i := range af {
+			if af[i].Name != bf[i].Name {
+				return false
+			}
+		}
+		return true
+	case arrow.FIXED_SIZE_LIST:
+		return a.(*arrow.FixedSizeListType).Len() == b.(*arrow.FixedSizeListType).Len()
+	case arrow.LIST, arrow.LARGE_LIST, arrow.LIST_VIEW, arrow.LARGE_LIST_VIEW, arrow.MAP:
+		return true
+	}
+	return false
+}
+
+// conformChildren rebuilds arr as dt from its own buffers and its children
+// conformed to dt's child types.
+func conformChildren(ctx context.Context, arr arrow.Array, dt arrow.DataType) (arrow.Array, error) {
+	d := arr.Data()
+	fields := dt.(arrow.NestedType).Fields()
+	children := d.Children()
+	if len(children) != len(fields) {
+		return nil, fmt.Errorf("%s has %d children, %s %d", arr.DataType(), len(children), dt, len(fields))
+	}
+	kids := make([]arrow.ArrayData, len(children))
+	defer func() {
+		for _, k := range kids {
+			if k != nil {
+				k.Release()
+			}
+		}
+	}()
+	for i, c := range children {
+		ca := array.MakeFromData(c)
+		conv, err := ConformArray(ctx, ca, fields[i].Type)
+		ca.Release()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", fields[i].Name, err)
+		}
+		kids[i] = conv.Data()
+		kids[i].Retain()
+		conv.Release()
+	}
+	nd := array.NewData(dt, d.Len(), d.Buffers(), kids, d.NullN(), d.Offset())
+	defer nd.Release()
+	return array.MakeFromData(nd), nil
 }
 
 // toDictionary returns arr as the dictionary type dt: a dictionary array
@@ -235,7 +299,7 @@ func relabel(d arrow.ArrayData, dt arrow.DataType) arrow.ArrayData {
 	for _, k := range kids {
 		k.Release()
 	}
-	if dict := d.Dictionary(); dict != nil {
+	if dict := d.Dictionary(); present(dict) {
 		if dt2, ok := dt.(*arrow.DictionaryType); ok {
 			dd := relabel(dict, dt2.ValueType)
 			nd.SetDictionary(dd)

@@ -211,8 +211,19 @@ func (r *projectReader) Next() bool {
 	}
 	in := r.rr.RecordBatch()
 	cols := make([]arrow.Array, len(r.src))
+	defer releaseAll(cols)
 	for i, j := range r.src {
-		cols[i] = in.Column(j)
+		c, dt := in.Column(j), r.schema.Field(i).Type
+		if arrow.TypeEqual(c.DataType(), dt) {
+			c.Retain()
+			cols[i] = c
+			continue
+		}
+		// Field ids linger in the type (arrow-go compares large lists
+		// with their metadata): relabel the buffers.
+		d := relabel(c.Data(), dt)
+		cols[i] = array.MakeFromData(d)
+		d.Release()
 	}
 	r.cur = array.NewRecordBatch(r.schema, cols, in.NumRows())
 	return true

@@ -109,6 +109,9 @@ func ValidateBatch(rec arrow.RecordBatch) error {
 		case int64(col.Len()) != n:
 			return fmt.Errorf("%w: column %q has %d rows, the batch %d", ErrInvalid, f.Name, col.Len(), n)
 		}
+		if err := checkOffsets(col.Data(), 0); err != nil {
+			return fmt.Errorf("%w: column %q is malformed: %v", ErrInvalid, f.Name, err)
+		}
 		if err := array.ValidateFull(col); err != nil {
 			return fmt.Errorf("%w: column %q is malformed: %v", ErrInvalid, f.Name, err)
 		}
@@ -117,6 +120,90 @@ func ValidateBatch(rec arrow.RecordBatch) error {
 		}
 	}
 	return checkNulls(sc, cols)
+}
+
+// checkOffsets checks that every offset of every string and binary array,
+// at any depth, lies within its data and never decreases. arrow-go's
+// ValidateFull (v18.8) slices each value before it has looked at the
+// offsets after it, so offsets that rise past the data and come back
+// panic there; it runs after this.
+func checkOffsets(d arrow.ArrayData, depth int) error {
+	if depth > MaxNesting {
+		return fmt.Errorf("nested more than %d deep", MaxNesting)
+	}
+	dt := d.DataType()
+	if ext, ok := dt.(arrow.ExtensionType); ok {
+		dt = ext.StorageType()
+	}
+	switch dt.ID() {
+	case arrow.STRING, arrow.BINARY:
+		if err := checkVarOffsets(d, 4); err != nil {
+			return err
+		}
+	case arrow.LARGE_STRING, arrow.LARGE_BINARY:
+		if err := checkVarOffsets(d, 8); err != nil {
+			return err
+		}
+	}
+	for _, c := range d.Children() {
+		if !present(c) {
+			return fmt.Errorf("%s has a missing child array", d.DataType())
+		}
+		if err := checkOffsets(c, depth+1); err != nil {
+			return err
+		}
+	}
+	if dict := d.Dictionary(); present(dict) {
+		return checkOffsets(dict, depth+1)
+	}
+	return nil
+}
+
+// present reports whether d is there, typed nils included.
+func present(d arrow.ArrayData) bool {
+	if ad, ok := d.(*array.Data); ok {
+		return ad != nil
+	}
+	return d != nil
+}
+
+// checkVarOffsets checks the offsets (width bytes each) of one string or
+// binary array from its raw buffers.
+func checkVarOffsets(d arrow.ArrayData, width int) error {
+	n, off := d.Len(), d.Offset()
+	if n == 0 {
+		return nil
+	}
+	bufs := d.Buffers()
+	if len(bufs) < 3 || bufs[1] == nil {
+		return fmt.Errorf("%s array without offsets", d.DataType())
+	}
+	if off < 0 || n < 0 || (off+n+1)*width > bufs[1].Len() {
+		return fmt.Errorf("%s offsets buffer too small for offset %d and length %d", d.DataType(), off, n)
+	}
+	var limit int64
+	if bufs[2] != nil {
+		limit = int64(bufs[2].Len())
+	}
+	raw := bufs[1].Bytes()
+	at := func(i int) int64 {
+		if width == 4 {
+			return int64(arrow.Int32Traits.CastFromBytes(raw)[i])
+		}
+		return arrow.Int64Traits.CastFromBytes(raw)[i]
+	}
+	prev := int64(0)
+	for i := off; i <= off+n; i++ {
+		v := at(i)
+		switch {
+		case v < 0 || v > limit:
+			return fmt.Errorf("%s offset %d at index %d is outside its data (%d bytes)", d.DataType(), v, i, limit)
+		case i > off && v < prev:
+			return fmt.Errorf("%s offsets are not monotonically non-decreasing at index %d: %d < %d", d.DataType(), i, v, prev)
+		}
+		prev = v
+	}
+	return nil
 }
 
 // checkValues refuses values the Arrow spec forbids that Parquet would

@@ -38,8 +38,10 @@ type FileWriter struct {
 	pw     *pqarrow.FileWriter
 	cw     *csv.Writer
 	rows   int64
-	err    error // the first error; the file is unusable after it
-	done   bool
+	// rowGroupRows caps a Parquet row group.
+	rowGroupRows int64
+	err          error // the first error; the file is unusable after it
+	done         bool
 }
 
 // NewFileWriter starts a file of schema sc on w. For Parquet the schema is
@@ -50,7 +52,11 @@ func NewFileWriter(w io.Writer, sc *arrow.Schema, o WriterOptions) (*FileWriter,
 	if f == "" {
 		f = FormatParquet
 	}
-	fw := &FileWriter{format: f, schema: sc, out: &countingWriter{w: w, h: sha256.New()}, mem: &countingAllocator{mem: o.mem()}}
+	rowGroupRows := o.RowGroupRows
+	if rowGroupRows <= 0 {
+		rowGroupRows = DefaultRowGroupRows
+	}
+	fw := &FileWriter{format: f, schema: sc, out: &countingWriter{w: w, h: sha256.New()}, mem: &countingAllocator{mem: o.mem()}, rowGroupRows: rowGroupRows}
 	switch f {
 	case FormatCSV:
 		if err := CheckCSVTypes(sc); err != nil {
@@ -123,11 +129,198 @@ func (fw *FileWriter) Write(rec arrow.RecordBatch) error {
 		if err := fw.cw.Flush(); err != nil {
 			return fw.fail(err)
 		}
-	} else if err := fw.pw.WriteBuffered(rec); err != nil {
-		return fw.fail(err)
+	} else if err := fw.writeParquet(rec); err != nil {
+		return err
 	}
 	fw.rows += rec.NumRows()
 	return nil
+}
+
+// writeParquet buffers rec in row groups of at most rowGroupRows rows,
+// splitting it here rather than in pqarrow, which slices what it splits
+// and mishandles some slices (see parquetSafe).
+func (fw *FileWriter) writeParquet(rec arrow.RecordBatch) error {
+	rows := rec.NumRows()
+	for off := int64(0); off < rows; {
+		cur, err := fw.pw.RowGroupNumRows()
+		if err != nil {
+			return fw.fail(err)
+		}
+		room := fw.rowGroupRows - int64(cur)
+		if room <= 0 {
+			if err := fw.pw.NewBufferedRowGroupChecked(); err != nil {
+				return fw.fail(err)
+			}
+			room = fw.rowGroupRows
+		}
+		n := min(room, rows-off)
+		part := rec
+		if off != 0 || n != rows {
+			part = rec.NewSlice(off, off+n)
+		} else {
+			part.Retain()
+		}
+		part, err = parquetSafe(part, fw.mem)
+		if err != nil {
+			return fw.fail(err)
+		}
+		err = fw.pw.WriteBuffered(part)
+		part.Release()
+		if err != nil {
+			return fw.fail(err)
+		}
+		off += n
+	}
+	return nil
+}
+
+// parquetSafe returns rec with every column copied that has a layout
+// pqarrow (v18.8) mishandles though it is valid Arrow: a fixed-size list
+// under a slice offset is written from the start of its values, and a
+// dictionary whose string values' offsets do not start at zero is written
+// with the wrong values (or panics). It takes over rec's reference.
+func parquetSafe(rec arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
+	var cols []arrow.Array
+	for i, c := range rec.Columns() {
+		fsl := hasFixedSizeList(c.DataType()) && sliced(c.Data())
+		if !fsl && !needsDictRebase(c.Data()) {
+			continue
+		}
+		if cols == nil {
+			cols = slices.Clone(rec.Columns())
+			for _, k := range cols {
+				k.Retain()
+			}
+		}
+		fixed, err := copyForParquet(c, fsl, mem)
+		if err != nil {
+			releaseAll(cols)
+			rec.Release()
+			return nil, err
+		}
+		cols[i].Release()
+		cols[i] = fixed
+	}
+	if cols == nil {
+		return rec, nil
+	}
+	out := array.NewRecordBatch(rec.Schema(), cols, rec.NumRows())
+	releaseAll(cols)
+	rec.Release()
+	return out, nil
+}
+
+func copyForParquet(c arrow.Array, fsl bool, mem memory.Allocator) (arrow.Array, error) {
+	if fsl {
+		cc, err := array.Concatenate([]arrow.Array{c}, mem)
+		if err != nil {
+			return nil, err
+		}
+		defer cc.Release()
+		c = cc
+	}
+	return rebaseDictionaries(c, mem)
+}
+
+// rebaseDictionaries returns arr with the values of every dictionary in it
+// copied so that their offsets start at zero.
+func rebaseDictionaries(arr arrow.Array, mem memory.Allocator) (arrow.Array, error) {
+	d := arr.Data()
+	if !needsDictRebase(d) {
+		arr.Retain()
+		return arr, nil
+	}
+	if dict, ok := arr.(*array.Dictionary); ok {
+		vals, err := array.Concatenate([]arrow.Array{dict.Dictionary()}, mem)
+		if err != nil {
+			return nil, err
+		}
+		defer vals.Release()
+		nd := array.NewData(arr.DataType(), d.Len(), d.Buffers(), nil, d.NullN(), d.Offset())
+		nd.SetDictionary(vals.Data())
+		defer nd.Release()
+		return array.MakeFromData(nd), nil
+	}
+	kids := make([]arrow.ArrayData, len(d.Children()))
+	defer func() {
+		for _, k := range kids {
+			if k != nil {
+				k.Release()
+			}
+		}
+	}()
+	for i, c := range d.Children() {
+		ca := array.MakeFromData(c)
+		fixed, err := rebaseDictionaries(ca, mem)
+		ca.Release()
+		if err != nil {
+			return nil, err
+		}
+		kids[i] = fixed.Data()
+		kids[i].Retain()
+		fixed.Release()
+	}
+	nd := array.NewData(arr.DataType(), d.Len(), d.Buffers(), kids, d.NullN(), d.Offset())
+	defer nd.Release()
+	return array.MakeFromData(nd), nil
+}
+
+// needsDictRebase reports whether d holds, at any depth, a dictionary whose
+// values are sliced or are strings or binaries whose offsets do not start
+// at zero.
+func needsDictRebase(d arrow.ArrayData) bool {
+	if dict := d.Dictionary(); present(dict) {
+		if dict.Offset() != 0 {
+			return true
+		}
+		switch dict.DataType().ID() {
+		case arrow.STRING, arrow.BINARY:
+			if b := dict.Buffers(); dict.Len() > 0 && len(b) > 1 && b[1] != nil && b[1].Len() >= 4 && arrow.Int32Traits.CastFromBytes(b[1].Bytes())[0] != 0 {
+				return true
+			}
+		case arrow.LARGE_STRING, arrow.LARGE_BINARY:
+			if b := dict.Buffers(); dict.Len() > 0 && len(b) > 1 && b[1] != nil && b[1].Len() >= 8 && arrow.Int64Traits.CastFromBytes(b[1].Bytes())[0] != 0 {
+				return true
+			}
+		}
+	}
+	for _, c := range d.Children() {
+		if needsDictRebase(c) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasFixedSizeList(dt arrow.DataType) bool {
+	switch t := dt.(type) {
+	case *arrow.FixedSizeListType:
+		return true
+	case *arrow.DictionaryType:
+		return hasFixedSizeList(t.ValueType)
+	case arrow.ExtensionType:
+		return hasFixedSizeList(t.StorageType())
+	case arrow.NestedType:
+		for _, f := range t.Fields() {
+			if hasFixedSizeList(f.Type) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sliced reports whether d or any array data under it has an offset.
+func sliced(d arrow.ArrayData) bool {
+	if d.Offset() != 0 {
+		return true
+	}
+	for _, c := range d.Children() {
+		if sliced(c) {
+			return true
+		}
+	}
+	return false
 }
 
 // EndRowGroup ends the open Parquet row group: its pages are passed on to
