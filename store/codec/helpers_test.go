@@ -3,6 +3,7 @@ package codec
 import (
 	"bytes"
 	"context"
+	"math"
 	"strings"
 	"testing"
 
@@ -180,3 +181,6 @@ func sameValue(a arrow.Array, i int, b arrow.Array, j int) bool {
 	}
 	return array.SliceEqual(a, int64(i), int64(i+1), b, int64(j), int64(j+1))
 }
+
+func posInf() float64 { return math.Inf(1) }
+func nan() float64    { return math.NaN() }

@@ -201,10 +201,10 @@ type Part struct {
 // columns by, in order of first appearance, keeping the order of rows
 // within each group. It works on columns, not rows: each partition column
 // is dictionary-encoded (one hash pass), the codes are combined into one
-// group id per row, the rows are ordered by group with a counting sort and
-// gathered with one Take, and each group is a zero-copy slice of that (or of
-// rec, when its rows were grouped already). Partition values that cannot
-// name a directory are refused (see PartitionDir). Allocations come from
+// group id per row, the rows are ordered by group with a counting sort,
+// and each group is gathered with one Take — or sliced without a copy when
+// its rows are one run. Partition values that cannot name a directory are
+// refused (see PartitionDir). Allocations come from
 // compute.GetAllocator(ctx). Each returned Batch must be released.
 func SplitByPartition(ctx context.Context, rec arrow.RecordBatch, by []string) ([]Part, error) {
 	sc := rec.Schema()
@@ -271,53 +271,59 @@ func SplitByPartition(ctx context.Context, rec arrow.RecordBatch, by []string) (
 		}
 		merged[g] = p
 	}
-	// Counting sort of the rows by part: start[p] is where part p begins.
+	// Counting sort of the rows by part: the rows of part p are
+	// order[start[p]:start[p+1]], ascending.
 	start := make([]int, len(parts)+1)
-	// Parts are numbered in order of first appearance, so the rows are
-	// grouped already if and only if their part numbers never decrease.
-	grouped := true
-	prev := int32(0)
 	for row, g := range gid {
 		p := merged[g]
 		gid[row] = p
 		start[p+1]++
-		grouped = grouped && p >= prev
-		prev = p
 	}
 	for p := range parts {
 		start[p+1] += start[p]
 	}
-	src := rec
-	if !grouped {
-		mem := compute.GetAllocator(ctx)
-		perm := memory.NewResizableBuffer(mem)
-		perm.Resize(n * arrow.Int32SizeBytes)
-		order := arrow.Int32Traits.CastFromBytes(perm.Bytes())
-		next := slices.Clone(start[:len(parts)])
-		for row, p := range gid {
-			order[next[p]] = int32(row)
-			next[p]++
-		}
-		idxData := array.NewData(arrow.PrimitiveTypes.Int32, n, []*memory.Buffer{nil, perm}, nil, 0, 0)
-		perm.Release()
-		indices := array.MakeFromData(idxData)
-		idxData.Release()
-		taken, err := compute.Take(ctx, *compute.DefaultTakeOptions(), compute.NewDatumWithoutOwning(rec), compute.NewDatumWithoutOwning(indices))
-		indices.Release()
-		if err != nil {
-			return nil, fmt.Errorf("split by partition: %w", err)
-		}
-		src = taken.(*compute.RecordDatum).Value
-		defer src.Release()
+	mem := compute.GetAllocator(ctx)
+	perm := memory.NewResizableBuffer(mem)
+	defer perm.Release()
+	perm.Resize(n * arrow.Int32SizeBytes)
+	order := arrow.Int32Traits.CastFromBytes(perm.Bytes())
+	next := slices.Clone(start[:len(parts)])
+	for row, p := range gid {
+		order[next[p]] = int32(row)
+		next[p]++
 	}
 	cols := make([]arrow.Array, len(keep))
 	for i, c := range keep {
-		cols[i] = src.Column(c)
+		cols[i] = rec.Column(c)
 	}
-	whole := array.NewRecordBatch(fileSchema, cols, int64(n))
-	defer whole.Release()
+	data := array.NewRecordBatch(fileSchema, cols, int64(n))
+	defer data.Release()
+	release := func() {
+		for _, p := range parts {
+			if p.Batch != nil {
+				p.Batch.Release()
+			}
+		}
+	}
+	// A part whose rows are one run is a slice of rec; any other is one
+	// Take (one per part: arrow-go's Take of strings grows its output
+	// buffer step by step, so a few small gathers beat one large one).
 	for p := range parts {
-		parts[p].Batch = whole.NewSlice(int64(start[p]), int64(start[p+1]))
+		lo, hi := start[p], start[p+1]
+		if int(order[hi-1]-order[lo]) == hi-lo-1 {
+			parts[p].Batch = data.NewSlice(int64(order[lo]), int64(order[hi-1])+1)
+			continue
+		}
+		idxData := array.NewData(arrow.PrimitiveTypes.Int32, hi-lo, []*memory.Buffer{nil, perm}, nil, 0, lo)
+		indices := array.MakeFromData(idxData)
+		idxData.Release()
+		taken, err := compute.Take(ctx, *compute.DefaultTakeOptions(), compute.NewDatumWithoutOwning(data), compute.NewDatumWithoutOwning(indices))
+		indices.Release()
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("split by partition: %w", err)
+		}
+		parts[p].Batch = taken.(*compute.RecordDatum).Value
 	}
 	return parts, nil
 }

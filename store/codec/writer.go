@@ -396,9 +396,10 @@ func (fw *FileWriter) Rows() int64 { return fw.rows }
 // size once Close returned.
 func (fw *FileWriter) Size() int64 { return fw.out.n }
 
-// RowGroupBytes is the encoded size of the open Parquet row group (pages
-// compressed and buffered, not yet passed on): with Size, what the file
-// would be if it ended now, give or take the footer.
+// RowGroupBytes is the encoded size of the pages the open Parquet row
+// group has finished (compressed, held in memory until the row group
+// ends); each column's current page is not counted until it fills. With
+// Size, about what the file would be if it ended now.
 func (fw *FileWriter) RowGroupBytes() int64 {
 	if fw.pw == nil || fw.done {
 		return 0
