@@ -207,14 +207,20 @@ func sameSet(a, b []string) bool {
 // output columns (nil: all, in header order; empty and non-nil: batches
 // without columns that only count rows). An empty field is null in every
 // column, booleans are read in any case, as they are inferred. Input without
-// a header yields no batches. A header naming a column sc lacks is an error.
+// a header yields no batches (of the schema the columns asked for would
+// have). A header naming a column sc lacks is an error, and so is asking for
+// a column the header lacks.
 func NewCSVReader(r io.Reader, sc *arrow.Schema, cols []string, o ReadOptions) (array.RecordReader, error) {
 	// Read the header with a parser of its own, then give the reader the
 	// same bytes again: encoding/csv reads ahead.
 	tee := &teeReader{r: r}
 	header, err := stdcsv.NewReader(tee).Read()
 	if errors.Is(err, io.EOF) {
-		return newCountReader(arrow.NewSchema(nil, nil), 0, 1), nil
+		out, err := Project(sc, cols)
+		if err != nil {
+			return nil, err
+		}
+		return newCountReader(out, 0, 1), nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("CSV header: %w", err)

@@ -99,12 +99,12 @@ func OpenParquet(r io.ReaderAt, size int64, o ReadOptions) (*ParquetFile, error)
 	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: o.batchRows()}, o.mem())
 	if err != nil {
 		pr.Close()
-		return nil, fmt.Errorf("Parquet schema: %w", err)
+		return nil, fmt.Errorf("the file's Arrow schema: %w", err)
 	}
 	sc, err := fr.Schema()
 	if err != nil {
 		pr.Close()
-		return nil, fmt.Errorf("Parquet schema: %w", err)
+		return nil, fmt.Errorf("the file's Arrow schema: %w", err)
 	}
 	return &ParquetFile{pr: pr, fr: fr, schema: StripFieldIDs(sc), footer: footerOf(pr), o: o}, nil
 }
@@ -151,7 +151,7 @@ func (f *ParquetFile) Records(ctx context.Context, cols []string) (array.RecordR
 		idx := rsc.FieldIndices(name)
 		if len(idx) != 1 {
 			rr.Release()
-			return nil, fmt.Errorf("Parquet reader lacks column %q", name)
+			return nil, fmt.Errorf("the Parquet reader lacks column %q", name)
 		}
 		src[i] = idx[0]
 		fields[i] = stripField(rsc.Field(idx[0]))

@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 func TestPartitionDir(t *testing.T) {
@@ -347,4 +349,26 @@ func TestConstantColumn(t *testing.T) {
 	if _, err := ConstantColumn(mem, arrow.PrimitiveTypes.Int8, "300", 1); err == nil {
 		t.Error("300 became an int8")
 	}
+}
+
+func ExampleSplitByPartition() {
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "region", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	rec, _, _ := array.RecordFromJSON(memory.DefaultAllocator, sc, strings.NewReader(
+		`[{"id":1,"region":"eu"},{"id":2,"region":"us"},{"id":3,"region":"eu"},{"id":4,"region":null}]`))
+	defer rec.Release()
+	parts, err := SplitByPartition(context.Background(), rec, []string{"region"})
+	if err != nil {
+		panic(err)
+	}
+	for _, p := range parts {
+		fmt.Println(p.Dir, p.Batch.Column(0))
+		p.Batch.Release()
+	}
+	// Output:
+	// region=eu [1 3]
+	// region=us [2]
+	// region=__HIVE_DEFAULT_PARTITION__ [4]
 }

@@ -374,3 +374,41 @@ func TestFileWriterClassifiesErrors(t *testing.T) {
 	}
 	fw.Abort()
 }
+
+// A batch without columns still has rows; Parquet has nowhere to keep
+// them, so the writer counts them for the caller's record.
+func TestFileWriterZeroColumns(t *testing.T) {
+	mem, ctx := checkedMem(t)
+	sc := arrow.NewSchema(nil, nil)
+	rec := array.NewRecordBatch(sc, nil, 3)
+	defer rec.Release()
+	var out bytes.Buffer
+	fw, err := NewFileWriter(&out, sc, WriterOptions{Allocator: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fw.Rows() != 3 {
+		t.Fatalf("rows %d", fw.Rows())
+	}
+	pf, err := OpenParquet(bytes.NewReader(out.Bytes()), int64(out.Len()), ReadOptions{Allocator: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	rr, err := pf.Records(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rr.Release()
+	for rr.Next() {
+		if rr.RecordBatch().NumCols() != 0 {
+			t.Fatal("columns from nowhere")
+		}
+	}
+}
