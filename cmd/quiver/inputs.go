@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,11 +15,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	arrowcsv "github.com/apache/arrow-go/v18/arrow/csv"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/quiverdb/quiver/store/codec"
 )
 
 // Input formats of `quiver put`.
@@ -135,29 +132,25 @@ func openInput(ctx context.Context, path, format string, mem memory.Allocator, p
 	return in, nil
 }
 
-// openParquet streams a Parquet file row group by row group.
+// openParquet streams a Parquet file row group by row group, with the
+// schema it was written with (field ids stripped at every depth, as the
+// store strips them).
 func (in *input) openParquet(ctx context.Context, src *countingFile, mem memory.Allocator) error {
-	pf, err := file.NewParquetReader(src)
+	st, err := src.f.Stat()
 	if err != nil {
-		return fmt.Errorf("not a Parquet file: %w", err)
+		return err
+	}
+	pf, err := codec.OpenParquet(src, st.Size(), codec.ReadOptions{BatchRows: batchRows, Allocator: mem})
+	if err != nil {
+		return err
 	}
 	prev := in.closer
 	in.closer = func() error { return errors.Join(pf.Close(), prev()) }
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: batchRows}, mem)
+	rr, err := pf.Records(ctx, nil)
 	if err != nil {
 		return err
 	}
-	// The file's schema has the schema-level metadata (from ARROW:schema)
-	// that the record reader's lacks.
-	sc, err := fr.Schema()
-	if err != nil {
-		return err
-	}
-	rr, err := fr.GetRecordReader(ctx, nil, nil)
-	if err != nil {
-		return err
-	}
-	in.rdr = &fieldIDStripper{RecordReader: rr, schema: stripFieldIDs(sc)}
+	in.rdr = rr
 	return nil
 }
 
@@ -242,57 +235,28 @@ func (t *teeReader) Read(p []byte) (int, error) {
 func (t *teeReader) replay() io.Reader { return io.MultiReader(&t.buf, t.r) }
 
 // openCSV reads a CSV file with a header row. Column types are inferred
-// from the first inferRows rows (arrow's own inferring reader looks only at
-// the first one, so a column whose first value is 1 and a later one 1.5
-// would fail): int64, then float64, then bool, else string. Empty, NULL and
-// null are nulls in non-string columns.
+// from the first inferRows rows by the store's own rule (codec.CSVInference,
+// what polars and so pyrosome infer): int64, then float64, true/false in any
+// case as bool, else string. Only an empty field is null, in every column.
 func (in *input) openCSV(src *countingFile, mem memory.Allocator) error {
 	tee := &teeReader{r: src}
-	cr := csv.NewReader(tee)
-	cr.ReuseRecord = true
-	header, err := cr.Read()
+	var inf codec.CSVInference
+	if err := inf.AddFile(tee, inferRows); err != nil {
+		return fmt.Errorf("CSV: %w", err)
+	}
+	sc := inf.Schema()
+	if sc.NumFields() == 0 {
+		return errors.New("no CSV header row")
+	}
+	rdr, err := codec.NewCSVReader(tee.replay(), sc, nil, codec.ReadOptions{BatchRows: batchRows, Allocator: mem})
 	if err != nil {
-		return fmt.Errorf("no CSV header row: %w", err)
+		return fmt.Errorf("CSV: %w", err)
 	}
-	header = append([]string(nil), header...)
-	kinds := make([]kind, len(header))
-	for i := range kinds {
-		kinds[i] = kindUnknown
-	}
-	for n := 0; n < inferRows; n++ {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("CSV: %w", err)
-		}
-		for i, v := range rec {
-			if i < len(kinds) {
-				kinds[i] = kinds[i].widen(csvKind(v))
-			}
-		}
-	}
-	types := make(map[string]arrow.DataType, len(header))
-	for i, name := range header {
-		if _, dup := types[name]; dup {
-			return fmt.Errorf("CSV column %q appears twice", name)
-		}
-		types[name] = kinds[i].arrowType()
-	}
-	in.rdr = arrowcsv.NewInferringReader(tee.replay(),
-		arrowcsv.WithHeader(true),
-		arrowcsv.WithColumnTypes(types),
-		arrowcsv.WithChunk(batchRows),
-		arrowcsv.WithNullReader(false),
-		arrowcsv.WithAllocator(mem))
-	// The inferring reader learns its schema from the header on the first
-	// Next; peek so that the schema is known before the put starts.
-	in.rdr = peek(in.rdr)
+	in.rdr = rdr
 	return nil
 }
 
-// kind is an inferred column type; kinds only widen.
+// kind is an inferred NDJSON column type; kinds only widen.
 type kind int
 
 const (
@@ -325,23 +289,6 @@ func (k kind) arrowType() arrow.DataType {
 		return arrow.FixedWidthTypes.Boolean
 	}
 	return arrow.BinaryTypes.String
-}
-
-func csvKind(v string) kind {
-	switch v {
-	case "", "NULL", "null":
-		return kindUnknown
-	}
-	if _, err := strconv.ParseInt(v, 10, 64); err == nil {
-		return kindInt
-	}
-	if _, err := strconv.ParseFloat(v, 64); err == nil {
-		return kindFloat
-	}
-	if _, err := strconv.ParseBool(v); err == nil {
-		return kindBool
-	}
-	return kindString
 }
 
 // openNDJSON reads newline-delimited JSON objects. The columns are the
@@ -433,84 +380,6 @@ func sniffJSONObject(b []byte, names *[]string, kinds map[string]kind) error {
 	}
 	_, err = dec.Token()
 	return err
-}
-
-// peeked is a RecordReader whose first batch was read early.
-type peeked struct {
-	array.RecordReader
-	first  bool
-	schema *arrow.Schema
-}
-
-// peek reads the first batch of r so that Schema is known.
-func peek(r array.RecordReader) array.RecordReader {
-	ok := r.Next()
-	return &peeked{RecordReader: r, first: ok, schema: r.Schema()}
-}
-
-func (p *peeked) Schema() *arrow.Schema {
-	if p.schema != nil {
-		return p.schema
-	}
-	return p.RecordReader.Schema()
-}
-
-func (p *peeked) Next() bool {
-	if p.first {
-		p.first = false
-		return true
-	}
-	return p.RecordReader.Next()
-}
-
-// fieldIDStripper drops the PARQUET:field_id metadata pqarrow adds to every
-// field it reads, so the profile gets the schema the file was written with.
-type fieldIDStripper struct {
-	pqarrow.RecordReader
-	schema *arrow.Schema
-	cur    arrow.RecordBatch
-}
-
-func (f *fieldIDStripper) Schema() *arrow.Schema { return f.schema }
-func (f *fieldIDStripper) Next() bool {
-	if f.cur != nil {
-		f.cur.Release()
-		f.cur = nil
-	}
-	if !f.RecordReader.Next() {
-		return false
-	}
-	rec := f.RecordReader.RecordBatch()
-	f.cur = array.NewRecordBatch(f.schema, rec.Columns(), rec.NumRows())
-	return true
-}
-func (f *fieldIDStripper) RecordBatch() arrow.RecordBatch { return f.cur }
-func (f *fieldIDStripper) Record() arrow.RecordBatch      { return f.cur } //nolint:staticcheck // interface
-func (f *fieldIDStripper) Release() {
-	if f.cur != nil {
-		f.cur.Release()
-		f.cur = nil
-	}
-	f.RecordReader.Release()
-}
-
-func stripFieldIDs(sc *arrow.Schema) *arrow.Schema {
-	fields := make([]arrow.Field, sc.NumFields())
-	for i, f := range sc.Fields() {
-		fields[i] = f
-		if k := f.Metadata.FindKey("PARQUET:field_id"); k >= 0 {
-			var keys, vals []string
-			for j := 0; j < f.Metadata.Len(); j++ {
-				if j != k {
-					keys = append(keys, f.Metadata.Keys()[j])
-					vals = append(vals, f.Metadata.Values()[j])
-				}
-			}
-			fields[i].Metadata = arrow.NewMetadata(keys, vals)
-		}
-	}
-	md := sc.Metadata()
-	return arrow.NewSchema(fields, &md)
 }
 
 // sameColumns explains how schema b differs from a in names or types; it

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/quiverdb/quiver/store/codec"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -52,7 +53,7 @@ func write(t *testing.T, name, body string) string {
 
 func TestCSVInfersFromManyRows(t *testing.T) {
 	// The first row alone would make val an int and flag a bool-looking int.
-	p := write(t, "a.csv", "id,val,flag,name,empty\n1,2,true,a,\n2,2.5,false,\"b, c\",\n3,,true,,\n")
+	p := write(t, "a.csv", "id,val,flag,name,empty\n1,2,true,a,\n2,2.5,FALSE,\"b, c\",\n3,,True,,\n")
 	sc, cols := readAll(t, p, fmtCSV)
 	want := []arrow.DataType{arrow.PrimitiveTypes.Int64, arrow.PrimitiveTypes.Float64, arrow.FixedWidthTypes.Boolean,
 		arrow.BinaryTypes.String, arrow.BinaryTypes.String}
@@ -64,8 +65,38 @@ func TestCSVInfersFromManyRows(t *testing.T) {
 	if got := strings.Join(cols[1], "|"); got != "2|2.5|null" {
 		t.Fatalf("val: %s", got)
 	}
-	if got := strings.Join(cols[3], "|"); got != "a|b, c|" {
+	if got := strings.Join(cols[2], "|"); got != "true|false|true" {
+		t.Fatalf("flag: %s", got)
+	}
+	// An empty field is null in a string column too, as the store reads it.
+	if got := strings.Join(cols[3], "|"); got != "a|b, c|null" {
 		t.Fatalf("name: %q", got)
+	}
+}
+
+// quiver put infers CSV types as the store and polars do: only true/false
+// (any case) are booleans and only an empty field is null.
+func TestCSVInfersAsTheStore(t *testing.T) {
+	for _, c := range []struct {
+		values string
+		want   arrow.DataType
+	}{
+		{"t\nf", arrow.BinaryTypes.String},
+		{"1\n0", arrow.PrimitiveTypes.Int64},
+		{"NULL\n1", arrow.BinaryTypes.String},
+		{"null\n1.5", arrow.BinaryTypes.String},
+		{"TRUE\n\nfalse", arrow.FixedWidthTypes.Boolean},
+		{"+5", arrow.BinaryTypes.String},
+	} {
+		sc, _ := readAll(t, write(t, "a.csv", "c\n"+c.values+"\n"), fmtCSV)
+		if !arrow.TypeEqual(sc.Field(0).Type, c.want) {
+			t.Errorf("%q: %s, want %s", c.values, sc.Field(0).Type, c.want)
+		}
+	}
+	for name, body := range map[string]string{"empty": "", "duplicate": "a,a\n1,2\n"} {
+		if _, err := openInput(t.Context(), write(t, name+".csv", body), fmtCSV, memory.DefaultAllocator, nil); err == nil {
+			t.Errorf("%s: no error", name)
+		}
 	}
 }
 
@@ -126,11 +157,42 @@ func TestSameColumns(t *testing.T) {
 	}
 }
 
-func TestStripFieldIDs(t *testing.T) {
-	md := arrow.NewMetadata([]string{"PARQUET:field_id", "doc"}, []string{"-1", "row id"})
-	sc := stripFieldIDs(arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int64}, {Name: "b", Type: arrow.PrimitiveTypes.Int64, Metadata: md}}, nil))
-	if sc.Field(1).Metadata.FindKey("PARQUET:field_id") >= 0 || sc.Field(1).Metadata.FindKey("doc") < 0 || sc.Field(0).HasMetadata() {
-		t.Fatalf("%s", sc)
+// A Parquet file's schema comes back as written: no PARQUET:field_id at
+// any depth.
+func TestParquetInputHasNoFieldIDs(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	md := arrow.NewMetadata([]string{"doc"}, []string{"row id"})
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "a", Type: arrow.PrimitiveTypes.Int64, Metadata: md},
+		{Name: "l", Type: arrow.ListOf(arrow.StructOf(arrow.Field{Name: "x", Type: arrow.PrimitiveTypes.Int32, Nullable: true})), Nullable: true},
+	}, nil)
+	rec, _, err := array.RecordFromJSON(mem, sc, strings.NewReader(`[{"a":1,"l":[{"x":2}]}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	p := filepath.Join(t.TempDir(), "a.parquet")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw, err := codec.NewFileWriter(f, sc, codec.WriterOptions{Allocator: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(fw.Close(), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	got, cols := readAll(t, p, fmtParquet)
+	if strings.Contains(got.String(), codec.FieldIDKey) || !got.Equal(sc) || !got.Field(0).Metadata.Equal(md) {
+		t.Fatalf("schema\n%s\nwant\n%s", got, sc)
+	}
+	if cols[0][0] != "1" {
+		t.Fatalf("a: %v", cols[0])
 	}
 }
 

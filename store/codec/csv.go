@@ -1,0 +1,378 @@
+package codec
+
+import (
+	"bytes"
+	stdcsv "encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/csv"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// CSV type inference follows polars (pyrosome's CsvDal reads with it), so
+// that Quiver and pyrosome give a CSV profile the same schema:
+//
+//   - an empty field is null and says nothing about the type;
+//   - "true"/"false" in any case is a boolean;
+//   - -?[0-9]+ is an int64 (a value too big for int64 makes the column a
+//     float64, where polars would fail to read it);
+//   - [-+]?(digits with a "." or an exponent, inf, NaN) is a float64;
+//   - anything else, and a column holding both booleans and numbers, is a
+//     string; ints and floats together are float64; a column with no
+//     values at all is a string.
+//
+// Dates are strings (polars parses dates only when asked to).
+
+// csvKind is the set of types a column's values so far allow.
+type csvKind uint8
+
+const (
+	kindInt csvKind = 1 << iota
+	kindFloat
+	kindBool
+	kindString
+)
+
+// csvValueKind classifies one field, as polars infers it; 0 for an empty
+// field (null).
+func csvValueKind(v string) csvKind {
+	switch {
+	case v == "":
+		return 0
+	case strings.EqualFold(v, "true") || strings.EqualFold(v, "false"):
+		return kindBool
+	case isInteger(v):
+		if _, err := strconv.ParseInt(v, 10, 64); err != nil {
+			return kindFloat
+		}
+		return kindInt
+	case isFloat(v):
+		return kindFloat
+	}
+	return kindString
+}
+
+// isInteger matches polars' ^-?(\d+)$.
+func isInteger(v string) bool {
+	v = strings.TrimPrefix(v, "-")
+	return v != "" && allDigits(v)
+}
+
+// isFloat matches polars'
+// ^[-+]?((\d*\.\d+)([eE][-+]?\d+)?|inf|NaN|(\d+)[eE][-+]?\d+|\d+\.)$.
+func isFloat(v string) bool {
+	if v != "" && (v[0] == '-' || v[0] == '+') {
+		v = v[1:]
+	}
+	if v == "inf" || v == "NaN" {
+		return true
+	}
+	mant, exp, hasExp := strings.Cut(strings.ReplaceAll(v, "E", "e"), "e")
+	if hasExp {
+		if exp != "" && (exp[0] == '-' || exp[0] == '+') {
+			exp = exp[1:]
+		}
+		if exp == "" || !allDigits(exp) {
+			return false
+		}
+	}
+	whole, frac, hasDot := strings.Cut(mant, ".")
+	switch {
+	case !hasDot: // \d+[eE][-+]?\d+
+		return hasExp && whole != "" && allDigits(whole)
+	case frac == "": // \d+\.
+		return !hasExp && whole != "" && allDigits(whole)
+	default: // \d*\.\d+([eE][-+]?\d+)?
+		return (whole == "" || allDigits(whole)) && allDigits(frac)
+	}
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func (k csvKind) arrowType() arrow.DataType {
+	switch k {
+	case kindInt:
+		return arrow.PrimitiveTypes.Int64
+	case kindFloat, kindInt | kindFloat:
+		return arrow.PrimitiveTypes.Float64
+	case kindBool:
+		return arrow.FixedWidthTypes.Boolean
+	}
+	return arrow.BinaryTypes.String
+}
+
+// CSVInference infers the schema of CSV files with a header row. Feed it
+// the files with AddFile; Schema gives the result. The first file's header
+// orders the columns; every later file must have the same columns, in any
+// order.
+type CSVInference struct {
+	names []string
+	index map[string]int
+	kinds []csvKind
+}
+
+// AddFile reads the header and then up to maxRows rows (all if
+// maxRows < 0) of one CSV file. A file without even a header adds nothing.
+// Rows must have as many fields as the header. Errors wrap ErrInvalid (a
+// column named twice) or ErrSchemaMismatch (other columns than the first
+// file's), or are the CSV parser's.
+func (c *CSVInference) AddFile(r io.Reader, maxRows int) error {
+	cr := stdcsv.NewReader(r)
+	cr.ReuseRecord = true
+	header, err := cr.Read()
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	cols := make([]int, len(header))
+	seen := make(map[string]bool, len(header))
+	for _, h := range header {
+		if seen[h] {
+			return fmt.Errorf("%w: CSV column %q appears twice", ErrInvalid, h)
+		}
+		seen[h] = true
+	}
+	if c.index == nil {
+		c.index = make(map[string]int, len(header))
+		for i, h := range header {
+			c.names = append(c.names, h)
+			c.index[h] = i
+		}
+		c.kinds = make([]csvKind, len(header))
+	} else if !sameSet(c.names, header) {
+		return fmt.Errorf("%w: columns %s do not match %s", ErrSchemaMismatch, QuoteNames(header), QuoteNames(c.names))
+	}
+	for i, h := range header {
+		cols[i] = c.index[h]
+	}
+	for n := 0; maxRows < 0 || n < maxRows; n++ {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for i, v := range rec {
+			c.kinds[cols[i]] |= csvValueKind(v)
+		}
+	}
+	return nil
+}
+
+// Schema is the inferred schema: every column nullable.
+func (c *CSVInference) Schema() *arrow.Schema {
+	fields := make([]arrow.Field, len(c.names))
+	for i, n := range c.names {
+		fields[i] = arrow.Field{Name: n, Type: c.kinds[i].arrowType(), Nullable: true}
+	}
+	return arrow.NewSchema(fields, nil)
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	m := make(map[string]bool, len(a))
+	for _, x := range a {
+		m[x] = true
+	}
+	for _, x := range b {
+		if !m[x] {
+			return false
+		}
+	}
+	return true
+}
+
+// NewCSVReader decodes CSV text with a header row into batches. sc gives
+// each column's type by name (as CSVInference inferred it); the header
+// decides the order of the columns in the text. cols selects and orders the
+// output columns (nil: all, in header order; empty and non-nil: batches
+// without columns that only count rows). An empty field is null in every
+// column, booleans are read in any case, as they are inferred. Input without
+// a header yields no batches (of the schema the columns asked for would
+// have). A header naming a column sc lacks is an error, and so is asking for
+// a column the header lacks.
+func NewCSVReader(r io.Reader, sc *arrow.Schema, cols []string, o ReadOptions) (array.RecordReader, error) {
+	// Read the header with a parser of its own, then give the reader the
+	// same bytes again: encoding/csv reads ahead.
+	tee := &teeReader{r: r}
+	header, err := stdcsv.NewReader(tee).Read()
+	if errors.Is(err, io.EOF) {
+		out, err := Project(sc, cols)
+		if err != nil {
+			return nil, err
+		}
+		return newCountReader(out, 0, 1), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("CSV header: %w", err)
+	}
+	fields := make([]arrow.Field, len(header))
+	readFields := make([]arrow.Field, len(header))
+	isBool := make([]bool, len(header))
+	for i, h := range header {
+		idx := sc.FieldIndices(h)
+		if len(idx) != 1 {
+			return nil, fmt.Errorf("%w: unexpected CSV column %q (columns are %s)", ErrSchemaMismatch, h, QuoteNames(FieldNames(sc)))
+		}
+		fields[i] = sc.Field(idx[0])
+		readFields[i] = fields[i]
+		if fields[i].Type.ID() == arrow.BOOL {
+			// arrow's parser knows true/True/TRUE but not tRuE.
+			readFields[i].Type = arrow.BinaryTypes.String
+			isBool[i] = true
+		}
+	}
+	fileSchema := arrow.NewSchema(fields, nil)
+	if cols == nil {
+		cols = header
+	}
+	out, err := Project(fileSchema, cols)
+	if err != nil {
+		return nil, err
+	}
+	src := make([]int, len(cols))
+	for i, c := range cols {
+		src[i] = fileSchema.FieldIndices(c)[0]
+	}
+	if len(cols) == 0 {
+		// Count the rows without decoding them.
+		cr := stdcsv.NewReader(tee.replay())
+		cr.ReuseRecord = true
+		var n int64 = -1
+		for {
+			if _, err := cr.Read(); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				return nil, fmt.Errorf("CSV: %w", err)
+			}
+			n++
+		}
+		return newCountReader(out, n, o.batchRows()), nil
+	}
+	cr := csv.NewReader(tee.replay(), arrow.NewSchema(readFields, nil), csv.WithHeader(true), csv.WithChunk(int(o.batchRows())),
+		csv.WithNullReader(true, ""), csv.WithAllocator(o.mem()))
+	rd := &csvReader{cr: cr, mem: o.mem(), schema: out, src: src, isBool: isBool, fields: fields}
+	rd.refs.Store(1)
+	return rd, nil
+}
+
+// teeReader remembers every byte read through it until replay.
+type teeReader struct {
+	r   io.Reader
+	buf bytes.Buffer
+}
+
+func (t *teeReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	t.buf.Write(p[:n])
+	return n, err
+}
+
+func (t *teeReader) replay() io.Reader { return io.MultiReader(&t.buf, t.r) }
+
+// csvReader projects arrow's CSV reader and parses its boolean columns.
+type csvReader struct {
+	refs   atomic.Int64
+	cr     *csv.Reader
+	mem    memory.Allocator
+	schema *arrow.Schema
+	fields []arrow.Field // the file's columns, final types
+	src    []int
+	isBool []bool // by file column
+	cur    arrow.RecordBatch
+	err    error
+}
+
+func (r *csvReader) Retain() { r.refs.Add(1) }
+
+func (r *csvReader) Release() {
+	if r.refs.Add(-1) == 0 {
+		r.clear()
+		r.cr.Release()
+	}
+}
+
+func (r *csvReader) clear() {
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+}
+
+func (r *csvReader) Schema() *arrow.Schema { return r.schema }
+
+func (r *csvReader) Next() bool {
+	r.clear()
+	if r.err != nil {
+		return false
+	}
+	if !r.cr.Next() {
+		r.err = r.cr.Err()
+		return false
+	}
+	in := r.cr.RecordBatch()
+	cols := make([]arrow.Array, len(r.src))
+	defer releaseAll(cols)
+	for i, j := range r.src {
+		a := in.Column(j)
+		if r.isBool[j] {
+			b, err := parseBools(r.mem, r.fields[j].Name, a.(*array.String))
+			if err != nil {
+				r.err = err
+				return false
+			}
+			cols[i] = b
+			continue
+		}
+		a.Retain()
+		cols[i] = a
+	}
+	r.cur = array.NewRecordBatch(r.schema, cols, in.NumRows())
+	return true
+}
+
+// parseBools reads "true"/"false" in any case.
+func parseBools(mem memory.Allocator, name string, s *array.String) (arrow.Array, error) {
+	b := array.NewBooleanBuilder(mem)
+	defer b.Release()
+	b.Reserve(s.Len())
+	for i := 0; i < s.Len(); i++ {
+		switch v := s.Value(i); {
+		case s.IsNull(i):
+			b.AppendNull()
+		case strings.EqualFold(v, "true"):
+			b.Append(true)
+		case strings.EqualFold(v, "false"):
+			b.Append(false)
+		default:
+			return nil, fmt.Errorf("%w: CSV column %q holds %q, not a boolean", ErrSchemaMismatch, name, v)
+		}
+	}
+	return b.NewArray(), nil
+}
+
+func (r *csvReader) RecordBatch() arrow.RecordBatch { return r.cur }
+
+// Record is the deprecated name of RecordBatch.
+func (r *csvReader) Record() arrow.RecordBatch { return r.cur }
+
+func (r *csvReader) Err() error { return r.err }

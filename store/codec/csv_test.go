@@ -1,0 +1,184 @@
+package codec
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// The types polars infers for one column holding these values (pyrosome's
+// CsvDal reads CSV profiles with polars).
+func TestCSVInferenceIsPolars(t *testing.T) {
+	cases := []struct {
+		values []string
+		want   string
+	}{
+		{[]string{"1", "-2", "007", ""}, "int64"},
+		{[]string{"1", "2.5"}, "float64"},
+		{[]string{"1e5", ".5", "5.", "-1.5E-3", "+2.0", "inf", "-inf", "NaN"}, "float64"},
+		{[]string{"99999999999999999999"}, "float64"}, // too big for int64 (polars fails here)
+		{[]string{"true", "FALSE", "True", "tRuE", ""}, "bool"},
+		{[]string{"", ""}, "utf8"},
+		{[]string{"1", "true"}, "utf8"},
+		{[]string{"t", "f"}, "utf8"},
+		{[]string{"1", "0"}, "int64"},
+		{[]string{"yes"}, "utf8"},
+		{[]string{"NULL", "1"}, "utf8"},
+		{[]string{"+5"}, "utf8"},
+		{[]string{"Inf"}, "utf8"},
+		{[]string{"nan"}, "utf8"},
+		{[]string{"0x10"}, "utf8"},
+		{[]string{"1_000"}, "utf8"},
+		{[]string{" 1"}, "utf8"},
+		{[]string{"1e"}, "utf8"},
+		{[]string{"."}, "utf8"},
+		{[]string{"2026-10-24"}, "utf8"},
+	}
+	for _, c := range cases {
+		var inf CSVInference
+		if err := inf.AddFile(strings.NewReader("c\n"+strings.Join(c.values, "\n")+"\n"), -1); err != nil {
+			t.Fatal(err)
+		}
+		if got := inf.Schema().Field(0).Type.String(); got != c.want {
+			t.Errorf("%q: %s, want %s", c.values, got, c.want)
+		}
+	}
+}
+
+func TestCSVInferenceOverFiles(t *testing.T) {
+	var inf CSVInference
+	for _, f := range []string{"a,b,c\n1,x,\n", "c,a,b\n2.5,2,y\n", ""} {
+		if err := inf.AddFile(strings.NewReader(f), -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := inf.Schema().String(); !strings.Contains(got, "a: type=int64") || !strings.Contains(got, "b: type=utf8") || !strings.Contains(got, "c: type=float64") {
+		t.Fatalf("schema %s", got)
+	}
+	if names := strings.Join(FieldNames(inf.Schema()), ","); names != "a,b,c" {
+		t.Fatalf("order %s: the first file's header orders the columns", names)
+	}
+	if err := inf.AddFile(strings.NewReader("a,b\n1,2\n"), -1); !errors.Is(err, ErrSchemaMismatch) {
+		t.Errorf("other columns: %v", err)
+	}
+	var dup CSVInference
+	if err := dup.AddFile(strings.NewReader("a,a\n1,2\n"), -1); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `"a" appears twice`) {
+		t.Errorf("duplicate column: %v", err)
+	}
+	var ragged CSVInference
+	if err := ragged.AddFile(strings.NewReader("a,b\n1,2,3\n"), -1); err == nil {
+		t.Error("a row longer than the header")
+	}
+	// Only the first rows, when asked.
+	var head CSVInference
+	if err := head.AddFile(strings.NewReader("a\n1\nx\n"), 1); err != nil || head.Schema().Field(0).Type.ID() != arrow.INT64 {
+		t.Errorf("first row only: %v %s", err, head.Schema())
+	}
+}
+
+func TestCSVReader(t *testing.T) {
+	mem, _ := checkedMem(t)
+	text := "ok,n,x,s\nTRUE,1,1.5,a\ntRuE,,inf,\nfalse,3,,\"c,d\"\n"
+	var inf CSVInference
+	if err := inf.AddFile(strings.NewReader(text), -1); err != nil {
+		t.Fatal(err)
+	}
+	sc := inf.Schema()
+	for _, c := range []struct {
+		cols []string
+		want string
+	}{
+		{nil, `[{"n":1,"ok":true,"s":"a","x":1.5},{"n":null,"ok":true,"s":null,"x":"+Inf"}]|[{"n":3,"ok":false,"s":"c,d","x":null}]`},
+		{[]string{"s", "ok"}, `[{"ok":true,"s":"a"},{"ok":true,"s":null}]|[{"ok":false,"s":"c,d"}]`},
+		{[]string{}, `[{},{}]|[{}]`},
+	} {
+		rr, err := NewCSVReader(strings.NewReader(text), sc, c.cols, ReadOptions{Allocator: mem, BatchRows: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for rr.Next() {
+			got = append(got, rowsJSON(t, rr.RecordBatch()))
+		}
+		if rr.Err() != nil || strings.Join(got, "|") != c.want {
+			t.Errorf("%v: got %s %v, want %s", c.cols, strings.Join(got, "|"), rr.Err(), c.want)
+		}
+		if c.cols != nil && strings.Join(FieldNames(rr.Schema()), ",") != strings.Join(c.cols, ",") {
+			t.Errorf("%v: schema %s", c.cols, rr.Schema())
+		}
+		rr.Release()
+	}
+	// The file's own column order, whatever the schema's.
+	rr, err := NewCSVReader(strings.NewReader("s,ok\nz,false\n"), sc, nil, ReadOptions{Allocator: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rr.Next() || rowsJSON(t, rr.RecordBatch()) != `[{"ok":false,"s":"z"}]` || strings.Join(FieldNames(rr.Schema()), ",") != "s,ok" {
+		t.Errorf("reordered file: %v", rr.Err())
+	}
+	rr.Release()
+	// No header at all: no batches.
+	rr, err = NewCSVReader(strings.NewReader(""), sc, nil, ReadOptions{Allocator: mem})
+	if err != nil || rr.Next() {
+		t.Errorf("empty input: %v", err)
+	}
+	rr.Release()
+	if _, err := NewCSVReader(strings.NewReader("zz\n1\n"), sc, nil, ReadOptions{Allocator: mem}); !errors.Is(err, ErrSchemaMismatch) {
+		t.Errorf("unknown column: %v", err)
+	}
+	rr, err = NewCSVReader(strings.NewReader("ok\nmaybe\n"), sc, nil, ReadOptions{Allocator: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.Next() || rr.Err() == nil || !strings.Contains(rr.Err().Error(), `"maybe", not a boolean`) {
+		t.Errorf("bad boolean: %v", rr.Err())
+	}
+	rr.Release()
+}
+
+// Floats written as CSV infer back as floats, whole or not.
+func TestCSVRoundTripKeepsTypes(t *testing.T) {
+	mem, _ := checkedMem(t)
+	sc := schemaOf(field("x", arrow.PrimitiveTypes.Float64, true), field("n", arrow.PrimitiveTypes.Int8, true),
+		field("b", arrow.FixedWidthTypes.Boolean, true), field("d", arrow.FixedWidthTypes.Date32, true))
+	rec := batch(t, mem, sc, `[{"x":1,"n":1,"b":true,"d":"2026-01-02"},{"x":null,"n":null,"b":null,"d":null},{"x":1e300,"n":-3,"b":false,"d":"2026-01-03"}]`)
+	defer rec.Release()
+	b := writeFile(t, sc, WriterOptions{Format: FormatCSV, Allocator: mem}, rec)
+	var inf CSVInference
+	if err := inf.AddFile(strings.NewReader(string(b)), -1); err != nil {
+		t.Fatal(err)
+	}
+	if got := inf.Schema().String(); !strings.Contains(got, "x: type=float64") || !strings.Contains(got, "n: type=int64") ||
+		!strings.Contains(got, "b: type=bool") || !strings.Contains(got, "d: type=utf8") {
+		t.Fatalf("inferred %s", got)
+	}
+}
+
+func FuzzCSVInference(f *testing.F) {
+	for _, s := range []string{"a,b\n1,x\n", "a\n\"1\n2\"\n", "a,b\n1\n", "", "a\ntRuE\n", "a\n1e5\n-.5\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		var inf CSVInference
+		if inf.AddFile(strings.NewReader(text), -1) != nil {
+			return
+		}
+		sc := inf.Schema()
+		if CheckUniqueNames(sc) != nil {
+			t.Fatal("inferred duplicate columns")
+		}
+		// What was inferred from all rows reads without a parse error.
+		rr, err := NewCSVReader(strings.NewReader(text), sc, nil, ReadOptions{})
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		defer rr.Release()
+		for rr.Next() {
+		}
+		if err := rr.Err(); err != nil {
+			t.Fatalf("%q inferred as %s: %v", text, sc, err)
+		}
+	})
+}

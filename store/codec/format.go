@@ -1,0 +1,174 @@
+package codec
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// Format is the file format of a profile's data files.
+type Format string
+
+// The formats a profile can hold; one per profile.
+const (
+	FormatParquet Format = "parquet"
+	FormatCSV     Format = "csv"
+)
+
+// Ext is the data file extension, without the dot.
+func (f Format) Ext() string { return string(f) }
+
+// ParseFormat accepts "parquet" (or "", the default) and "csv", in any case.
+func ParseFormat(s string) (Format, error) {
+	switch strings.ToLower(s) {
+	case "", "parquet":
+		return FormatParquet, nil
+	case "csv":
+		return FormatCSV, nil
+	}
+	return "", fmt.Errorf("%w: unknown format %q (want parquet or csv)", ErrInvalid, s)
+}
+
+// Compression is the codec of Parquet data pages.
+type Compression string
+
+// The compressions a Parquet file may be written with. Every Parquet
+// reader that matters (pyarrow, polars, DuckDB, Spark) reads all four.
+const (
+	// CompressionZstd (the default) at level 1, as pyarrow writes it.
+	CompressionZstd Compression = "zstd"
+	// CompressionLZ4Raw is faster to decode and larger.
+	CompressionLZ4Raw Compression = "lz4_raw"
+	// CompressionSnappy is what older readers expect.
+	CompressionSnappy Compression = "snappy"
+	// CompressionNone stores pages as they are.
+	CompressionNone Compression = "none"
+)
+
+// ParseCompression accepts the Compression names in any case ("" is zstd;
+// "uncompressed" is none).
+func ParseCompression(s string) (Compression, error) {
+	switch c := Compression(strings.ToLower(s)); c {
+	case "":
+		return CompressionZstd, nil
+	case "uncompressed":
+		return CompressionNone, nil
+	case CompressionZstd, CompressionLZ4Raw, CompressionSnappy, CompressionNone:
+		return c, nil
+	}
+	return "", fmt.Errorf("%w: unknown compression %q (want zstd, lz4_raw, snappy or none)", ErrInvalid, s)
+}
+
+func (c Compression) codec() (compress.Compression, int, error) {
+	switch c {
+	case "", CompressionZstd:
+		// Level 1, as pyarrow/Arrow C++ default to: arrow-go's default
+		// (3) spent half of a put's CPU time compressing, for ~5% smaller
+		// files.
+		return compress.Codecs.Zstd, 1, nil
+	case CompressionLZ4Raw:
+		return compress.Codecs.Lz4Raw, compress.DefaultCompressionLevel, nil
+	case CompressionSnappy:
+		return compress.Codecs.Snappy, compress.DefaultCompressionLevel, nil
+	case CompressionNone:
+		return compress.Codecs.Uncompressed, compress.DefaultCompressionLevel, nil
+	}
+	return 0, 0, fmt.Errorf("%w: unknown compression %q (want zstd, lz4_raw, snappy or none)", ErrInvalid, string(c))
+}
+
+// DefaultRowGroupRows caps the rows of one Parquet row group.
+const DefaultRowGroupRows = 1 << 20
+
+// WriterOptions describe how a FileWriter encodes.
+type WriterOptions struct {
+	// Format is FormatParquet (the default) or FormatCSV.
+	Format Format
+	// Compression of Parquet pages; zstd by default.
+	Compression Compression
+	// Partitioned selects small Parquet pages, for writers of which many
+	// are open at once (one per partition); see WriterProperties.
+	Partitioned bool
+	// RowGroupRows caps the rows of a Parquet row group
+	// (DefaultRowGroupRows if 0).
+	RowGroupRows int64
+	// Metadata is stored in a Parquet file's footer as key-value metadata
+	// (in key order); CSV has nowhere to keep it.
+	Metadata map[string]string
+	// Allocator for the encoder's buffers (memory.DefaultAllocator if nil).
+	Allocator memory.Allocator
+}
+
+func (o WriterOptions) mem() memory.Allocator {
+	if o.Allocator == nil {
+		return memory.DefaultAllocator
+	}
+	return o.Allocator
+}
+
+// WriterProperties are the Parquet writer properties for files of schema
+// sc.
+//
+// Dictionary encoding is on for byte-array columns (strings, binaries) only:
+// for numbers arrow-go's dictionary hashing costs half of the write time
+// and rarely pays.
+//
+// A partitioned put keeps one open writer per partition, and each column of
+// each writer buffers its current data page (and dictionary) uncompressed
+// until the page is full; with the 1 MiB defaults a 64-partition put of 20
+// columns held over 2 GB that way. Partitioned writes use 64 KiB pages and
+// 256 KiB dictionaries instead.
+func WriterProperties(sc *arrow.Schema, o WriterOptions) (*parquet.WriterProperties, error) {
+	codec, level, err := o.Compression.codec()
+	if err != nil {
+		return nil, err
+	}
+	rows := o.RowGroupRows
+	if rows <= 0 {
+		rows = DefaultRowGroupRows
+	}
+	opts := []parquet.WriterProperty{
+		parquet.WithCompression(codec),
+		parquet.WithCompressionLevel(level),
+		parquet.WithMaxRowGroupLength(rows),
+		parquet.WithAllocator(o.mem()),
+		parquet.WithStats(true),
+		parquet.WithDictionaryDefault(false),
+		parquet.WithCreatedBy("quiver"),
+	}
+	if o.Partitioned {
+		opts = append(opts, parquet.WithDataPageSize(64<<10), parquet.WithDictionaryPageSizeLimit(256<<10))
+	}
+	pqs, err := pqarrow.ToParquet(sc, parquet.NewWriterProperties(opts...), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	if err != nil {
+		return nil, fmt.Errorf("%w: the schema cannot be stored as Parquet: %v", ErrInvalid, err)
+	}
+	for i := 0; i < pqs.NumColumns(); i++ {
+		c := pqs.Column(i)
+		if c.PhysicalType() == parquet.Types.ByteArray || c.PhysicalType() == parquet.Types.FixedLenByteArray {
+			opts = append(opts, parquet.WithDictionaryPath(c.ColumnPath(), true))
+		}
+	}
+	return parquet.NewWriterProperties(opts...), nil
+}
+
+// CheckCSVTypes refuses columns that have no faithful text form: nested
+// types, unions and run-end encoded arrays.
+func CheckCSVTypes(sc *arrow.Schema) error {
+	var bad []string
+	for _, f := range sc.Fields() {
+		switch f.Type.ID() {
+		case arrow.LIST, arrow.LARGE_LIST, arrow.FIXED_SIZE_LIST, arrow.STRUCT, arrow.MAP,
+			arrow.SPARSE_UNION, arrow.DENSE_UNION, arrow.LIST_VIEW, arrow.LARGE_LIST_VIEW, arrow.RUN_END_ENCODED:
+			bad = append(bad, fmt.Sprintf("%q (%s)", f.Name, f.Type))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: nested columns %s cannot be stored in a CSV profile; use parquet", ErrInvalid, strings.Join(bad, ", "))
+	}
+	return nil
+}

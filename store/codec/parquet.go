@@ -1,0 +1,287 @@
+package codec
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// SchemaVersionKey is the footer key that carries the schema version in
+// every Parquet file Quiver writes; its presence is how a file tells that
+// Quiver wrote it.
+const SchemaVersionKey = "quiver.schema_version"
+
+// Footer is what a Parquet file's footer says, read without its data.
+type Footer struct {
+	// Rows in the file.
+	Rows int64
+	// Metadata is the footer's key-value metadata.
+	Metadata map[string]string
+	// Quiver is true when Quiver wrote the file (it has SchemaVersionKey).
+	Quiver bool
+}
+
+// ReadFooter reads the footer of the Parquet file in r, size bytes long.
+func ReadFooter(r io.ReaderAt, size int64) (*Footer, error) {
+	pr, err := file.NewParquetReader(io.NewSectionReader(r, 0, size))
+	if err != nil {
+		return nil, fmt.Errorf("not a Parquet file: %w", err)
+	}
+	defer pr.Close()
+	return footerOf(pr), nil
+}
+
+func footerOf(pr *file.Reader) *Footer {
+	f := &Footer{Rows: pr.NumRows(), Metadata: map[string]string{}}
+	for _, kv := range pr.MetaData().KeyValueMetadata() {
+		v := ""
+		if kv.Value != nil {
+			v = *kv.Value
+		}
+		f.Metadata[kv.Key] = v
+	}
+	_, f.Quiver = f.Metadata[SchemaVersionKey]
+	return f
+}
+
+// ReadOptions describe how files are decoded.
+type ReadOptions struct {
+	// BatchRows is the most rows of one batch (64 Ki if 0).
+	BatchRows int64
+	// Allocator for the decoded batches (memory.DefaultAllocator if nil).
+	Allocator memory.Allocator
+}
+
+func (o ReadOptions) batchRows() int64 {
+	if o.BatchRows <= 0 {
+		return 64 << 10
+	}
+	return o.BatchRows
+}
+
+func (o ReadOptions) mem() memory.Allocator {
+	if o.Allocator == nil {
+		return memory.DefaultAllocator
+	}
+	return o.Allocator
+}
+
+// ParquetFile is a Parquet file open for reading. Close it when done; the
+// readers it made must be released first.
+type ParquetFile struct {
+	pr     *file.Reader
+	fr     *pqarrow.FileReader
+	schema *arrow.Schema
+	footer *Footer
+	o      ReadOptions
+}
+
+// OpenParquet opens the Parquet file in r, size bytes long: its footer and
+// schema are read now, its data as batches are asked for. Reads go through
+// r's ReadAt only (it is never seeked), so several files may share one
+// handle. Errors mean the file is not valid Parquet.
+func OpenParquet(r io.ReaderAt, size int64, o ReadOptions) (*ParquetFile, error) {
+	props := parquet.NewReaderProperties(o.mem())
+	props.BufferedStreamEnabled = true
+	props.BufferSize = 1 << 20
+	pr, err := file.NewParquetReader(io.NewSectionReader(r, 0, size), file.WithReadProps(props))
+	if err != nil {
+		return nil, fmt.Errorf("not a Parquet file: %w", err)
+	}
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: o.batchRows()}, o.mem())
+	if err != nil {
+		pr.Close()
+		return nil, fmt.Errorf("the file's Arrow schema: %w", err)
+	}
+	sc, err := fr.Schema()
+	if err != nil {
+		pr.Close()
+		return nil, fmt.Errorf("the file's Arrow schema: %w", err)
+	}
+	return &ParquetFile{pr: pr, fr: fr, schema: StripFieldIDs(sc), footer: footerOf(pr), o: o}, nil
+}
+
+// Footer is the file's footer.
+func (f *ParquetFile) Footer() *Footer { return f.footer }
+
+// Schema is the file's Arrow schema (as stored in it when an Arrow writer
+// wrote it), field ids stripped.
+func (f *ParquetFile) Schema() *arrow.Schema { return f.schema }
+
+// Close closes the file (not r).
+func (f *ParquetFile) Close() error { return f.pr.Close() }
+
+// Records streams the named top-level columns (nil: all) in the order
+// asked, in batches of at most BatchRows rows; its schema is the projection
+// of Schema. An empty, non-nil cols streams batches with no columns that
+// only count the file's rows. The reader must be released before the file
+// is closed.
+func (f *ParquetFile) Records(ctx context.Context, cols []string) (array.RecordReader, error) {
+	if cols == nil {
+		cols = FieldNames(f.schema)
+	}
+	out, err := Project(f.schema, cols)
+	if err != nil {
+		return nil, err
+	}
+	if len(cols) == 0 {
+		return newCountReader(out, f.footer.Rows, f.o.batchRows()), nil
+	}
+	var leaves []int
+	for _, name := range cols {
+		leaves = appendLeaves(leaves, &f.fr.Manifest.Fields[f.schema.FieldIndices(name)[0]])
+	}
+	rr, err := f.fr.GetRecordReader(ctx, leaves, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read Parquet columns: %w", err)
+	}
+	// The reader yields the columns in file order: map them by name.
+	rsc := rr.Schema()
+	src := make([]int, len(cols))
+	fields := make([]arrow.Field, len(cols))
+	for i, name := range cols {
+		idx := rsc.FieldIndices(name)
+		if len(idx) != 1 {
+			rr.Release()
+			return nil, fmt.Errorf("the Parquet reader lacks column %q", name)
+		}
+		src[i] = idx[0]
+		fields[i] = stripField(rsc.Field(idx[0]))
+	}
+	md := f.schema.Metadata()
+	r := &projectReader{rr: rr, src: src, schema: arrow.NewSchema(fields, &md)}
+	r.refs.Store(1)
+	return r, nil
+}
+
+func appendLeaves(out []int, f *pqarrow.SchemaField) []int {
+	if f.IsLeaf() {
+		return append(out, f.ColIndex)
+	}
+	for i := range f.Children {
+		out = appendLeaves(out, &f.Children[i])
+	}
+	return out
+}
+
+// projectReader reorders the columns of a pqarrow reader's batches and
+// labels them with the stripped schema.
+type projectReader struct {
+	refs   atomic.Int64
+	rr     pqarrow.RecordReader
+	src    []int
+	schema *arrow.Schema
+	cur    arrow.RecordBatch
+	err    error
+}
+
+func (r *projectReader) Retain() { r.refs.Add(1) }
+
+func (r *projectReader) Release() {
+	if r.refs.Add(-1) == 0 {
+		r.clear()
+		r.rr.Release()
+	}
+}
+
+func (r *projectReader) clear() {
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+}
+
+func (r *projectReader) Schema() *arrow.Schema { return r.schema }
+
+func (r *projectReader) Next() bool {
+	r.clear()
+	if r.err != nil || !r.rr.Next() {
+		if r.err == nil {
+			r.err = r.rr.Err()
+		}
+		return false
+	}
+	in := r.rr.RecordBatch()
+	cols := make([]arrow.Array, len(r.src))
+	defer releaseAll(cols)
+	for i, j := range r.src {
+		c, dt := in.Column(j), r.schema.Field(i).Type
+		if arrow.TypeEqual(c.DataType(), dt) {
+			c.Retain()
+			cols[i] = c
+			continue
+		}
+		// Field ids linger in the type (arrow-go compares large lists
+		// with their metadata): relabel the buffers.
+		d := relabel(c.Data(), dt)
+		cols[i] = array.MakeFromData(d)
+		d.Release()
+	}
+	r.cur = array.NewRecordBatch(r.schema, cols, in.NumRows())
+	return true
+}
+
+func (r *projectReader) RecordBatch() arrow.RecordBatch { return r.cur }
+
+// Record is the deprecated name of RecordBatch.
+func (r *projectReader) Record() arrow.RecordBatch { return r.cur }
+
+func (r *projectReader) Err() error { return r.err }
+
+// countReader yields batches without columns that count rows.
+type countReader struct {
+	refs   atomic.Int64
+	schema *arrow.Schema
+	left   int64
+	batch  int64
+	cur    arrow.RecordBatch
+}
+
+func newCountReader(sc *arrow.Schema, rows, batch int64) *countReader {
+	r := &countReader{schema: sc, left: rows, batch: batch}
+	r.refs.Store(1)
+	return r
+}
+
+func (r *countReader) Retain() { r.refs.Add(1) }
+
+func (r *countReader) Release() {
+	if r.refs.Add(-1) == 0 {
+		r.clear()
+	}
+}
+
+func (r *countReader) clear() {
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+}
+
+func (r *countReader) Schema() *arrow.Schema { return r.schema }
+
+func (r *countReader) Next() bool {
+	r.clear()
+	if r.left <= 0 {
+		return false
+	}
+	n := min(r.left, r.batch)
+	r.left -= n
+	r.cur = array.NewRecordBatch(r.schema, nil, n)
+	return true
+}
+
+func (r *countReader) RecordBatch() arrow.RecordBatch { return r.cur }
+
+// Record is the deprecated name of RecordBatch.
+func (r *countReader) Record() arrow.RecordBatch { return r.cur }
+
+func (r *countReader) Err() error { return nil }

@@ -1,0 +1,464 @@
+package codec
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/decimal256"
+)
+
+// MaxNesting bounds how deeply types may nest (a list of structs of lists
+// … counts one level per type).
+const MaxNesting = 64
+
+// msPerDay is the unit date64 values must be whole multiples of.
+const msPerDay = 86_400_000
+
+// ValidateSchema checks a schema before any of its data is read: unique
+// column names, nesting at most MaxNesting deep, decimal precisions in
+// range and integer dictionary indices. The error wraps ErrInvalid or
+// ErrSchemaMismatch (duplicate names) and names the column.
+func ValidateSchema(sc *arrow.Schema) error {
+	if sc == nil {
+		return fmt.Errorf("%w: no schema", ErrInvalid)
+	}
+	if err := CheckUniqueNames(sc); err != nil {
+		return err
+	}
+	for _, f := range sc.Fields() {
+		if err := validateType(f.Type, 1); err != nil {
+			return fmt.Errorf("%w: column %q: %v", ErrInvalid, f.Name, err)
+		}
+	}
+	return nil
+}
+
+func validateType(dt arrow.DataType, depth int) error {
+	if dt == nil {
+		return fmt.Errorf("no type")
+	}
+	if depth > MaxNesting {
+		return fmt.Errorf("types nest more than %d deep", MaxNesting)
+	}
+	switch t := dt.(type) {
+	case arrow.DecimalType:
+		maxPrec := map[arrow.Type]int32{arrow.DECIMAL32: 9, arrow.DECIMAL64: 18, arrow.DECIMAL128: 38, arrow.DECIMAL256: 76}[t.ID()]
+		if p := t.GetPrecision(); p < 1 || p > maxPrec {
+			return fmt.Errorf("%s: precision %d is outside 1…%d", dt, p, maxPrec)
+		}
+	case *arrow.DictionaryType:
+		if t.IndexType == nil || !arrow.IsInteger(t.IndexType.ID()) {
+			return fmt.Errorf("%s: dictionary indices must be integers", dt)
+		}
+		return validateType(t.ValueType, depth+1)
+	case arrow.ExtensionType:
+		return validateType(t.StorageType(), depth+1)
+	case *arrow.FixedSizeListType:
+		if t.Len() < 0 {
+			return fmt.Errorf("%s: negative list size", dt)
+		}
+	case *arrow.RunEndEncodedType:
+		return validateType(t.Encoded(), depth+1)
+	}
+	if nt, ok := dt.(arrow.NestedType); ok {
+		for _, c := range nt.Fields() {
+			if err := validateType(c.Type, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ValidateBatch checks a batch from an untrusted source before anything
+// reads its values: that its columns match its schema in number, type and
+// length; every buffer, offset, child length, dictionary index and union
+// type id of every column (arrow-go's array.ValidateFull, which also checks
+// UTF-8 and null counts); the values the Arrow spec constrains and Parquet
+// would otherwise change (decimals within their precision, date64 values
+// whole days); and that no field declared non-nullable holds a null where
+// its parents are valid, at any depth. The error wraps ErrInvalid and names
+// the column (a nested one by its path, "s.child") and, for nulls, how many.
+//
+// A batch it accepts can be encoded without panicking; whether the format
+// can hold every type is the FileWriter's to say.
+func ValidateBatch(rec arrow.RecordBatch) error {
+	sc := rec.Schema()
+	if err := ValidateSchema(sc); err != nil {
+		return err
+	}
+	if int(rec.NumCols()) != sc.NumFields() {
+		return fmt.Errorf("%w: the batch has %d columns, its schema %d", ErrInvalid, rec.NumCols(), sc.NumFields())
+	}
+	n := rec.NumRows()
+	if n < 0 {
+		return fmt.Errorf("%w: the batch has a negative row count", ErrInvalid)
+	}
+	cols := rec.Columns()
+	for i, f := range sc.Fields() {
+		col := cols[i]
+		switch {
+		case col == nil:
+			return fmt.Errorf("%w: column %q is missing from the batch", ErrInvalid, f.Name)
+		case !arrow.TypeEqual(col.DataType(), f.Type):
+			return fmt.Errorf("%w: column %q holds %s, its schema says %s", ErrInvalid, f.Name, col.DataType(), f.Type)
+		case int64(col.Len()) != n:
+			return fmt.Errorf("%w: column %q has %d rows, the batch %d", ErrInvalid, f.Name, col.Len(), n)
+		}
+		if err := checkOffsets(col.Data(), 0); err != nil {
+			return fmt.Errorf("%w: column %q is malformed: %v", ErrInvalid, f.Name, err)
+		}
+		if err := array.ValidateFull(col); err != nil {
+			return fmt.Errorf("%w: column %q is malformed: %v", ErrInvalid, f.Name, err)
+		}
+		if err := checkValues(col, f.Name); err != nil {
+			return err
+		}
+	}
+	return checkNulls(sc, cols)
+}
+
+// checkOffsets checks that every offset of every string and binary array,
+// at any depth, lies within its data and never decreases. arrow-go's
+// ValidateFull (v18.8) slices each value before it has looked at the
+// offsets after it, so offsets that rise past the data and come back
+// panic there; it runs after this.
+func checkOffsets(d arrow.ArrayData, depth int) error {
+	if depth > MaxNesting {
+		return fmt.Errorf("nested more than %d deep", MaxNesting)
+	}
+	dt := d.DataType()
+	if ext, ok := dt.(arrow.ExtensionType); ok {
+		dt = ext.StorageType()
+	}
+	switch dt.ID() {
+	case arrow.STRING, arrow.BINARY:
+		if err := checkVarOffsets(d, 4); err != nil {
+			return err
+		}
+	case arrow.LARGE_STRING, arrow.LARGE_BINARY:
+		if err := checkVarOffsets(d, 8); err != nil {
+			return err
+		}
+	}
+	for _, c := range d.Children() {
+		if !present(c) {
+			return fmt.Errorf("%s has a missing child array", d.DataType())
+		}
+		if err := checkOffsets(c, depth+1); err != nil {
+			return err
+		}
+	}
+	if dict := d.Dictionary(); present(dict) {
+		return checkOffsets(dict, depth+1)
+	}
+	return nil
+}
+
+// present reports whether d is there, typed nils included.
+func present(d arrow.ArrayData) bool {
+	if ad, ok := d.(*array.Data); ok {
+		return ad != nil
+	}
+	return d != nil
+}
+
+// checkVarOffsets checks the offsets (width bytes each) of one string or
+// binary array from its raw buffers.
+func checkVarOffsets(d arrow.ArrayData, width int) error {
+	n, off := d.Len(), d.Offset()
+	if n == 0 {
+		return nil
+	}
+	bufs := d.Buffers()
+	if len(bufs) < 3 || bufs[1] == nil {
+		return fmt.Errorf("%s array without offsets", d.DataType())
+	}
+	if off < 0 || n < 0 || (off+n+1)*width > bufs[1].Len() {
+		return fmt.Errorf("%s offsets buffer too small for offset %d and length %d", d.DataType(), off, n)
+	}
+	var limit int64
+	if bufs[2] != nil {
+		limit = int64(bufs[2].Len())
+	}
+	raw := bufs[1].Bytes()
+	at := func(i int) int64 {
+		if width == 4 {
+			return int64(arrow.Int32Traits.CastFromBytes(raw)[i])
+		}
+		return arrow.Int64Traits.CastFromBytes(raw)[i]
+	}
+	prev := int64(0)
+	for i := off; i <= off+n; i++ {
+		v := at(i)
+		switch {
+		case v < 0 || v > limit:
+			return fmt.Errorf("%s offset %d at index %d is outside its data (%d bytes)", d.DataType(), v, i, limit)
+		case i > off && v < prev:
+			return fmt.Errorf("%s offsets are not monotonically non-decreasing at index %d: %d < %d", d.DataType(), i, v, prev)
+		}
+		prev = v
+	}
+	return nil
+}
+
+// checkValues refuses values the Arrow spec forbids that Parquet would
+// silently change: decimals beyond their precision (Parquet keeps only the
+// bytes the precision needs) and date64 values that are not whole days
+// (Parquet stores days). Values under a null slot are checked too, as
+// Arrow C++'s ValidateFull does.
+func checkValues(arr arrow.Array, path string) error {
+	if !needsValueCheck(arr.DataType()) {
+		return nil
+	}
+	bad := 0
+	switch a := arr.(type) {
+	case *array.Decimal32:
+		lim := int64(pow10(a.DataType().(arrow.DecimalType).GetPrecision()))
+		for i, v := range a.Values() {
+			if a.IsValid(i) && (int64(v) >= lim || int64(v) <= -lim) {
+				bad++
+			}
+		}
+	case *array.Decimal64:
+		lim := int64(pow10(a.DataType().(arrow.DecimalType).GetPrecision()))
+		for i, v := range a.Values() {
+			if a.IsValid(i) && (int64(v) >= lim || int64(v) <= -lim) {
+				bad++
+			}
+		}
+	case *array.Decimal128:
+		lim := decimal128.GetScaleMultiplier(int(a.DataType().(arrow.DecimalType).GetPrecision()))
+		neg := lim.Negate()
+		for i, v := range a.Values() {
+			if a.IsValid(i) && (v.GreaterEqual(lim) || v.LessEqual(neg)) {
+				bad++
+			}
+		}
+	case *array.Decimal256:
+		lim := decimal256.GetScaleMultiplier(int(a.DataType().(arrow.DecimalType).GetPrecision()))
+		neg := lim.Negate()
+		for i, v := range a.Values() {
+			if a.IsValid(i) && (v.GreaterEqual(lim) || v.LessEqual(neg)) {
+				bad++
+			}
+		}
+	case *array.Date64:
+		for i, v := range a.Date64Values() {
+			if a.IsValid(i) && v%msPerDay != 0 {
+				bad++
+			}
+		}
+		if bad > 0 {
+			return fmt.Errorf("%w: column %q holds %d date64 values that are not whole days", ErrInvalid, path, bad)
+		}
+		return nil
+	case *array.Struct:
+		st := a.DataType().(*arrow.StructType)
+		for i := 0; i < a.NumField(); i++ {
+			if err := checkValues(a.Field(i), path+"."+st.Field(i).Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	case *array.Map:
+		if err := checkValues(a.Keys(), path+".key"); err != nil {
+			return err
+		}
+		return checkValues(a.Items(), path+".value")
+	case array.ListLike:
+		return checkValues(a.ListValues(), path+"."+a.DataType().(arrow.ListLikeType).ElemField().Name)
+	case *array.Dictionary:
+		return checkValues(a.Dictionary(), path)
+	case array.ExtensionArray:
+		return checkValues(a.Storage(), path)
+	case array.Union:
+		ut := a.DataType().(arrow.UnionType)
+		for i := 0; i < a.NumFields(); i++ {
+			if err := checkValues(a.Field(i), path+"."+ut.Fields()[i].Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	case *array.RunEndEncoded:
+		return checkValues(a.Values(), path)
+	default:
+		return nil
+	}
+	if bad > 0 {
+		return fmt.Errorf("%w: column %q holds %d values with more digits than its precision (%s)", ErrInvalid, path, bad, arr.DataType())
+	}
+	return nil
+}
+
+// needsValueCheck reports whether dt holds decimals or date64 anywhere.
+func needsValueCheck(dt arrow.DataType) bool {
+	switch t := dt.(type) {
+	case arrow.DecimalType, *arrow.Date64Type:
+		return true
+	case *arrow.DictionaryType:
+		return needsValueCheck(t.ValueType)
+	case arrow.ExtensionType:
+		return needsValueCheck(t.StorageType())
+	case *arrow.RunEndEncodedType:
+		return needsValueCheck(t.Encoded())
+	case arrow.NestedType:
+		for _, f := range t.Fields() {
+			if needsValueCheck(f.Type) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// pow10 is 10^p for 0 ≤ p ≤ 18.
+func pow10(p int32) uint64 {
+	n := uint64(1)
+	for range p {
+		n *= 10
+	}
+	return n
+}
+
+// checkNulls refuses nulls in fields sc declares non-nullable, at any depth,
+// where every parent is valid: Parquet cannot store them (a required column
+// has no null), and pqarrow would make the nearest nullable parent null
+// instead, losing its other values. The error names every such column with
+// its null count.
+func checkNulls(sc *arrow.Schema, cols []arrow.Array) error {
+	counts := map[string]int{}
+	for i, f := range sc.Fields() {
+		if i < len(cols) && cols[i] != nil {
+			countNulls(f, cols[i], nil, f.Name, counts)
+		}
+	}
+	if len(counts) == 0 {
+		return nil
+	}
+	paths := make([]string, 0, len(counts))
+	for p := range counts {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	msgs := make([]string, len(paths))
+	for i, p := range paths {
+		s := "s"
+		if counts[p] == 1 {
+			s = ""
+		}
+		msgs[i] = fmt.Sprintf("column %q is declared non-nullable but holds %d null%s", p, counts[p], s)
+	}
+	return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(msgs, "; "))
+}
+
+// countNulls adds to counts the nulls of arr, field f, at the positions
+// reach marks (nil: all) if f is non-nullable, then descends into the
+// children that hold non-nullable fields with the positions whose parents
+// are valid. It never reads outside arr's bounds, validated or not.
+func countNulls(f arrow.Field, arr arrow.Array, reach []bool, path string, counts map[string]int) {
+	n := arr.Len()
+	if !f.Nullable {
+		bad := 0
+		dict, _ := arr.(*array.Dictionary)
+		if reach != nil || arr.NullN() != 0 || dict != nil {
+			for i := 0; i < n; i++ {
+				if (reach == nil || reach[i]) && logicalNull(arr, dict, i) {
+					bad++
+				}
+			}
+		}
+		if bad > 0 {
+			counts[path] += bad
+		}
+	}
+	if !hasNonNullable(f.Type) {
+		return
+	}
+	valid := func(i int) bool { return (reach == nil || reach[i]) && arr.IsValid(i) }
+	switch a := arr.(type) {
+	case *array.Struct:
+		st := a.DataType().(*arrow.StructType)
+		var kid []bool
+		if reach != nil || a.NullN() != 0 {
+			kid = make([]bool, n)
+			for i := range kid {
+				kid[i] = valid(i)
+			}
+		}
+		for k := 0; k < a.NumField() && k < st.NumFields(); k++ {
+			if child := a.Field(k); child.Len() >= n {
+				countNulls(st.Field(k), child, kid, path+"."+st.Field(k).Name, counts)
+			}
+		}
+	case array.ListLike:
+		vals := a.ListValues()
+		m := vals.Len()
+		kid := make([]bool, m)
+		for i := 0; i < n; i++ {
+			if !valid(i) {
+				continue
+			}
+			start, end := a.ValueOffsets(i)
+			for j := max(start, 0); j < min(end, int64(m)); j++ {
+				kid[j] = true
+			}
+		}
+		elem := a.DataType().(arrow.ListLikeType).ElemField()
+		if mt, ok := a.DataType().(*arrow.MapType); ok {
+			// Name keys and values after the map, not its entries struct.
+			entries, ok := vals.(*array.Struct)
+			if !ok || entries.NumField() != 2 {
+				return
+			}
+			countNulls(arrow.Field{Name: "entries", Type: elem.Type, Nullable: elem.Nullable}, vals, kid, path+".entries", counts)
+			ek := make([]bool, m)
+			for j := range ek {
+				ek[j] = kid[j] && vals.IsValid(j)
+			}
+			for k, ef := range []arrow.Field{mt.KeyField(), mt.ItemField()} {
+				if child := entries.Field(k); child.Len() >= m {
+					countNulls(ef, child, ek, path+"."+ef.Name, counts)
+				}
+			}
+			return
+		}
+		countNulls(elem, vals, kid, path+"."+elem.Name, counts)
+	case array.ExtensionArray:
+		countNulls(arrow.Field{Name: f.Name, Type: a.Storage().DataType(), Nullable: true}, a.Storage(), reach, path, counts)
+	}
+}
+
+// logicalNull reports whether row i of arr is null, for a dictionary also
+// when its index points at a null value.
+func logicalNull(arr arrow.Array, dict *array.Dictionary, i int) bool {
+	if arr.IsNull(i) {
+		return true
+	}
+	if dict == nil {
+		return false
+	}
+	j := dict.GetValueIndex(i)
+	return j >= 0 && j < dict.Dictionary().Len() && dict.Dictionary().IsNull(j)
+}
+
+// hasNonNullable reports whether any field nested in dt is non-nullable.
+func hasNonNullable(dt arrow.DataType) bool {
+	switch t := dt.(type) {
+	case *arrow.MapType:
+		return true // keys
+	case arrow.ExtensionType:
+		return hasNonNullable(t.StorageType())
+	case *arrow.StructType, *arrow.ListType, *arrow.LargeListType, *arrow.ListViewType, *arrow.LargeListViewType, *arrow.FixedSizeListType:
+		for _, c := range t.(arrow.NestedType).Fields() {
+			if !c.Nullable || hasNonNullable(c.Type) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,527 @@
+package codec
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/csv"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// FileWriter encodes batches of one schema as a Parquet or CSV file into an
+// io.Writer, hashing (SHA-256) and counting the bytes it passes on.
+//
+// Errors say whose fault they are: an error of the io.Writer (disk full, a
+// failed upload) is returned wrapped as it is; any other error of the
+// encoder means the data cannot be stored in the format and wraps
+// ErrInvalid. After an error the file is unusable: call Abort.
+//
+// Either Close or Abort must be called; the bytes written are a complete
+// file only once Close returned nil. A FileWriter is not safe for
+// concurrent use.
+type FileWriter struct {
+	format Format
+	schema *arrow.Schema
+	out    *countingWriter
+	mem    *countingAllocator
+	pw     *pqarrow.FileWriter
+	cw     *csv.Writer
+	rows   int64
+	// rowGroupRows caps a Parquet row group.
+	rowGroupRows int64
+	err          error // the first error; the file is unusable after it
+	done         bool
+}
+
+// NewFileWriter starts a file of schema sc on w. For Parquet the schema is
+// stored in the file (ARROW:schema), so a reader gets back the Arrow types
+// that Parquet has no names for.
+func NewFileWriter(w io.Writer, sc *arrow.Schema, o WriterOptions) (*FileWriter, error) {
+	f := o.Format
+	if f == "" {
+		f = FormatParquet
+	}
+	rowGroupRows := o.RowGroupRows
+	if rowGroupRows <= 0 {
+		rowGroupRows = DefaultRowGroupRows
+	}
+	fw := &FileWriter{format: f, schema: sc, out: &countingWriter{w: w, h: sha256.New()}, mem: &countingAllocator{mem: o.mem()}, rowGroupRows: rowGroupRows}
+	switch f {
+	case FormatCSV:
+		if err := CheckCSVTypes(sc); err != nil {
+			return nil, err
+		}
+		fw.cw = csv.NewWriter(fw.out, sc, csv.WithHeader(true), csv.WithNullWriter(""), csv.WithCustomTypeConverter(CSVFloats))
+	case FormatParquet:
+		o.Allocator = fw.mem
+		props, err := WriterProperties(sc, o)
+		if err != nil {
+			return nil, err
+		}
+		pw, err := pqarrow.NewFileWriter(sc, fw.out, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(fw.mem)))
+		if err != nil {
+			return nil, fw.classify(err)
+		}
+		fw.pw = pw
+		keys := make([]string, 0, len(o.Metadata))
+		for k := range o.Metadata {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if err := fw.AppendMetadata(k, o.Metadata[k]); err != nil {
+				fw.Abort()
+				return nil, err
+			}
+		}
+	default:
+		return nil, fmt.Errorf("%w: unknown format %q (want parquet or csv)", ErrInvalid, string(f))
+	}
+	return fw, nil
+}
+
+// Format is the format being written.
+func (fw *FileWriter) Format() Format { return fw.format }
+
+// Schema is the schema every batch must have.
+func (fw *FileWriter) Schema() *arrow.Schema { return fw.schema }
+
+// AppendMetadata adds a key-value pair to a Parquet file's footer (before
+// Close). CSV files keep no metadata: it is ignored there.
+func (fw *FileWriter) AppendMetadata(key, value string) error {
+	if fw.pw == nil || fw.err != nil {
+		return fw.err
+	}
+	if err := fw.pw.AppendKeyValueMetadata(key, value); err != nil {
+		return fw.fail(err)
+	}
+	return nil
+}
+
+// Write encodes one batch, whose schema must equal the writer's. A Parquet
+// writer buffers the rows in the open row group (see EndRowGroup); a CSV
+// writer passes them on at once.
+func (fw *FileWriter) Write(rec arrow.RecordBatch) error {
+	if fw.err != nil {
+		return fw.err
+	}
+	if fw.done {
+		return errors.New("codec: write to a closed file")
+	}
+	if !rec.Schema().Equal(fw.schema) {
+		return fmt.Errorf("codec: a batch of schema %s written to a file of schema %s", rec.Schema(), fw.schema)
+	}
+	if fw.cw != nil {
+		if err := fw.cw.Write(rec); err != nil {
+			return fw.fail(err)
+		}
+		if err := fw.cw.Flush(); err != nil {
+			return fw.fail(err)
+		}
+	} else if err := fw.writeParquet(rec); err != nil {
+		return err
+	}
+	fw.rows += rec.NumRows()
+	return nil
+}
+
+// writeParquet buffers rec in row groups of at most rowGroupRows rows,
+// splitting it here rather than in pqarrow, which slices what it splits
+// and mishandles some slices (see parquetSafe).
+func (fw *FileWriter) writeParquet(rec arrow.RecordBatch) error {
+	rows := rec.NumRows()
+	for off := int64(0); off < rows; {
+		cur, err := fw.pw.RowGroupNumRows()
+		if err != nil {
+			return fw.fail(err)
+		}
+		room := fw.rowGroupRows - int64(cur)
+		if room <= 0 {
+			if err := fw.pw.NewBufferedRowGroupChecked(); err != nil {
+				return fw.fail(err)
+			}
+			room = fw.rowGroupRows
+		}
+		n := min(room, rows-off)
+		part := rec
+		if off != 0 || n != rows {
+			part = rec.NewSlice(off, off+n)
+		} else {
+			part.Retain()
+		}
+		part, err = parquetSafe(part, fw.mem)
+		if err != nil {
+			return fw.fail(err)
+		}
+		err = fw.pw.WriteBuffered(part)
+		part.Release()
+		if err != nil {
+			return fw.fail(err)
+		}
+		off += n
+	}
+	return nil
+}
+
+// parquetSafe returns rec with every column copied that has a layout
+// pqarrow (v18.8) mishandles though it is valid Arrow: a fixed-size list
+// under a slice offset is written from the start of its values, and a
+// dictionary whose string values' offsets do not start at zero is written
+// with the wrong values (or panics). It takes over rec's reference.
+func parquetSafe(rec arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
+	var cols []arrow.Array
+	for i, c := range rec.Columns() {
+		fsl := hasFixedSizeList(c.DataType()) && sliced(c.Data())
+		if !fsl && !needsDictRebase(c.Data()) {
+			continue
+		}
+		if cols == nil {
+			cols = slices.Clone(rec.Columns())
+			for _, k := range cols {
+				k.Retain()
+			}
+		}
+		fixed, err := copyForParquet(c, fsl, mem)
+		if err != nil {
+			releaseAll(cols)
+			rec.Release()
+			return nil, err
+		}
+		cols[i].Release()
+		cols[i] = fixed
+	}
+	if cols == nil {
+		return rec, nil
+	}
+	out := array.NewRecordBatch(rec.Schema(), cols, rec.NumRows())
+	releaseAll(cols)
+	rec.Release()
+	return out, nil
+}
+
+func copyForParquet(c arrow.Array, fsl bool, mem memory.Allocator) (arrow.Array, error) {
+	if fsl {
+		cc, err := array.Concatenate([]arrow.Array{c}, mem)
+		if err != nil {
+			return nil, err
+		}
+		defer cc.Release()
+		c = cc
+	}
+	return rebaseDictionaries(c, mem)
+}
+
+// rebaseDictionaries returns arr with the values of every dictionary in it
+// copied so that their offsets start at zero.
+func rebaseDictionaries(arr arrow.Array, mem memory.Allocator) (arrow.Array, error) {
+	d := arr.Data()
+	if !needsDictRebase(d) {
+		arr.Retain()
+		return arr, nil
+	}
+	if dict, ok := arr.(*array.Dictionary); ok {
+		vals, err := array.Concatenate([]arrow.Array{dict.Dictionary()}, mem)
+		if err != nil {
+			return nil, err
+		}
+		defer vals.Release()
+		nd := array.NewData(arr.DataType(), d.Len(), d.Buffers(), nil, d.NullN(), d.Offset())
+		nd.SetDictionary(vals.Data())
+		defer nd.Release()
+		return array.MakeFromData(nd), nil
+	}
+	kids := make([]arrow.ArrayData, len(d.Children()))
+	defer func() {
+		for _, k := range kids {
+			if k != nil {
+				k.Release()
+			}
+		}
+	}()
+	for i, c := range d.Children() {
+		ca := array.MakeFromData(c)
+		fixed, err := rebaseDictionaries(ca, mem)
+		ca.Release()
+		if err != nil {
+			return nil, err
+		}
+		kids[i] = fixed.Data()
+		kids[i].Retain()
+		fixed.Release()
+	}
+	nd := array.NewData(arr.DataType(), d.Len(), d.Buffers(), kids, d.NullN(), d.Offset())
+	defer nd.Release()
+	return array.MakeFromData(nd), nil
+}
+
+// needsDictRebase reports whether d holds, at any depth, a dictionary whose
+// values are sliced or are strings or binaries whose offsets do not start
+// at zero.
+func needsDictRebase(d arrow.ArrayData) bool {
+	if dict := d.Dictionary(); present(dict) {
+		if dict.Offset() != 0 {
+			return true
+		}
+		switch dict.DataType().ID() {
+		case arrow.STRING, arrow.BINARY:
+			if b := dict.Buffers(); dict.Len() > 0 && len(b) > 1 && b[1] != nil && b[1].Len() >= 4 && arrow.Int32Traits.CastFromBytes(b[1].Bytes())[0] != 0 {
+				return true
+			}
+		case arrow.LARGE_STRING, arrow.LARGE_BINARY:
+			if b := dict.Buffers(); dict.Len() > 0 && len(b) > 1 && b[1] != nil && b[1].Len() >= 8 && arrow.Int64Traits.CastFromBytes(b[1].Bytes())[0] != 0 {
+				return true
+			}
+		}
+	}
+	for _, c := range d.Children() {
+		if needsDictRebase(c) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasFixedSizeList(dt arrow.DataType) bool {
+	switch t := dt.(type) {
+	case *arrow.FixedSizeListType:
+		return true
+	case *arrow.DictionaryType:
+		return hasFixedSizeList(t.ValueType)
+	case arrow.ExtensionType:
+		return hasFixedSizeList(t.StorageType())
+	case arrow.NestedType:
+		for _, f := range t.Fields() {
+			if hasFixedSizeList(f.Type) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sliced reports whether d or any array data under it has an offset.
+func sliced(d arrow.ArrayData) bool {
+	if d.Offset() != 0 {
+		return true
+	}
+	for _, c := range d.Children() {
+		if sliced(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// EndRowGroup ends the open Parquet row group: its pages are passed on to
+// the io.Writer and the memory they held is freed. Nothing for CSV.
+func (fw *FileWriter) EndRowGroup() error {
+	if fw.err != nil || fw.pw == nil || fw.done {
+		return fw.err
+	}
+	if n, _ := fw.pw.RowGroupNumRows(); n == 0 {
+		return nil
+	}
+	if err := fw.pw.NewBufferedRowGroupChecked(); err != nil {
+		return fw.fail(err)
+	}
+	return nil
+}
+
+// Close ends the file: the last row group and the footer for Parquet, the
+// header row of a CSV file that got no rows. The io.Writer is not closed.
+func (fw *FileWriter) Close() error {
+	if fw.err != nil {
+		return fw.err
+	}
+	if fw.done {
+		return nil
+	}
+	fw.done = true
+	if fw.cw != nil {
+		if fw.rows == 0 {
+			// An empty CSV still needs its header row.
+			cols := make([]arrow.Array, fw.schema.NumFields())
+			for i, f := range fw.schema.Fields() {
+				cols[i] = array.MakeArrayOfNull(fw.mem, f.Type, 0)
+			}
+			empty := array.NewRecordBatch(fw.schema, cols, 0)
+			releaseAll(cols)
+			err := fw.cw.Write(empty)
+			empty.Release()
+			if err != nil {
+				return fw.fail(err)
+			}
+		}
+		if err := fw.cw.Flush(); err != nil {
+			return fw.fail(err)
+		}
+		return nil
+	}
+	if err := fw.pw.Close(); err != nil {
+		return fw.fail(err)
+	}
+	return nil
+}
+
+// Abort frees what the writer holds without finishing the file; what was
+// passed to the io.Writer is garbage and further writes to it stop. It may
+// be called after an error or Close.
+func (fw *FileWriter) Abort() {
+	fw.out.discard = true
+	if fw.err == nil && !fw.done {
+		fw.err = errors.New("codec: file aborted")
+	}
+	if fw.pw != nil && !fw.done {
+		fw.done = true
+		_ = fw.pw.Close() // frees the buffered row group; the bytes are discarded
+	}
+	fw.done = true
+}
+
+// Rows is the number of rows written.
+func (fw *FileWriter) Rows() int64 { return fw.rows }
+
+// Size is the number of bytes passed to the io.Writer so far: the file's
+// size once Close returned.
+func (fw *FileWriter) Size() int64 { return fw.out.n }
+
+// RowGroupBytes is the encoded size of the pages the open Parquet row
+// group has finished (compressed, held in memory until the row group
+// ends); each column's current page is not counted until it fills. With
+// Size, about what the file would be if it ended now.
+func (fw *FileWriter) RowGroupBytes() int64 {
+	if fw.pw == nil || fw.done {
+		return 0
+	}
+	return fw.pw.RowGroupTotalBytesWritten()
+}
+
+// Buffered is the memory the encoder holds now, in bytes: the open row
+// group's pages, each column's unfinished page and dictionary, and scratch
+// buffers. EndRowGroup gives most of it back.
+func (fw *FileWriter) Buffered() int64 { return fw.mem.n.Load() }
+
+// SHA256 is the hex SHA-256 of the bytes passed to the io.Writer: the
+// file's once Close returned.
+func (fw *FileWriter) SHA256() string { return hex.EncodeToString(fw.out.h.Sum(nil)) }
+
+// fail records the first error, classified.
+func (fw *FileWriter) fail(err error) error {
+	if fw.err == nil {
+		fw.err = fw.classify(err)
+	}
+	return fw.err
+}
+
+// classify tells an error of the io.Writer (returned as it is, so that
+// errors.Is finds ENOSPC) from one of the encoder, which is the data's.
+func (fw *FileWriter) classify(err error) error {
+	if fw.out.err != nil {
+		return fmt.Errorf("write %s file: %w", fw.format, fw.out.err)
+	}
+	name := "Parquet"
+	if fw.format == FormatCSV {
+		name = "CSV"
+	}
+	return fmt.Errorf("%w: the data cannot be stored as %s: %v", ErrInvalid, name, err)
+}
+
+// countingWriter hashes and counts what reaches w and keeps w's first error.
+type countingWriter struct {
+	w       io.Writer
+	h       hash.Hash
+	n       int64
+	err     error
+	discard bool
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	if c.discard {
+		return len(b), nil
+	}
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(b)
+	c.h.Write(b[:n])
+	c.n += int64(n)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		c.err = err
+	}
+	return n, err
+}
+
+// countingAllocator counts the bytes allocated and not yet freed.
+type countingAllocator struct {
+	mem memory.Allocator
+	n   atomic.Int64
+}
+
+func (c *countingAllocator) Allocate(size int) []byte {
+	b := c.mem.Allocate(size)
+	c.n.Add(int64(len(b)))
+	return b
+}
+
+func (c *countingAllocator) Reallocate(size int, b []byte) []byte {
+	old := len(b)
+	b = c.mem.Reallocate(size, b)
+	c.n.Add(int64(len(b) - old))
+	return b
+}
+
+func (c *countingAllocator) Free(b []byte) {
+	c.n.Add(-int64(len(b)))
+	c.mem.Free(b)
+}
+
+// CSVFloats is the arrow csv.Writer type converter that writes floats as
+// polars does, so that a whole number stays a float when the CSV is read
+// back and inferred ("1.0", not "1"), and infinities as inf and -inf.
+// Other types are left to the writer.
+func CSVFloats(typ arrow.DataType, col arrow.Array) ([]string, bool) {
+	var get func(i int) float64
+	switch c := col.(type) {
+	case *array.Float64:
+		get = c.Value
+	case *array.Float32:
+		get = func(i int) float64 { return float64(c.Value(i)) }
+	default:
+		return nil, false
+	}
+	bits := 64
+	if typ.ID() == arrow.FLOAT32 {
+		bits = 32
+	}
+	out := make([]string, col.Len())
+	for i := range out {
+		if col.IsNull(i) {
+			continue
+		}
+		v := strconv.FormatFloat(get(i), 'g', -1, bits)
+		switch {
+		case v == "+Inf":
+			v = "inf" // polars' spelling; Go writes +Inf, which polars reads as a string
+		case v == "-Inf":
+			v = "-inf"
+		case !strings.ContainsAny(v, ".eN"): // not 1.5, 1e+21, NaN
+			v += ".0"
+		}
+		out[i] = v
+	}
+	return out, true
+}
