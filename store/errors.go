@@ -3,6 +3,8 @@ package store
 import (
 	"errors"
 	"fmt"
+
+	"github.com/quiverdb/quiver/store/codec"
 )
 
 // Sentinel errors. Callers test for them with errors.Is; the flightserver maps
@@ -20,11 +22,13 @@ var (
 	ErrVersionNotFound = errors.New("store: version not found")
 	// ErrNestedProfile: a profile may not be created inside or above another.
 	ErrNestedProfile = errors.New("store: nested profile")
-	// ErrSchemaMismatch: an append's columns or types do not fit the version.
-	ErrSchemaMismatch = errors.New("store: schema mismatch")
+	// ErrSchemaMismatch: an append's columns or types do not fit the version
+	// (the codec's sentinel).
+	ErrSchemaMismatch = codec.ErrSchemaMismatch
 	// ErrInvalidArgument: a bad option or bad data (partition column,
-	// filter, column name, nulls in a non-nullable column…).
-	ErrInvalidArgument = errors.New("store: invalid argument")
+	// filter, column name, nulls in a non-nullable column…; the codec's
+	// sentinel).
+	ErrInvalidArgument = codec.ErrInvalid
 	// ErrFormatMismatch: parquet and CSV mixed in one profile.
 	ErrFormatMismatch = errors.New("store: format mismatch")
 	// ErrLockTimeout: the manifest lock was held by someone else for longer

@@ -2,6 +2,8 @@ package store
 
 import (
 	"fmt"
+
+	"github.com/quiverdb/quiver/store/codec"
 	"regexp"
 	"sort"
 	"strconv"
@@ -10,16 +12,15 @@ import (
 
 // Names of the files and directories the format defines (docs/format.md).
 const (
-	manifestName     = "manifest.json"
-	lockName         = "manifest.json.write_lock"
-	versionInfoName  = ".version.json"
-	logDir           = ".log"
-	kindName         = ".quiver.kind"
-	claimSuffix      = ".claim"
-	legacyCommitSfx  = ".commit.json"
-	tempSuffix       = ".tmp"
-	hiveDefaultValue = "__HIVE_DEFAULT_PARTITION__"
-	segmentExt       = ".ndjson"
+	manifestName    = "manifest.json"
+	lockName        = "manifest.json.write_lock"
+	versionInfoName = ".version.json"
+	logDir          = ".log"
+	kindName        = ".quiver.kind"
+	claimSuffix     = ".claim"
+	legacyCommitSfx = ".commit.json"
+	tempSuffix      = ".tmp"
+	segmentExt      = ".ndjson"
 	// legacyRequestsDir held request records before the commit log; it is
 	// still recognised (and left alone) in old data directories.
 	legacyRequestsDir = ".requests"
@@ -32,26 +33,15 @@ const (
 )
 
 // Format is the file format of a profile's data files.
-type Format string
+type Format = codec.Format
 
 // The formats a profile can hold; one per profile.
 const (
-	FormatParquet Format = "parquet"
-	FormatCSV     Format = "csv"
+	FormatParquet = codec.FormatParquet
+	FormatCSV     = codec.FormatCSV
 )
 
-// ext is the data file extension without the dot.
-func (f Format) ext() string { return string(f) }
-
-func parseFormat(s string) (Format, error) {
-	switch strings.ToLower(s) {
-	case "", "parquet":
-		return FormatParquet, nil
-	case "csv":
-		return FormatCSV, nil
-	}
-	return "", fmt.Errorf("%w: unknown format %q (want parquet or csv)", ErrInvalidArgument, s)
-}
+func parseFormat(s string) (Format, error) { return codec.ParseFormat(s) }
 
 var (
 	versionDirRe = regexp.MustCompile(`^v(0|[1-9]\d{0,8})$`)
@@ -83,8 +73,8 @@ func parseVersionDir(name string) (int, bool) {
 	return n, err == nil
 }
 
-func dataFileName(i int, f Format) string { return strconv.Itoa(i) + "." + f.ext() }
-func claimName(i int, f Format) string    { return "." + strconv.Itoa(i) + "." + f.ext() + claimSuffix }
+func dataFileName(i int, f Format) string { return strconv.Itoa(i) + "." + f.Ext() }
+func claimName(i int, f Format) string    { return "." + strconv.Itoa(i) + "." + f.Ext() + claimSuffix }
 func legacyRecordName(i int) string       { return "." + strconv.Itoa(i) + legacyCommitSfx }
 func segmentName(first int64) string      { return fmt.Sprintf("%020d%s", first, segmentExt) }
 

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/parquet/file"
 
+	"github.com/quiverdb/quiver/store/codec"
 	"github.com/quiverdb/quiver/store/fsys"
 )
 
@@ -316,11 +316,11 @@ func (s *Store) fileFacts(ctx context.Context, ps *profileState, name string, si
 		return ff, fmt.Errorf("open %s: %w", name, err)
 	}
 	defer fh.Close()
-	pr, err := file.NewParquetReader(fh)
+	foot, err := codec.ReadFooter(fh, fh.Size())
 	if err != nil {
 		return ff, &CorruptionError{Path: name, Err: err}
 	}
-	ff = fileFacts{size: size, rows: pr.NumRows(), ours: pr.MetaData().KeyValueMetadata().FindValue(SchemaVersionKey) != nil}
+	ff = fileFacts{size: size, rows: foot.Rows, ours: foot.Quiver}
 	ps.mu.Lock()
 	ps.ours[name] = ff
 	ps.mu.Unlock()
@@ -375,21 +375,35 @@ func (s *Store) classify(ctx context.Context, p profile, vs *VersionState, rootE
 }
 
 // inferSchema derives a version's schema from its files when it has no
-// .version.json: the first Parquet file's, or CSV types inferred from all.
+// .version.json: the first Parquet file's, or CSV types inferred from all,
+// as pyrosome's CsvDal (polars) infers them.
 func (s *Store) inferSchema(ctx context.Context, p profile, f Format, files []DataFile) (*arrow.Schema, error) {
 	if f == FormatCSV {
-		return s.inferCSVSchema(ctx, p, files)
+		var inf codec.CSVInference
+		for _, df := range files {
+			fh, err := s.openData(ctx, p, df, false)
+			if err != nil {
+				return nil, err
+			}
+			err = inf.AddFile(fh, -1)
+			fh.Close()
+			if err != nil {
+				return nil, s.badFile(p, df, err)
+			}
+		}
+		return inf.Schema(), nil
 	}
-	fr, closeFn, err := s.openParquet(ctx, p, files[0], 0)
+	fh, err := s.openData(ctx, p, files[0], false)
 	if err != nil {
 		return nil, err
 	}
-	defer closeFn()
-	sc, err := fr.Schema()
+	defer fh.Close()
+	pf, err := codec.OpenParquet(fh, fh.Size(), codec.ReadOptions{Allocator: s.opts.mem})
 	if err != nil {
-		return nil, &CorruptionError{Path: p.join(files[0].Path), Err: err}
+		return nil, s.badFile(p, files[0], err)
 	}
-	return stripFieldIDs(sc), nil
+	defer pf.Close()
+	return pf.Schema(), nil
 }
 
 var errStop = errors.New("stop")

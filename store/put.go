@@ -2,34 +2,24 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"path"
-	"slices"
 	"sort"
-	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/csv"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/arrow/util"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/quiverdb/quiver/store/codec"
 	"github.com/quiverdb/quiver/store/fsys"
 )
 
 // SchemaVersionKey is the Parquet key-value metadata key that carries the
 // schema version in every data file.
-const SchemaVersionKey = "quiver.schema_version"
+const SchemaVersionKey = codec.SchemaVersionKey
 
 // Footer keys of a put with a request id: an auditor holding only the
 // file can tell which request wrote it.
@@ -252,9 +242,11 @@ func (s *Store) put(ctx context.Context, ps *profileState, rdr array.RecordReade
 // errNoVersion: an append found nothing to append to and writes instead.
 var errNoVersion = errors.New("no version to append to")
 
-// checkIncomingSchema refuses schemas no version can hold.
+// checkIncomingSchema refuses schemas no version can hold (duplicate
+// names, nesting deeper than codec.MaxNesting, …), before anything is
+// written.
 func checkIncomingSchema(sc *arrow.Schema) error {
-	return checkUniqueNames(sc)
+	return codec.ValidateSchema(sc)
 }
 
 // stageVersion streams a put into a new version directory.
@@ -265,14 +257,14 @@ func (s *Store) stageVersion(ctx context.Context, ps *profileState, rdr array.Re
 		return nil, err
 	}
 	sc := rdr.Schema()
-	if err := checkPartitionBy(sc, o.PartitionBy); err != nil {
+	if err := codec.CheckPartitionBy(sc, o.PartitionBy); err != nil {
 		return nil, err
 	}
 	if f == FormatCSV {
 		if len(o.PartitionBy) > 0 {
 			return nil, fmt.Errorf("%w: CSV profiles cannot be partitioned", ErrInvalidArgument)
 		}
-		if err := checkCSVTypes(sc); err != nil {
+		if err := codec.CheckCSVTypes(sc); err != nil {
 			return nil, err
 		}
 	}
@@ -298,7 +290,12 @@ func (s *Store) stageVersion(ctx context.Context, ps *profileState, rdr array.Re
 		s.discard(ps, st)
 		return nil, fmt.Errorf("write %s %s: %w", p, VersionName(version), err)
 	}
-	if err := s.stream(ctx, st, rdr, &conformPlan{same: true}); err != nil {
+	conf, err := codec.PlanConform(sc, st.schema, f == FormatParquet, p.String())
+	if err != nil {
+		s.discard(ps, st)
+		return nil, err
+	}
+	if err := s.stream(ctx, st, rdr, conf); err != nil {
 		s.discard(ps, st)
 		return nil, err
 	}
@@ -370,13 +367,13 @@ func (s *Store) stageAppend(ctx context.Context, ps *profileState, rdr array.Rec
 		}
 	}
 	if o.PartitionBy != nil && strings.Join(o.PartitionBy, ",") != strings.Join(vs.PartitionBy, ",") {
-		return nil, fmt.Errorf("%w: %s %s is partitioned by %s; an append cannot change that (write a new version)", ErrInvalidArgument, p, VersionName(latest), quoteNames(vs.PartitionBy))
+		return nil, fmt.Errorf("%w: %s %s is partitioned by %s; an append cannot change that (write a new version)", ErrInvalidArgument, p, VersionName(latest), codec.QuoteNames(vs.PartitionBy))
 	}
 	if o.SchemaVersion != "" && o.SchemaVersion != vs.SchemaVersion {
 		return nil, fmt.Errorf("%w: %s %s has schema version %q, not %q; write a new version for a new schema version", ErrSchemaMismatch, p, VersionName(latest), vs.SchemaVersion, o.SchemaVersion)
 	}
 	what := fmt.Sprintf("%s %s", p, VersionName(latest))
-	plan, err := planConform(rdr.Schema(), vs.Schema, vs.Format == FormatParquet, what)
+	plan, err := codec.PlanConform(rdr.Schema(), vs.Schema, vs.Format == FormatParquet, what)
 	if err != nil {
 		return nil, err
 	}
@@ -548,7 +545,7 @@ func (s *Store) carryIn(ctx context.Context, ps *profileState, st *staged, late 
 		return err
 	}
 	defer rdr.Release()
-	plan, err := planConform(sn.Schema, st.schema, st.format == FormatParquet, ps.p.String())
+	plan, err := codec.PlanConform(sn.Schema, st.schema, st.format == FormatParquet, ps.p.String())
 	if err != nil {
 		return err
 	}
@@ -557,83 +554,35 @@ func (s *Store) carryIn(ctx context.Context, ps *profileState, st *staged, late 
 
 // sink is one output file of a put.
 type sink struct {
-	part   partKey
-	seq    int // n-th file of its directory in this put
+	dir    string            // partition directory ("" at the root)
+	values map[string]string // its partition values
+	seq    int               // n-th file of its directory in this put
 	name   string
 	w      fsys.Writer
-	h      hash.Hash
-	n      int64 // bytes written
-	rows   int64
-	pw     *pqarrow.FileWriter
-	cw     *csv.Writer
+	fw     *codec.FileWriter
 	closed bool
-	ioErr  error // the first error of the file itself (disk full, …)
 	mem    int64 // bytes charged to the memory budget
 }
 
-func (k *sink) Write(b []byte) (int, error) {
-	n, err := k.w.Write(b)
-	k.h.Write(b[:n])
-	k.n += int64(n)
-	if err != nil && k.ioErr == nil {
-		k.ioErr = err
-	}
-	return n, err
-}
-
-// buffered estimates what the sink holds in memory: the row group being
-// built (Parquet buffers a whole row group before writing it).
-func (k *sink) buffered() int64 {
-	if k.pw == nil || k.closed {
-		return 0
-	}
-	return k.pw.RowGroupTotalCompressedBytes() + k.pw.RowGroupTotalBytesWritten()
-}
-
-// encodeErr classifies an error of the Parquet/CSV encoder: one that did
-// not come from the disk is the data's fault (a type the format cannot
-// hold) and so the client's.
-func (k *sink) encodeErr(p profile, f Format, err error) error {
-	if err == nil || k.ioErr != nil || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		return err
-	}
-	name := "Parquet"
-	if f == FormatCSV {
-		name = "CSV"
-	}
-	return fmt.Errorf("%w: %s: the data cannot be stored as %s: %v", ErrInvalidArgument, p, name, err)
-}
-
-// stream writes rdr through plan into one file per partition directory
+// stream writes rdr through conf into one file per partition directory
 // (more with TargetFileBytes), and commits each file to storage (visible
 // under its final name, not yet to Quiver's readers: no record lists it).
-func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, plan *conformPlan) (err error) {
+// Every batch is validated in full before it reaches an encoder.
+func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, conf *codec.Conformer) (err error) {
 	p := st.p
 	vdir := p.vdir(st.version)
-	fileSchema := st.schema
-	var partIdx []int
-	if len(st.by) > 0 {
-		keep := make([]arrow.Field, 0, st.schema.NumFields())
-		for i, f := range st.schema.Fields() {
-			if !slices.Contains(st.by, f.Name) {
-				keep = append(keep, st.schema.Field(i))
-			}
-		}
-		for _, c := range st.by {
-			partIdx = append(partIdx, st.schema.FieldIndices(c)[0])
-		}
-		md := st.schema.Metadata()
-		fileSchema = arrow.NewSchema(keep, &md)
-	}
-	var props *parquet.WriterProperties
-	if st.format == FormatParquet {
-		props = s.parquetProps(fileSchema, len(partIdx) > 0)
+	fileSchema := codec.FileSchema(st.schema, st.by)
+	wopts := codec.WriterOptions{Format: st.format, Compression: s.opts.compression, Partitioned: len(st.by) > 0,
+		RowGroupRows: s.opts.rowGroupRows, Allocator: s.opts.mem,
+		Metadata: map[string]string{SchemaVersionKey: st.schemaV}}
+	if st.o.RequestID != "" {
+		wopts.Metadata[requestIDKey] = st.o.RequestID
+		wopts.Metadata[writerKey] = s.writerOf(st.o)
 	}
 	sinks := map[string]*sink{} // the open file of each directory
 	if st.dirSeqs == nil {
 		st.dirSeqs = map[string]int{}
 	}
-	seqs := st.dirSeqs
 	var order []*sink
 	done := len(st.files) // files of earlier stream calls stay on failure
 	var total, charged int64
@@ -641,10 +590,8 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		s.budget.release(charged)
 		if err != nil {
 			for _, k := range order {
-				if !k.closed && k.pw != nil {
-					_ = k.pw.Close()
-				}
-				if k.w != nil {
+				if !k.closed {
+					k.fw.Abort()
 					_ = k.w.Abort()
 				}
 			}
@@ -654,12 +601,14 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			st.files = st.files[:done]
 		}
 	}()
-	// charge tells the budget what the sinks buffer now; over budget, the
-	// put flushes its fullest files first.
+	// charge tells the budget what the open writers hold now; over budget,
+	// the put ends its fullest row groups early, and fails if even that
+	// leaves it above the whole budget (too many partitions of too many
+	// columns for the memory allowed).
 	charge := func() error {
 		var now int64
 		for _, k := range sinks {
-			k.mem = k.buffered()
+			k.mem = k.fw.Buffered()
 			now += k.mem
 		}
 		charged += s.budget.adjust(now - charged)
@@ -672,27 +621,31 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		}
 		sort.Slice(open, func(i, j int) bool { return open[i].mem > open[j].mem })
 		for _, k := range open {
-			if k.mem == 0 || !s.budget.over() {
+			if !s.budget.over() {
 				break
 			}
-			if err := k.pw.NewBufferedRowGroupChecked(); err != nil {
-				return k.encodeErr(p, st.format, err)
+			if err := k.fw.EndRowGroup(); err != nil {
+				return err
 			}
-			after := k.buffered()
+			after := k.fw.Buffered()
 			charged += s.budget.adjust(after - k.mem)
 			k.mem = after
 		}
+		if charged > s.budget.limit {
+			return fmt.Errorf("%w: %s: the put's %d open files need %d MiB of memory even with every row group flushed, more than the put memory budget (%d MiB); put fewer partitions at once, or raise --put-memory",
+				ErrTooLarge, p, len(sinks), charged>>20, s.budget.limit>>20)
+		}
 		return nil
 	}
-	open := func(dir string) (*sink, error) {
+	open := func(dir string, values map[string]string) (*sink, error) {
 		if k, ok := sinks[dir]; ok {
 			return k, nil
 		}
 		if len(sinks) >= s.opts.partitionLimit {
 			return nil, fmt.Errorf("%w: a put may touch at most %d partitions", ErrInvalidArgument, s.opts.partitionLimit)
 		}
-		k := &sink{h: sha256.New(), seq: seqs[dir]}
-		seqs[dir]++
+		k := &sink{dir: dir, values: values, seq: st.dirSeqs[dir]}
+		st.dirSeqs[dir]++
 		idx := st.index + k.seq
 		if k.seq > 0 && st.mode == ModeAppend {
 			// Another file of this append in the same directory needs an
@@ -703,106 +656,61 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			}
 			st.claims = append(st.claims, idx)
 		}
-		if dir != "" {
-			vals, err := parsePartitionDir(dir)
-			if err != nil {
-				return nil, err
-			}
-			k.part = partKey{dir: dir, values: vals}
-		}
 		k.name = path.Join(vdir, dir, dataFileName(idx, st.format))
 		w, err := s.fs.Create(ctx, k.name)
 		if err != nil {
 			return nil, fmt.Errorf("write %s: %w", p, err)
 		}
-		k.w = w
-		if st.format == FormatCSV {
-			k.cw = csv.NewWriter(k, fileSchema, csv.WithHeader(true), csv.WithNullWriter(""), csv.WithCustomTypeConverter(csvFloats))
-		} else {
-			k.pw, err = pqarrow.NewFileWriter(fileSchema, k, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(s.opts.mem)))
-			if err != nil {
-				_ = w.Abort()
-				return nil, fmt.Errorf("%w: %s cannot be stored as Parquet: %v", ErrInvalidArgument, p, err)
-			}
-			kv := [][2]string{{SchemaVersionKey, st.schemaV}}
-			if st.o.RequestID != "" {
-				kv = append(kv, [2]string{requestIDKey, st.o.RequestID}, [2]string{writerKey, s.writerOf(st.o)})
-			}
-			for _, e := range kv {
-				if err := k.pw.AppendKeyValueMetadata(e[0], e[1]); err != nil {
-					_ = w.Abort()
-					return nil, err
-				}
-			}
+		fw, err := codec.NewFileWriter(w, fileSchema, wopts)
+		if err != nil {
+			_ = w.Abort()
+			return nil, fmt.Errorf("%s: %w", p, err)
 		}
+		k.w, k.fw = w, fw
 		sinks[dir] = k
 		order = append(order, k)
 		return k, nil
 	}
 	finish := func(k *sink) error {
 		k.closed = true
-		if k.cw != nil && k.rows == 0 {
-			// An empty CSV still needs its header row.
-			cols := emptyColumns(fileSchema)
-			empty := array.NewRecordBatch(fileSchema, cols, 0)
-			releaseAll(cols)
-			err := k.cw.Write(empty)
-			empty.Release()
-			if err == nil {
-				err = k.cw.Flush()
-			}
-			if err != nil {
-				return err
-			}
-		}
-		if k.pw != nil {
-			if err := k.pw.Close(); err != nil {
-				return k.encodeErr(p, st.format, err)
-			}
+		if err := k.fw.Close(); err != nil {
+			_ = k.w.Abort()
+			return fmt.Errorf("%s: %w", p, err)
 		}
 		if err := k.w.Commit(ctx); err != nil {
+			_ = k.w.Abort()
 			return fmt.Errorf("write %s: %w", p, err)
 		}
 		rel := strings.TrimPrefix(k.name, p.dir+"/")
-		st.files = append(st.files, FileRecord{Path: rel, Rows: k.rows, Bytes: k.n, SHA256: hex.EncodeToString(k.h.Sum(nil)), Partition: k.part.values})
-		st.rows += k.rows
+		st.files = append(st.files, FileRecord{Path: rel, Rows: k.fw.Rows(), Bytes: k.fw.Size(), SHA256: k.fw.SHA256(), Partition: k.values})
+		st.rows += k.fw.Rows()
 		return nil
 	}
 	writeTo := func(k *sink, rec arrow.RecordBatch) error {
-		before := k.n
-		k.rows += rec.NumRows()
-		if k.cw != nil {
-			if err := k.cw.Write(rec); err != nil {
-				return k.encodeErr(p, st.format, err)
-			}
-			if err := k.cw.Flush(); err != nil {
-				return k.encodeErr(p, st.format, err)
-			}
-		} else {
-			if err := k.pw.WriteBuffered(rec); err != nil {
-				return k.encodeErr(p, st.format, err)
-			}
-			if k.pw.RowGroupTotalBytesWritten()+k.pw.RowGroupTotalCompressedBytes() >= s.opts.rowGroupBytes/int64(max(1, len(sinks))) {
-				if err := k.pw.NewBufferedRowGroupChecked(); err != nil {
-					return k.encodeErr(p, st.format, err)
-				}
+		before := k.fw.Size()
+		if err := k.fw.Write(rec); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		if k.fw.RowGroupBytes() >= s.opts.rowGroupBytes/int64(max(1, len(sinks))) {
+			if err := k.fw.EndRowGroup(); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
 			}
 		}
-		total += k.n - before
+		total += k.fw.Size() - before
 		if s.opts.maxPutBytes > 0 && total > s.opts.maxPutBytes {
 			return fmt.Errorf("%w: %s: more than %d bytes in one put", ErrTooLarge, p, s.opts.maxPutBytes)
 		}
-		if st.o.TargetFileBytes > 0 && st.mode == ModeWrite && k.pw != nil && k.n+k.pw.RowGroupTotalBytesWritten() >= st.o.TargetFileBytes {
+		if st.o.TargetFileBytes > 0 && st.mode == ModeWrite && st.format == FormatParquet && k.fw.Size()+k.fw.RowGroupBytes() >= st.o.TargetFileBytes {
 			// Roll over: the next rows of this directory start a new file.
-			delete(sinks, k.part.dir)
-			if err := finish(k); err != nil {
-				return err
-			}
+			delete(sinks, k.dir)
+			s.budget.release(k.mem)
+			charged -= k.mem
+			return finish(k)
 		}
 		return nil
 	}
-	if len(partIdx) == 0 {
-		if _, err := open(""); err != nil {
+	if len(st.by) == 0 {
+		if _, err := open("", nil); err != nil {
 			return err
 		}
 	}
@@ -818,20 +726,16 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		if s.opts.maxPutBytes > 0 && inBytes > s.opts.maxPutBytes {
 			return fmt.Errorf("%w: %s: more than %d bytes in one put", ErrTooLarge, p, s.opts.maxPutBytes)
 		}
-		if err := validateBatch(in); err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrInvalidArgument, p, err)
+		if err := codec.ValidateBatch(in); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
 		}
-		rec, err := plan.apply(ctx, in)
+		rec, err := conf.Apply(ctx, in)
 		if err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrSchemaMismatch, p, err)
+			return fmt.Errorf("%s: %w", p, err)
 		}
-		if err := checkNulls(rec); err != nil {
-			rec.Release()
-			return fmt.Errorf("%w: %s: %v", ErrInvalidArgument, p, err)
-		}
-		if len(partIdx) == 0 {
+		if len(st.by) == 0 {
 			fb := toFileBatch(rec, fileSchema)
-			k, werr := open("")
+			k, werr := open("", nil)
 			if werr == nil {
 				werr = writeTo(k, fb)
 			}
@@ -841,22 +745,20 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 				return wrapWrite(p, werr)
 			}
 		} else {
-			dirs, parts, err := splitByPartition(ctx, rec, partIdx, st.by)
+			parts, err := codec.SplitByPartition(ctx, rec, st.by)
 			rec.Release()
 			if err != nil {
-				return err
+				return fmt.Errorf("%s: %w", p, err)
 			}
 			var werr error
-			for i, d := range dirs {
+			for _, part := range parts {
 				if werr == nil {
 					var k *sink
-					if k, werr = open(d); werr == nil {
-						fb := dropColumns(parts[i], fileSchema, partIdx)
-						werr = writeTo(k, fb)
-						fb.Release()
+					if k, werr = open(part.Dir, part.Values); werr == nil {
+						werr = writeTo(k, part.Batch)
 					}
 				}
-				parts[i].Release()
+				part.Batch.Release()
 			}
 			if werr != nil {
 				return wrapWrite(p, werr)
@@ -877,8 +779,8 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 	// Files in a stable order: root first, then partitions by path, each
 	// directory's files in the order written.
 	sort.SliceStable(order, func(i, j int) bool {
-		if order[i].part.dir != order[j].part.dir {
-			return order[i].part.dir < order[j].part.dir
+		if order[i].dir != order[j].dir {
+			return order[i].dir < order[j].dir
 		}
 		return order[i].seq < order[j].seq
 	})
@@ -918,73 +820,6 @@ func wrapWrite(p profile, err error) error {
 	return fmt.Errorf("write %s: %w", p, err)
 }
 
-// parquetProps are the writer properties for files of schema sc.
-// Dictionary encoding is on for byte-array columns (strings, binaries) only:
-// for numbers arrow-go's dictionary hashing costs half of the write time
-// and rarely pays.
-//
-// A partitioned put keeps one open writer per partition, and each column of
-// each writer buffers its current data page (and dictionary) uncompressed
-// until the page is full; with the 1 MiB defaults a 64-partition put of 20
-// columns held over 2 GB that way. Partitioned writes use 64 KiB pages and
-// 256 KiB dictionaries instead.
-func (s *Store) parquetProps(sc *arrow.Schema, partitioned bool) *parquet.WriterProperties {
-	opts := []parquet.WriterProperty{
-		parquet.WithCompression(compress.Codecs.Zstd),
-		// Level 1, as pyarrow/Arrow C++ default to: arrow-go's default
-		// (3) spent half of a put's CPU time compressing, for ~5% smaller
-		// files.
-		parquet.WithCompressionLevel(1),
-		parquet.WithMaxRowGroupLength(s.opts.rowGroupRows),
-		parquet.WithAllocator(s.opts.mem),
-		parquet.WithStats(true),
-		parquet.WithDictionaryDefault(false),
-		parquet.WithCreatedBy("quiver"),
-	}
-	if partitioned {
-		opts = append(opts, parquet.WithDataPageSize(64<<10), parquet.WithDictionaryPageSizeLimit(256<<10))
-	}
-	if pqs, err := pqarrow.ToParquet(sc, parquet.NewWriterProperties(opts...), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema())); err == nil {
-		for i := 0; i < pqs.NumColumns(); i++ {
-			c := pqs.Column(i)
-			if c.PhysicalType() == parquet.Types.ByteArray || c.PhysicalType() == parquet.Types.FixedLenByteArray {
-				opts = append(opts, parquet.WithDictionaryPath(c.ColumnPath(), true))
-			}
-		}
-	}
-	return parquet.NewWriterProperties(opts...)
-}
-
-// csvFloats writes floats as polars does, so a whole number stays a float
-// when the CSV is read back ("1.0", not "1").
-func csvFloats(typ arrow.DataType, col arrow.Array) ([]string, bool) {
-	var get func(i int) float64
-	switch c := col.(type) {
-	case *array.Float64:
-		get = c.Value
-	case *array.Float32:
-		get = func(i int) float64 { return float64(c.Value(i)) }
-	default:
-		return nil, false
-	}
-	bits := 64
-	if typ.ID() == arrow.FLOAT32 {
-		bits = 32
-	}
-	out := make([]string, col.Len())
-	for i := range out {
-		if col.IsNull(i) {
-			continue
-		}
-		v := strconv.FormatFloat(get(i), 'g', -1, bits)
-		if !strings.ContainsAny(v, ".eEnN") { // not 1.5, 1e+21, NaN, Inf
-			v += ".0"
-		}
-		out[i] = v
-	}
-	return out, true
-}
-
 // toFileBatch relabels rec with the file schema (same columns).
 func toFileBatch(rec arrow.RecordBatch, sc *arrow.Schema) arrow.RecordBatch {
 	if rec.Schema().Equal(sc) {
@@ -992,31 +827,4 @@ func toFileBatch(rec arrow.RecordBatch, sc *arrow.Schema) arrow.RecordBatch {
 		return rec
 	}
 	return array.NewRecordBatch(sc, rec.Columns(), rec.NumRows())
-}
-
-// dropColumns removes the partition columns. The result must be released.
-func dropColumns(rec arrow.RecordBatch, sc *arrow.Schema, drop []int) arrow.RecordBatch {
-	cols := make([]arrow.Array, 0, sc.NumFields())
-	for i, c := range rec.Columns() {
-		if !slices.Contains(drop, i) {
-			cols = append(cols, c)
-		}
-	}
-	return array.NewRecordBatch(sc, cols, rec.NumRows())
-}
-
-func emptyColumns(sc *arrow.Schema) []arrow.Array {
-	cols := make([]arrow.Array, sc.NumFields())
-	for i, f := range sc.Fields() {
-		cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, 0)
-	}
-	return cols
-}
-
-func releaseAll(arrs []arrow.Array) {
-	for _, a := range arrs {
-		if a != nil {
-			a.Release()
-		}
-	}
 }

@@ -9,8 +9,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/csv"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/quiverdb/quiver/store/codec"
 )
 
 // ReadOptions select what Read streams.
@@ -50,7 +50,7 @@ func (s *Store) OpenSnapshot(ctx context.Context, sn *Snapshot, columns []string
 	if err != nil {
 		return nil, err
 	}
-	out, err := project(sn.Schema, columns)
+	out, err := codec.Project(sn.Schema, columns)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
 	}
@@ -77,13 +77,12 @@ type snapshotReader struct {
 
 // openFile is the one file being read.
 type openFile struct {
-	df       DataFile
-	pq       pqarrow.RecordReader
-	csv      *csv.Reader
-	closeFn  func()
-	src      []int         // output column -> column of the file batch, or -1 for a partition column
-	consts   []arrow.Array // partition columns, sized to the batch size
-	leftRows int64         // rows still to emit when only partition columns are read
+	df      DataFile
+	rr      array.RecordReader
+	close   func()
+	src     []int         // output column -> column of the file batch, or -1 for a partition column
+	consts  []arrow.Array // partition columns, sized to the batch size
+	counted bool          // the file reader yields no columns, only rows
 }
 
 func (r *snapshotReader) Retain() { r.refs.Add(1) }
@@ -115,15 +114,12 @@ func (r *snapshotReader) closeFile() {
 	if r.file == nil {
 		return
 	}
-	if r.file.pq != nil {
-		r.file.pq.Release()
-	}
-	if r.file.csv != nil {
-		r.file.csv.Release()
+	if r.file.rr != nil {
+		r.file.rr.Release()
 	}
 	releaseAll(r.file.consts)
-	if r.file.closeFn != nil {
-		r.file.closeFn()
+	if r.file.close != nil {
+		r.file.close()
 	}
 	r.file = nil
 }
@@ -146,13 +142,14 @@ func (r *snapshotReader) Next() bool {
 			df := r.sn.Files[r.next]
 			r.next++
 			if err := r.open(df); err != nil {
+				r.closeFile()
 				r.err = err
 				return false
 			}
 		}
 		rec, err := r.readFile()
 		if err != nil {
-			if r.file.df.Recorded && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			if r.file.df.Recorded && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrDataLoss) {
 				err = fmt.Errorf("%w: %v", ErrDataLoss, err)
 			}
 			r.err = fmt.Errorf("read %s %s: %w", r.p, r.file.df.Path, err)
@@ -172,6 +169,7 @@ func (r *snapshotReader) Next() bool {
 	}
 }
 
+// open opens one file and plans how its batches become output batches.
 func (r *snapshotReader) open(df DataFile) error {
 	of := &openFile{df: df, src: make([]int, r.out.NumFields())}
 	fileCols := make([]string, 0, r.out.NumFields())
@@ -184,59 +182,41 @@ func (r *snapshotReader) open(df DataFile) error {
 		fileCols = append(fileCols, f.Name)
 	}
 	r.file = of
-	if r.sn.Format == FormatCSV {
-		return r.openCSV(of, fileCols)
-	}
-	fr, closeFn, err := r.s.openParquet(r.ctx, r.p, df, r.s.opts.readBatchRows)
+	f, err := r.s.openData(r.ctx, r.p, df, r.s.opts.verifyReads)
 	if err != nil {
 		return err
 	}
-	of.closeFn = closeFn
-	if len(fileCols) == 0 {
-		// A projection of partition columns only (or a table without
-		// columns, whose Parquet file records no rows): the commit
-		// record's count is authoritative when there is one.
-		of.leftRows = fr.ParquetReader().NumRows()
-		if df.Rows >= 0 {
-			of.leftRows = df.Rows
+	ropts := codec.ReadOptions{BatchRows: r.s.opts.readBatchRows, Allocator: r.s.opts.mem}
+	if r.sn.Format == FormatCSV {
+		of.close = func() { _ = f.Close() }
+		rr, err := codec.NewCSVReader(f, r.sn.Schema, fileCols, ropts)
+		if err != nil {
+			return r.s.badFile(r.p, df, err)
 		}
+		of.rr = rr
 		return nil
 	}
-	fsc, err := fr.Schema()
+	pf, err := codec.OpenParquet(f, f.Size(), ropts)
+	if err != nil {
+		f.Close()
+		return r.s.badFile(r.p, df, err)
+	}
+	of.close = func() { _ = pf.Close(); _ = f.Close() }
+	if err := r.s.checkRows(r.p, df, pf.Footer().Rows, pf.Schema().NumFields()); err != nil {
+		return err
+	}
+	if len(fileCols) == 0 && df.Recorded && df.Rows >= 0 && pf.Footer().Rows != df.Rows {
+		// A file of a table without columns records no rows: the commit
+		// record's count is authoritative.
+		of.counted = true
+		return nil
+	}
+	rr, err := pf.Records(r.ctx, fileCols)
 	if err != nil {
 		return r.s.badFile(r.p, df, err)
 	}
-	var leaves []int
-	for _, name := range fileCols {
-		idx := fsc.FieldIndices(name)
-		if len(idx) == 0 {
-			return r.s.badFile(r.p, df, fmt.Errorf("file lacks column %q", name))
-		}
-		leaves = appendLeaves(leaves, &fr.Manifest.Fields[idx[0]])
-	}
-	rr, err := fr.GetRecordReader(r.ctx, leaves, nil)
-	if err != nil {
-		return r.s.badFile(r.p, df, err)
-	}
-	of.pq = rr
-	// The reader yields fields in file order; map by name.
-	rsc := rr.Schema()
-	for i, j := range of.src {
-		if j >= 0 {
-			of.src[i] = rsc.FieldIndices(fileCols[j])[0]
-		}
-	}
+	of.rr = rr
 	return nil
-}
-
-func appendLeaves(out []int, f *pqarrow.SchemaField) []int {
-	if f.IsLeaf() {
-		return append(out, f.ColIndex)
-	}
-	for i := range f.Children {
-		out = appendLeaves(out, &f.Children[i])
-	}
-	return out
 }
 
 // readFile returns the next output batch of the open file, or nil at its end.
@@ -244,25 +224,18 @@ func (r *snapshotReader) readFile() (arrow.RecordBatch, error) {
 	of := r.file
 	var in arrow.RecordBatch
 	var n int64
-	switch {
-	case of.pq != nil:
-		if !of.pq.Next() {
-			return nil, of.pq.Err()
-		}
-		in = of.pq.RecordBatch()
-		n = in.NumRows()
-	case of.csv != nil:
-		if !of.csv.Next() {
-			return nil, of.csv.Err()
-		}
-		in = of.csv.RecordBatch()
-		n = in.NumRows()
-	default:
-		if of.leftRows <= 0 {
+	if of.counted {
+		if of.df.Rows <= 0 {
 			return nil, nil
 		}
-		n = min(of.leftRows, r.s.opts.readBatchRows)
-		of.leftRows -= n
+		n = min(of.df.Rows, r.s.opts.readBatchRows)
+		of.df.Rows -= n
+	} else {
+		if !of.rr.Next() {
+			return nil, of.rr.Err()
+		}
+		in = of.rr.RecordBatch()
+		n = in.NumRows()
 	}
 	cols := make([]arrow.Array, r.out.NumFields())
 	for i, f := range r.out.Fields() {
@@ -270,7 +243,7 @@ func (r *snapshotReader) readFile() (arrow.RecordBatch, error) {
 		if of.src[i] < 0 {
 			cols[i], err = r.partitionColumn(of, i, f, n)
 		} else {
-			cols[i], err = conformArray(r.ctx, in.Column(of.src[i]), f.Type)
+			cols[i], err = codec.ConformArray(r.ctx, in.Column(of.src[i]), f.Type)
 		}
 		if err != nil {
 			releaseAll(cols)
@@ -295,13 +268,21 @@ func (r *snapshotReader) partitionColumn(of *openFile, i int, f arrow.Field, n i
 		size := max(n, r.s.opts.readBatchRows)
 		raw, ok := of.df.Partition[f.Name]
 		if !ok {
-			raw = hiveDefaultValue
+			raw = codec.HiveDefault
 		}
-		a, err := constantColumn(r.s.opts.mem, f.Type, raw, int(size))
+		a, err := codec.ConstantColumn(r.s.opts.mem, f.Type, raw, int(size))
 		if err != nil {
 			return nil, err
 		}
 		of.consts[i] = a
 	}
 	return array.NewSlice(of.consts[i], 0, n), nil
+}
+
+func releaseAll(arrs []arrow.Array) {
+	for _, a := range arrs {
+		if a != nil {
+			a.Release()
+		}
+	}
 }

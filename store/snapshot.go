@@ -11,10 +11,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/quiverdb/quiver/store/codec"
 	"github.com/quiverdb/quiver/store/fsys"
 )
 
@@ -136,12 +134,12 @@ func filterPartitions(sn *Snapshot, filter map[string][]string) ([]DataFile, err
 			if len(sn.PartitionBy) == 0 {
 				return nil, fmt.Errorf("%w: %s %s is not partitioned; cannot filter on %q", ErrInvalidArgument, sn.Path(), VersionName(sn.Version), col)
 			}
-			return nil, fmt.Errorf("%w: %q is not a partition column of %s %s (partitioned by %s)", ErrInvalidArgument, col, sn.Path(), VersionName(sn.Version), quoteNames(sn.PartitionBy))
+			return nil, fmt.Errorf("%w: %q is not a partition column of %s %s (partitioned by %s)", ErrInvalidArgument, col, sn.Path(), VersionName(sn.Version), codec.QuoteNames(sn.PartitionBy))
 		}
 		dt := sn.Schema.Field(sn.Schema.FieldIndices(col)[0]).Type
 		set := map[string]bool{}
 		for _, v := range vals {
-			cv, err := canonicalPartValue(dt, v)
+			cv, err := codec.CanonicalPartValue(dt, v)
 			if err != nil {
 				return nil, fmt.Errorf("%w: partition value %q is not a valid %s for %q", ErrInvalidArgument, v, dt, col)
 			}
@@ -155,7 +153,7 @@ func filterPartitions(sn *Snapshot, filter map[string][]string) ([]DataFile, err
 		for col, set := range want {
 			v, has := f.Partition[col]
 			if !has {
-				v = hiveDefaultValue
+				v = codec.HiveDefault
 			}
 			if !set[v] {
 				ok = false
@@ -235,32 +233,14 @@ func firstElem(rel string) string {
 	return rel
 }
 
-// openParquet opens a data file for streaming reads.
-func (s *Store) openParquet(ctx context.Context, p profile, df DataFile, batchRows int64) (*pqarrow.FileReader, func(), error) {
-	f, err := s.openData(ctx, p, df, s.opts.verifyReads)
-	if err != nil {
-		return nil, nil, err
-	}
-	props := parquet.NewReaderProperties(s.opts.mem)
-	props.BufferedStreamEnabled = true
-	props.BufferSize = 1 << 20
-	pr, err := file.NewParquetReader(f, file.WithReadProps(props))
-	if err != nil {
-		f.Close()
-		return nil, nil, s.badFile(p, df, err)
-	}
-	if df.Recorded && df.Rows >= 0 && pr.NumRows() != df.Rows && pr.MetaData().Schema.NumColumns() > 0 {
+// checkRows compares a Parquet file's row count with its record's.
+func (s *Store) checkRows(p profile, df DataFile, rows int64, columns int) error {
+	if df.Recorded && df.Rows >= 0 && rows != df.Rows && columns > 0 {
 		// (A file of a table without columns records no rows: the
 		// record's count is the truth there.)
-		pr.Close()
-		return nil, nil, fmt.Errorf("%w: %s: committed file %s holds %d rows, its commit record says %d", ErrDataLoss, p, df.Path, pr.NumRows(), df.Rows)
+		return fmt.Errorf("%w: %s: committed file %s holds %d rows, its commit record says %d", ErrDataLoss, p, df.Path, rows, df.Rows)
 	}
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: batchRows}, s.opts.mem)
-	if err != nil {
-		pr.Close()
-		return nil, nil, s.badFile(p, df, err)
-	}
-	return fr, func() { _ = pr.Close() }, nil
+	return nil
 }
 
 // badFile is the error for a data file that does not decode: a committed

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/rs/zerolog"
 
+	"github.com/quiverdb/quiver/store/codec"
 	"github.com/quiverdb/quiver/store/fsys"
 )
 
@@ -60,6 +61,7 @@ type options struct {
 	lockStaleAfter time.Duration
 	signer         ed25519.PrivateKey
 	verifyReads    bool
+	compression    codec.Compression
 }
 
 // Option configures a Store.
@@ -125,6 +127,10 @@ func WithSigningKey(key ed25519.PrivateKey) Option { return func(o *options) { o
 // WithVerifyReads makes every read hash each file while reading it and
 // fail with ErrDataLoss when the hash differs from its commit record.
 func WithVerifyReads(on bool) Option { return func(o *options) { o.verifyReads = on } }
+
+// WithCompression sets the compression of the Parquet files the store
+// writes (default zstd; lz4_raw, snappy or none trade size for speed).
+func WithCompression(c codec.Compression) Option { return func(o *options) { o.compression = c } }
 
 // WithFS replaces the storage (an S3 bucket, a fault-injecting wrapper).
 // Open's directory argument is then only used in log lines.

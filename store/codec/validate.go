@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/decimal256"
 )
@@ -112,7 +113,7 @@ func ValidateBatch(rec arrow.RecordBatch) error {
 		if err := checkOffsets(col.Data(), 0); err != nil {
 			return fmt.Errorf("%w: column %q is malformed: %v", ErrInvalid, f.Name, err)
 		}
-		if err := array.ValidateFull(col); err != nil {
+		if err := validateFull(col); err != nil {
 			return fmt.Errorf("%w: column %q is malformed: %v", ErrInvalid, f.Name, err)
 		}
 		if err := checkValues(col, f.Name); err != nil {
@@ -120,6 +121,59 @@ func ValidateBatch(rec arrow.RecordBatch) error {
 		}
 	}
 	return checkNulls(sc, cols)
+}
+
+// validateFull is arrow-go's ValidateFull, on a view of the array in which
+// null-type arrays (at any depth) have the one absent validity buffer their
+// layout names: arrow-go's own IPC reader gives them none, and its
+// validator then refuses what its reader made.
+func validateFull(col arrow.Array) error {
+	d, changed := nullLayout(col.Data())
+	if !changed {
+		return array.ValidateFull(col)
+	}
+	defer d.Release()
+	a := array.MakeFromData(d)
+	defer a.Release()
+	return array.ValidateFull(a)
+}
+
+// nullLayout returns d with buffer-less null arrays given their nil
+// validity buffer; changed reports whether a new (to be released) data was
+// made.
+func nullLayout(d arrow.ArrayData) (arrow.ArrayData, bool) {
+	changed := false
+	kids := d.Children()
+	newKids := make([]arrow.ArrayData, len(kids))
+	var made []arrow.ArrayData
+	for i, c := range kids {
+		if !present(c) {
+			newKids[i] = c
+			continue
+		}
+		nc, ch := nullLayout(c)
+		newKids[i] = nc
+		if ch {
+			changed = true
+			made = append(made, nc)
+		}
+	}
+	bufs := d.Buffers()
+	if d.DataType().ID() == arrow.NULL && len(bufs) == 0 {
+		bufs = []*memory.Buffer{nil}
+		changed = true
+	}
+	if !changed {
+		return d, false
+	}
+	nd := array.NewData(d.DataType(), d.Len(), bufs, newKids, d.NullN(), d.Offset())
+	if dict := d.Dictionary(); present(dict) {
+		nd.SetDictionary(dict)
+	}
+	for _, m := range made {
+		m.Release()
+	}
+	return nd, true
 }
 
 // checkOffsets checks that every offset of every string and binary array,

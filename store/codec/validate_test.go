@@ -323,3 +323,24 @@ func ExampleValidateBatch() {
 	fmt.Println(errors.Is(err, ErrInvalid))
 	// Output: true
 }
+
+// TestValidateBatchNullTypeWithoutBuffers: arrow-go's IPC reader gives
+// null-type arrays no buffers at all (what pyarrow sends for a null
+// column); they are valid, at the top level and nested.
+func TestValidateBatchNullTypeWithoutBuffers(t *testing.T) {
+	d := array.NewData(arrow.Null, 3, nil, nil, 3, 0)
+	defer d.Release()
+	col := array.MakeFromData(d)
+	defer col.Release()
+	st := arrow.StructOf(arrow.Field{Name: "n", Type: arrow.Null, Nullable: true})
+	sd := array.NewData(st, 3, []*memory.Buffer{nil}, []arrow.ArrayData{d}, 0, 0)
+	defer sd.Release()
+	scol := array.MakeFromData(sd)
+	defer scol.Release()
+	sc := arrow.NewSchema([]arrow.Field{{Name: "c", Type: arrow.Null, Nullable: true}, {Name: "s", Type: st, Nullable: true}}, nil)
+	rec := array.NewRecordBatch(sc, []arrow.Array{col, scol}, 3)
+	defer rec.Release()
+	if err := ValidateBatch(rec); err != nil {
+		t.Fatalf("a buffer-less null column: %v", err)
+	}
+}
