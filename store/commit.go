@@ -121,7 +121,12 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) []commitResult {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool {
-		return batch[order[a]].st.mode == ModeAppend && batch[order[b]].st.mode != ModeAppend
+		sa, sb := batch[order[a]].st, batch[order[b]].st
+		if (sa.mode == ModeAppend) != (sb.mode == ModeAppend) {
+			return sa.mode == ModeAppend
+		}
+		// Writes by version: the highest commits last and is the latest.
+		return sa.mode != ModeAppend && sa.version < sb.version
 	})
 	unlock, err := s.lockProfile(ctx, p)
 	if err != nil {
@@ -179,6 +184,12 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) []commitResult {
 				}
 			case st.create && (!missing || created):
 				// Another client created the profile: append to it.
+				res[i].retarget = true
+				continue
+			case !missing && st.version < latest:
+				// A write whose number a faster write overtook: it must
+				// not commit below the latest (it would be acknowledged
+				// and hidden). It becomes a new version above.
 				res[i].retarget = true
 				continue
 			}

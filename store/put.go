@@ -493,10 +493,13 @@ func (s *Store) discard(ps *profileState, st *staged) {
 	}
 }
 
-// retarget moves a staged put that lost its version (a write committed
-// while it streamed, or another client created the profile first) into
-// the latest version: its files are read back and appended there, conformed
-// to that version's schema, and then removed.
+// retarget moves a staged put that lost its version: an append whose
+// version is no longer the latest (a write committed while it streamed, or
+// another client created the profile first) is read back and appended to
+// the latest version, conformed to its schema; a write whose version
+// number was overtaken by a write that committed first is read back and
+// written as a new version above it, so that the write acknowledged last
+// is the latest. The stale files are then removed.
 func (s *Store) retarget(ctx context.Context, ps *profileState, st *staged, attempt int) (*CommitRecord, error) {
 	defer s.discard(ps, st)
 	sn := &Snapshot{Keys: st.p.keys, Version: st.version, Format: st.format, Schema: st.schema, PartitionBy: st.by, SchemaVersion: st.schemaV}
@@ -509,20 +512,10 @@ func (s *Store) retarget(ctx context.Context, ps *profileState, st *staged, atte
 		return nil, err
 	}
 	defer rdr.Release()
-	o := st.o
-	o.Mode = ModeAppend
-	if st.mode == ModeWrite && !st.create {
-		o.Mode = ModeWrite // cannot happen: writes never retarget
-	}
-	o.PartitionBy = nil
-	if st.create {
-		// It created nothing: the profile's first version is another's.
-		o.SchemaVersion = ""
-		if st.o.SchemaVersion != "" {
-			o.SchemaVersion = st.o.SchemaVersion
-		}
-	}
-	return s.put(ctx, ps, rdr, o, attempt+1)
+	// The put keeps what its client asked for: an append (also one that
+	// meant to create the profile and found another had) goes to the
+	// latest version; a write gets a new version above it.
+	return s.put(ctx, ps, rdr, st.o, attempt+1)
 }
 
 // carryIn streams the files of late appends into a staged write, after
