@@ -466,3 +466,37 @@ func TestEmptyWrite(t *testing.T) {
 		t.Fatalf("%s %s", sc, rows)
 	}
 }
+
+// TestNestingCheckedByMarkersAndContents: a profile can be neither above
+// nor below another, whether the other is known by its .quiver.kind
+// marker (even one whose creation never finished) or only by its contents
+// (pyrosome's profiles, older data dirs, which have no markers).
+func TestNestingCheckedByMarkersAndContents(t *testing.T) {
+	s, dir := newTestStore(t)
+	copyTree(t, filepath.Join(pyrosomeFixture, "events"), filepath.Join(dir, "py"))
+	copyTree(t, filepath.Join(pyrosomeFixture, "sales"), filepath.Join(dir, "sales"))
+	writeFile(t, filepath.Join(dir, "marked", kindName), kindProfile+"\n", 0) // a creation that never committed
+	writeFile(t, filepath.Join(dir, "parent", kindName), kindParent+"\n", 0)  // holds profiles (none left)
+	writeFile(t, filepath.Join(dir, "deep", "a", "b", kindName), kindProfile+"\n", 0)
+	for _, keys := range [][]string{{"py", "sub"}, {"sales"}, {"sales", "orders", "x"}, {"marked", "child"}, {"parent"}, {"deep"}, {"deep", "a"}} {
+		for _, mode := range []Mode{ModeWrite, ModeAppend} {
+			before := hashTree(t, dir)
+			rdr := ids(1)
+			_, err := s.Put(context.Background(), keys, rdr, PutOptions{Mode: mode})
+			rdr.Release()
+			if !errors.Is(err, ErrNestedProfile) {
+				t.Errorf("%s %v: got %v, want ErrNestedProfile", mode, keys, err)
+			}
+			assertUnchanged(t, before, hashTree(t, dir))
+		}
+	}
+	// A sibling is fine, and marks its way.
+	put(t, s, ModeWrite, []string{"parent", "other"}, ids(1), PutOptions{})
+	put(t, s, ModeWrite, []string{"deep", "a", "c"}, ids(1), PutOptions{})
+	for _, m := range []struct{ rel, want string }{{"parent/other", kindProfile}, {"deep", kindParent}, {"deep/a", kindParent}, {"deep/a/c", kindProfile}} {
+		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(m.rel), kindName))
+		if err != nil || strings.TrimSpace(string(b)) != m.want {
+			t.Errorf("%s marker %q %v, want %s", m.rel, b, err, m.want)
+		}
+	}
+}

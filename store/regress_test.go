@@ -277,44 +277,6 @@ func TestRetryAfterUncommittedPutWritesOnce(t *testing.T) {
 	}
 }
 
-// A put whose log segment cannot be created (disk full) commits nothing
-// and removes its files: only its claim stays. The retry with the same
-// request id commits once.
-func TestFailedSegmentCreateCommitsNothing(t *testing.T) {
-	dir := t.TempDir()
-	l, err := fsys.NewLocal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ff := faultfs.New(l)
-	s, _ := newTestStore(t, WithFS(ff))
-	k := []string{"f"}
-	put(t, s, ModeWrite, k, ids(1), PutOptions{})
-	ff.Add(faultfs.Rule{Op: faultfs.CreateExclusive, Glob: "*.ndjson", Err: syscall.ENOSPC})
-	for _, mode := range []Mode{ModeAppend, ModeWrite} {
-		before := hashTree(t, dir)
-		rdr := ids(2)
-		_, err := s.Put(context.Background(), k, rdr, PutOptions{Mode: mode, RequestID: "x-" + string(mode)})
-		rdr.Release()
-		if !errors.Is(err, syscall.ENOSPC) {
-			t.Fatalf("%s: got %v", mode, err)
-		}
-		claims := 0
-		if mode == ModeAppend {
-			claims = 1
-		}
-		assertOnlyClaims(t, before, hashTree(t, dir), claims)
-	}
-	ff.Clear()
-	c := put(t, s, ModeAppend, k, ids(2), PutOptions{RequestID: "x-append"})
-	if c.Replayed || c.Seq != 2 {
-		t.Fatalf("retry: %+v", c)
-	}
-	if _, rows := readAll(t, s, k, latest); rows != `[{"id":1},{"id":2}]` {
-		t.Fatalf("rows %s", rows)
-	}
-}
-
 // A write committed to the log whose manifest move fails is answered with
 // ErrUnavailable (committed, not yet the latest); readers keep the old
 // latest; the retry with its request id is answered from the log and
