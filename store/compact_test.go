@@ -10,9 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 )
 
 var regionSchema = arrow.NewSchema([]arrow.Field{
@@ -242,4 +244,65 @@ func TestCompactSplitsByTargetSize(t *testing.T) {
 		t.Fatalf("rows changed:\n%s\n%s", before, after)
 	}
 	auditClean(t, s, dir, k2)
+}
+
+// gatedReader yields its batches, then waits for gate before it ends: a
+// client still streaming.
+type gatedReader struct {
+	array.RecordReader
+	gate    chan struct{}
+	started chan struct{}
+	once    sync.Once
+}
+
+func (g *gatedReader) Next() bool {
+	if g.RecordReader.Next() {
+		return true
+	}
+	g.once.Do(func() { close(g.started) })
+	<-g.gate
+	return false
+}
+
+// TestCompactionNeverHidesAWrite: a write still streaming while a
+// compaction of the version before it runs and commits is acknowledged
+// after the compaction; its rows must then be the latest version's, not
+// hidden for good behind the compaction of the older data (the write got
+// a lower version number than the compaction, so the manifest, which only
+// moves forward, never names it).
+func TestCompactionNeverHidesAWrite(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+	k := []string{"cw"}
+	put(t, s, ModeWrite, k, ids(1), PutOptions{})
+	put(t, s, ModeAppend, k, ids(2), PutOptions{})
+	inner := ids(100)
+	defer inner.Release()
+	w := &gatedReader{RecordReader: inner, gate: make(chan struct{}), started: make(chan struct{})}
+	type result struct {
+		c   *CommitRecord
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := s.Write(ctx, k, w, PutOptions{})
+		done <- result{c, err}
+	}()
+	<-w.started // the write has its version and is streaming
+	cc, err := s.Compact(ctx, k, CompactOptions{})
+	if err != nil {
+		close(w.gate)
+		<-done
+		t.Fatal(err)
+	}
+	close(w.gate)
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("write: %v", r.err)
+	}
+	got := readIDs(t, s, k, Latest)
+	t.Logf("write acknowledged as %s, compaction as %s; latest holds %v", r.c.Version, cc.Version, got)
+	if fmt.Sprint(got) != "[100]" {
+		t.Fatalf("the write acknowledged after the compaction is not the latest: latest holds %v (write %s, compaction %s)", got, r.c.Version, cc.Version)
+	}
 }
