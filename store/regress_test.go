@@ -584,5 +584,3 @@ func containsID(ids []int64, id int64) bool {
 	}
 	return false
 }
-
-var _ = json.Marshal
