@@ -1,0 +1,166 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/quiverdb/quiver/store/fsys"
+	"github.com/quiverdb/quiver/store/fsys/faultfs"
+)
+
+// slowSegmentFS delays every segment create, so that puts queue behind a
+// commit cycle.
+type slowSegmentFS struct {
+	fsys.FS
+	delay time.Duration
+}
+
+func (f *slowSegmentFS) CreateExclusive(ctx context.Context, name string, data []byte) error {
+	if strings.HasSuffix(name, segmentExt) {
+		time.Sleep(f.delay)
+	}
+	return f.FS.CreateExclusive(ctx, name, data)
+}
+
+// TestGroupCommit: concurrent appends to one profile in one server share
+// commit cycles: fewer segments than records, each segment a run of
+// records that chain, every append acknowledged with its own record.
+func TestGroupCommit(t *testing.T) {
+	dir := t.TempDir()
+	l, err := fsys.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := newTestStore(t, WithFS(&slowSegmentFS{FS: l, delay: 20 * time.Millisecond}))
+	k := []string{"g"}
+	put(t, s, ModeWrite, k, ids(0), PutOptions{})
+	const clients, each = 16, 5
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	seqs := map[int64]bool{}
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				rdr := ids(int64(100*c + i))
+				r, err := s.Append(context.Background(), k, rdr, PutOptions{RequestID: fmt.Sprintf("c%d-%d", c, i)})
+				rdr.Release()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				if seqs[r.Seq] {
+					t.Errorf("two appends acknowledged with record %d", r.Seq)
+				}
+				seqs[r.Seq] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	ents, err := os.ReadDir(filepath.Join(dir, "g", logDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs := 0
+	for _, e := range ents {
+		if _, ok := parseSegmentName(e.Name()); ok {
+			segs++
+		}
+	}
+	in, err := s.Inspect(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.LogProblems) > 0 || len(in.Log) != clients*each+1 {
+		t.Fatalf("log: %d records, problems %v", len(in.Log), in.LogProblems)
+	}
+	if segs >= (clients*each+1)/2 {
+		t.Fatalf("%d segments for %d records: appends were not grouped", segs, len(in.Log))
+	}
+	if got := readIDs(t, s, k, Latest); len(got) != clients*each+1 {
+		t.Fatalf("%d rows", len(got))
+	}
+	t.Logf("%d records in %d segments", len(in.Log), segs)
+}
+
+// TestDiskFullCommitsNothing: wherever a put meets a full disk — its
+// version directory, .version.json, its claim, its data file, the data
+// file's commit, its log segment — it fails with that error, commits
+// nothing and leaves nothing behind but (for an append) its claimed index
+// as a gap; readers see what they saw; once space is back, the retry with
+// the same request id commits once.
+func TestDiskFullCommitsNothing(t *testing.T) {
+	faults := []struct {
+		name  string
+		rule  faultfs.Rule
+		modes []Mode
+	}{
+		{"version directory", faultfs.Rule{Op: faultfs.Mkdir, Err: syscall.ENOSPC}, []Mode{ModeWrite}},
+		{".version.json", faultfs.Rule{Op: faultfs.CreateExclusive, Glob: versionInfoName, Err: syscall.ENOSPC}, []Mode{ModeWrite}},
+		{"claim", faultfs.Rule{Op: faultfs.CreateExclusive, Glob: "*.claim", Err: syscall.ENOSPC}, []Mode{ModeAppend}},
+		{"data file", faultfs.Rule{Op: faultfs.Write, Glob: "*.parquet", Err: syscall.ENOSPC}, []Mode{ModeAppend, ModeWrite}},
+		{"data file commit", faultfs.Rule{Op: faultfs.Commit, Glob: "*.parquet", Err: syscall.ENOSPC}, []Mode{ModeAppend, ModeWrite}},
+		{"log segment", faultfs.Rule{Op: faultfs.CreateExclusive, Glob: "*" + segmentExt, Err: syscall.ENOSPC}, []Mode{ModeAppend, ModeWrite}},
+	}
+	for _, f := range faults {
+		for _, mode := range f.modes {
+			t.Run(f.name+"/"+string(mode), func(t *testing.T) {
+				dir := t.TempDir()
+				l, err := fsys.NewLocal(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ff := faultfs.New(l)
+				s, _ := newTestStore(t, WithFS(ff))
+				k := []string{"f"}
+				put(t, s, ModeWrite, k, ids(1), PutOptions{})
+				before := hashTree(t, dir)
+				ff.Add(f.rule)
+				rdr := ids(2)
+				_, err = s.Put(context.Background(), k, rdr, PutOptions{Mode: mode, RequestID: "x"})
+				rdr.Release()
+				if !errors.Is(err, syscall.ENOSPC) {
+					t.Fatalf("got %v, want ENOSPC", err)
+				}
+				if ff.Injected(faultfs.All) == 0 {
+					t.Fatal("the fault never fired")
+				}
+				if strings.Contains(err.Error(), dir) {
+					t.Errorf("error shows the server path: %v", err)
+				}
+				claims := 0
+				if mode == ModeAppend && f.name != "claim" {
+					claims = 1
+				}
+				assertOnlyClaims(t, before, hashTree(t, dir), claims)
+				if got := readIDs(t, s, k, Latest); fmt.Sprint(got) != "[1]" {
+					t.Fatalf("rows %v", got)
+				}
+				ff.Clear()
+				c := put(t, s, mode, k, ids(2), PutOptions{RequestID: "x"})
+				if c.Replayed || c.Seq != 2 {
+					t.Fatalf("retry: %+v", c)
+				}
+				want := "[1 2]"
+				if mode == ModeWrite {
+					want = "[2]"
+				}
+				if got := readIDs(t, s, k, Latest); fmt.Sprint(got) != want {
+					t.Fatalf("rows after the retry %v, want %s", got, want)
+				}
+				auditClean(t, s, dir, k)
+			})
+		}
+	}
+}

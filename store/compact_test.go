@@ -1,0 +1,308 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+)
+
+var regionSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	{Name: "region", Type: arrow.BinaryTypes.String, Nullable: true},
+}, nil)
+
+// auditClean is what maint.Verify checks, from inside the package (which
+// cannot import maint): Inspect finds an intact chain and nothing but
+// committed files, and every committed file hashes to its record.
+func auditClean(t *testing.T, s *Store, dir string, keys []string) {
+	t.Helper()
+	in, err := s.Inspect(context.Background(), keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.LogProblems) > 0 || len(in.Temps)+len(in.Links)+len(in.Unknown)+len(in.Discarded) > 0 || in.Lock != nil || in.ManifestErr != nil {
+		t.Fatalf("inspect %v: %+v", keys, in)
+	}
+	pdir := filepath.Join(append([]string{dir}, keys...)...)
+	for _, vs := range in.Versions {
+		if len(vs.Orphans)+len(vs.Unrecorded)+len(vs.Temps)+len(vs.Unknown)+len(vs.Links) > 0 {
+			t.Fatalf("inspect %v %s: orphans %v unrecorded %v temps %v unknown %v links %v", keys, VersionName(vs.Version),
+				vs.Orphans, vs.Unrecorded, vs.Temps, vs.Unknown, vs.Links)
+		}
+		if vs.Retired != nil {
+			if _, err := os.Stat(filepath.Join(pdir, VersionName(vs.Version))); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("retired %s is still on disk: %v", VersionName(vs.Version), err)
+			}
+			continue
+		}
+		for _, f := range vs.Files {
+			b, err := os.ReadFile(filepath.Join(pdir, filepath.FromSlash(f.Path)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := sha256.Sum256(b)
+			if !f.Recorded || hex.EncodeToString(h[:]) != f.SHA256 || int64(len(b)) != f.Bytes {
+				t.Fatalf("%s does not match its record", f.Path)
+			}
+		}
+	}
+}
+
+// retireAllButLatest retires every old version (retention with keep 1 and
+// no grace, as maint.RemoveOldVersions does).
+func retireAllButLatest(t *testing.T, s *Store, keys []string) []string {
+	t.Helper()
+	out, err := s.RetireVersions(context.Background(), keys, "test", func(latest int, cands []RetireCandidate) []int {
+		var vs []int
+		for _, c := range cands {
+			vs = append(vs, c.Version)
+		}
+		return vs
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// sortedRows sorts the JSON rows of readAll, for partitioned versions whose
+// file order is by partition.
+func sortedRows(t *testing.T, rows string) string {
+	t.Helper()
+	var rs []json.RawMessage
+	if err := json.Unmarshal([]byte(rows), &rs); err != nil {
+		t.Fatal(err)
+	}
+	ss := make([]string, len(rs))
+	for i, r := range rs {
+		ss[i] = string(r)
+	}
+	sort.Strings(ss)
+	return fmt.Sprint(ss)
+}
+
+func TestCompact(t *testing.T) {
+	cases := []struct {
+		name        string
+		partitionBy []string
+		format      string
+		fill        func(t *testing.T, s *Store, k []string)
+		wantFiles   int
+		sameOrder   bool
+	}{
+		{"unpartitioned", nil, "", func(t *testing.T, s *Store, k []string) {
+			put(t, s, ModeWrite, k, ids(0, 1, 2), PutOptions{SchemaVersion: "2.1.0", Metadata: json.RawMessage(`{"run_id":"r0"}`)})
+			for i := int64(1); i <= 12; i++ {
+				put(t, s, ModeAppend, k, ids(10*i, 10*i+1), PutOptions{})
+			}
+		}, 1, true},
+		{"partitioned", []string{"region"}, "", func(t *testing.T, s *Store, k []string) {
+			put(t, s, ModeWrite, k, fromJSON(t, regionSchema, `[{"id":1,"region":"eu"},{"id":2,"region":"us"},{"id":3,"region":null}]`), PutOptions{PartitionBy: []string{"region"}, SchemaVersion: "1.0.0"})
+			for i := 0; i < 8; i++ {
+				put(t, s, ModeAppend, k, fromJSON(t, regionSchema, fmt.Sprintf(`[{"id":%d,"region":"eu"},{"id":%d,"region":"ap"}]`, 10+i, 20+i)), PutOptions{})
+			}
+		}, 4, false},
+		{"csv", nil, "csv", func(t *testing.T, s *Store, k []string) {
+			put(t, s, ModeWrite, k, ids(1, 2), PutOptions{Format: "csv"})
+			for i := int64(3); i < 8; i++ {
+				put(t, s, ModeAppend, k, ids(i), PutOptions{})
+			}
+		}, 1, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, dir := newTestStore(t)
+			ctx := context.Background()
+			k := []string{"c", c.name}
+			c.fill(t, s, k)
+			before, err := s.Snapshot(ctx, k, SnapshotOptions{Version: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc0, rows0 := readAll(t, s, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: -1}})
+			rec, err := s.Compact(ctx, k, CompactOptions{TargetFileBytes: 64 << 20, Writer: "compactor"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Version != "v1" || rec.Mode != ModeWrite || len(rec.Files) != c.wantFiles || rec.Rows != before.Rows() || rec.Writer != "compactor" {
+				t.Fatalf("compaction record %+v", rec)
+			}
+			var md map[string]any
+			if err := json.Unmarshal(rec.Metadata, &md); err != nil || md["compacted_from"] != "v0" {
+				t.Fatalf("metadata %s", rec.Metadata)
+			}
+			after, err := s.Snapshot(ctx, k, SnapshotOptions{Version: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.Version != 1 || len(after.Files) != c.wantFiles || after.SchemaVersion != before.SchemaVersion ||
+				fmt.Sprint(after.PartitionBy) != fmt.Sprint(before.PartitionBy) || after.Format != before.Format {
+				t.Fatalf("compacted snapshot %+v\nwas %+v", after, before)
+			}
+			sc1, rows1 := readAll(t, s, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: -1}})
+			if !sc1.Equal(sc0) {
+				t.Fatalf("schema changed:\n%s\n%s", sc0, sc1)
+			}
+			if c.sameOrder && rows1 != rows0 {
+				t.Fatalf("rows changed:\n%s\n%s", rows0, rows1)
+			}
+			if sortedRows(t, rows1) != sortedRows(t, rows0) {
+				t.Fatalf("rows changed:\n%s\n%s", rows0, rows1)
+			}
+			// The old version stays, unchanged, until retention removes it.
+			if _, old := readAll(t, s, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: 0}}); old != rows0 {
+				t.Fatalf("v0 changed: %s", old)
+			}
+			auditClean(t, s, dir, k)
+			if removed := retireAllButLatest(t, s, k); fmt.Sprint(removed) != "[v0]" {
+				t.Fatalf("retention removed %v", removed)
+			}
+			if _, err := s.Read(ctx, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: 0}}); !errors.Is(err, ErrVersionNotFound) {
+				t.Fatalf("read of the retired v0: %v", err)
+			}
+			auditClean(t, s, dir, k)
+			if _, rows2 := readAll(t, s, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: -1}}); rows2 != rows1 {
+				t.Fatalf("rows changed by retention:\n%s\n%s", rows1, rows2)
+			}
+		})
+	}
+}
+
+func TestCompactRefused(t *testing.T) {
+	s, _ := newTestStore(t)
+	put(t, s, ModeWrite, []string{"x"}, ids(1), PutOptions{})
+	for _, c := range []struct {
+		keys []string
+		o    CompactOptions
+		want error
+	}{
+		{[]string{"nope"}, CompactOptions{}, ErrNotFound},
+		{[]string{"v0"}, CompactOptions{}, ErrInvalidKey},
+		{[]string{"x"}, CompactOptions{TargetFileBytes: -1}, ErrInvalidArgument},
+	} {
+		if _, err := s.Compact(context.Background(), c.keys, c.o); !errors.Is(err, c.want) {
+			t.Errorf("%v %+v: got %v, want %v", c.keys, c.o, err, c.want)
+		}
+	}
+}
+
+func TestCompactSplitsByTargetSize(t *testing.T) {
+	s, dir := newTestStore(t)
+	ctx := context.Background()
+	k := []string{"split"}
+	put(t, s, ModeWrite, k, fromJSON(t, regionSchema, `[{"id":1,"region":"eu"},{"id":2,"region":"us"}]`), PutOptions{PartitionBy: []string{"region"}})
+	for i := 0; i < 4; i++ {
+		put(t, s, ModeAppend, k, fromJSON(t, regionSchema, fmt.Sprintf(`[{"id":%d,"region":"eu"}]`, 10+i)), PutOptions{})
+	}
+	_, rows0 := readAll(t, s, k, latest)
+	// A target of one byte starts a new file after every batch read.
+	rec, err := s.Compact(ctx, k, CompactOptions{TargetFileBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, f := range rec.Files {
+		paths = append(paths, f.Path)
+	}
+	want := "[v1/region=eu/0.parquet v1/region=eu/1.parquet v1/region=eu/2.parquet v1/region=eu/3.parquet v1/region=eu/4.parquet v1/region=us/0.parquet]"
+	if fmt.Sprint(paths) != want || rec.Index != 0 {
+		t.Fatalf("files %v", paths)
+	}
+	_, rows1 := readAll(t, s, k, latest)
+	if sortedRows(t, rows1) != sortedRows(t, rows0) {
+		t.Fatalf("rows changed:\n%s\n%s", rows0, rows1)
+	}
+	auditClean(t, s, dir, k)
+	// The next append takes the next free index.
+	c := put(t, s, ModeAppend, k, fromJSON(t, regionSchema, `[{"id":99,"region":"us"}]`), PutOptions{})
+	if c.Index != 5 {
+		t.Fatalf("append after split compaction: index %d", c.Index)
+	}
+
+	// Unpartitioned: root files 0..n, all listed by the one record.
+	k2 := []string{"split2"}
+	put(t, s, ModeWrite, k2, ids(1, 2), PutOptions{})
+	put(t, s, ModeAppend, k2, ids(3), PutOptions{})
+	put(t, s, ModeAppend, k2, ids(4), PutOptions{})
+	_, before := readAll(t, s, k2, latest)
+	rec, err = s.Compact(ctx, k2, CompactOptions{TargetFileBytes: 1})
+	if err != nil || len(rec.Files) != 3 || rec.Files[2].Path != "v1/2.parquet" {
+		t.Fatalf("%+v %v", rec, err)
+	}
+	if _, after := readAll(t, s, k2, latest); after != before {
+		t.Fatalf("rows changed:\n%s\n%s", before, after)
+	}
+	auditClean(t, s, dir, k2)
+}
+
+// gatedReader yields its batches, then waits for gate before it ends: a
+// client still streaming.
+type gatedReader struct {
+	array.RecordReader
+	gate    chan struct{}
+	started chan struct{}
+	once    sync.Once
+}
+
+func (g *gatedReader) Next() bool {
+	if g.RecordReader.Next() {
+		return true
+	}
+	g.once.Do(func() { close(g.started) })
+	<-g.gate
+	return false
+}
+
+// TestCompactionNeverHidesAWrite: a write still streaming while a
+// compaction of the version before it runs and commits is acknowledged
+// after the compaction; its rows must then be the latest version's, not
+// hidden for good behind the compaction of the older data (the write got
+// a lower version number than the compaction, so the manifest, which only
+// moves forward, never names it).
+func TestCompactionNeverHidesAWrite(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+	k := []string{"cw"}
+	put(t, s, ModeWrite, k, ids(1), PutOptions{})
+	put(t, s, ModeAppend, k, ids(2), PutOptions{})
+	inner := ids(100)
+	defer inner.Release()
+	w := &gatedReader{RecordReader: inner, gate: make(chan struct{}), started: make(chan struct{})}
+	type result struct {
+		c   *CommitRecord
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := s.Write(ctx, k, w, PutOptions{})
+		done <- result{c, err}
+	}()
+	<-w.started // the write has its version and is streaming
+	cc, err := s.Compact(ctx, k, CompactOptions{})
+	if err != nil {
+		close(w.gate)
+		<-done
+		t.Fatal(err)
+	}
+	close(w.gate)
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("write: %v", r.err)
+	}
+	got := readIDs(t, s, k, Latest)
+	t.Logf("write acknowledged as %s, compaction as %s; latest holds %v", r.c.Version, cc.Version, got)
+	if fmt.Sprint(got) != "[100]" {
+		t.Fatalf("the write acknowledged after the compaction is not the latest: latest holds %v (write %s, compaction %s)", got, r.c.Version, cc.Version)
+	}
+}

@@ -1,0 +1,470 @@
+package maint_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/fsys"
+	"github.com/quiverdb/quiver/store/maint"
+)
+
+// versionInfoAt rewrites a real .version.json with another creation time.
+func versionInfoAt(t *testing.T, src string, created time.Time) string {
+	t.Helper()
+	var vi map[string]any
+	if err := json.Unmarshal(readFile(t, src), &vi); err != nil {
+		t.Fatal(err)
+	}
+	vi["created"] = created.UTC().Format(time.RFC3339Nano)
+	b, _ := json.Marshal(vi)
+	return string(b)
+}
+
+// uncommittedVersion makes version v of keys look like a write killed
+// before its commit: the files a real write made (in a scratch profile,
+// by write), under keys/vN, without a record.
+func uncommittedVersion(t *testing.T, s *store.Store, dir string, keys []string, v int, write func(scratch []string)) {
+	t.Helper()
+	scratch := []string{"scratch", fmt.Sprintf("s%d", time.Now().UnixNano())}
+	write(scratch)
+	copyTree(t, filepath.Join(dir, scratch[0], scratch[1], "v0"), filepath.Join(append([]string{dir}, append(keys, store.VersionName(v))...)...))
+	if err := os.RemoveAll(filepath.Join(dir, scratch[0])); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSweep: what sweep removes, once older than its age: temps, orphans
+// of killed puts (root and partitions), abandoned writes (Quiver's and
+// pyrosome's), what an older retention left; and what it never touches:
+// committed files, claims, pyrosome's visible files, locks, the log,
+// young leftovers of writers at work, links and unknown entries.
+func TestSweep(t *testing.T) {
+	s, dir := newStore(t)
+	auditFixture(t, s)
+	put(t, s, store.ModeWrite, []string{"other", "p"}, ids(1), store.PutOptions{})
+	ctx := context.Background()
+	ordersDir := filepath.Join(dir, "sales", "orders")
+	const old = 2 * time.Hour
+	// Committed files, however old, are never swept.
+	for _, rel := range tree(t, dir) {
+		touchOld(t, filepath.Join(dir, rel), 10*old)
+	}
+	committed := hashTree(t, dir)
+	pyrosomeFile := string(readFile(t, filepath.Join(pyrosomeFixture, "events", "v0", "1.parquet")))
+	quiverFile := string(readFile(t, filepath.Join(ordersDir, "v0", "1.parquet")))
+	fixtures := []struct {
+		rel     string // relative to the data dir
+		data    string
+		age     time.Duration
+		removed bool
+	}{
+		{"sales/orders/v0/.a1.parquet.tmp", "x", old, true},
+		{"sales/orders/v0/.a2.parquet.tmp", "x", 0, false},             // a writer at work
+		{"sales/orders/.m1.json.tmp", "x", old, true},                  // a manifest temp
+		{"sales/orders/.log/.s1.ndjson.tmp", "x", old, true},           // a segment temp
+		{"sales/parts/v0/region=eu/.a3.parquet.tmp", "x", old, true},   // temp under a partition
+		{"sales/parts/v0/region=eu/5.parquet", quiverFile, old, true},  // uncommitted orphan
+		{"sales/parts/v0/.5.parquet.claim", "", old, false},            // its claim stays: index 5 is a gap
+		{"sales/parts/v0/region=us/6.parquet", quiverFile, 0, false},   // young orphan: maybe being committed
+		{"sales/orders/v0/8.parquet", quiverFile, old, true},           // a killed append's root file
+		{"sales/orders/v0/7.parquet", pyrosomeFile, old, false},        // pyrosome's, visible: kept
+		{"sales/orders/v0/notes.txt", "x", old, false},                 // unknown: reported, kept
+		{"other/p/manifest.json.write_lock", "x", old, false},          // a lock: never
+		{"sales/orders/v6/0.parquet", pyrosomeFile, old, true},         // pyrosome write never moved to (removed as v6)
+		{"sales/orders/.v0.deleting-0123abcd/0.parquet", "x", 0, true}, // older retention's leftover (removed as dir)
+	}
+	for _, f := range fixtures {
+		writeFile(t, filepath.Join(dir, filepath.FromSlash(f.rel)), f.data, f.age)
+	}
+	// v3: a write abandoned two hours ago; v4: a write at work (created
+	// now, a fresh temp inside), both in old directories.
+	v0info := filepath.Join(ordersDir, "v0", ".version.json")
+	writeFile(t, filepath.Join(ordersDir, "v3", ".version.json"), versionInfoAt(t, v0info, time.Now().Add(-old)), old)
+	writeFile(t, filepath.Join(ordersDir, "v4", ".version.json"), versionInfoAt(t, v0info, time.Now()), old)
+	writeFile(t, filepath.Join(ordersDir, "v4", ".a4.parquet.tmp"), "x", 0)
+	for _, v := range []string{"v3", "v4", "v6"} {
+		touchOld(t, filepath.Join(ordersDir, v), old)
+	}
+	if err := os.Symlink("0.parquet", filepath.Join(ordersDir, "v0", "9.parquet")); err != nil {
+		t.Fatal(err)
+	}
+
+	rep, err := maint.Sweep(ctx, s, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"sales/orders/.v0.deleting-0123abcd", "sales/orders/v3", "sales/orders/v6"}
+	for _, f := range fixtures {
+		if f.removed && !strings.Contains(f.rel, "deleting") && !strings.HasPrefix(f.rel, "sales/orders/v6/") {
+			want = append(want, f.rel)
+		}
+	}
+	got := append([]string(nil), rep.Removed...)
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("removed\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	if g := problems(rep.Skipped); strings.Join(g, ",") != "link sales/orders/v0/9.parquet,unknown sales/orders/v0/notes.txt" {
+		t.Errorf("skipped %v", g)
+	}
+	for _, f := range fixtures {
+		_, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(f.rel)))
+		if exists := err == nil; exists == f.removed {
+			t.Errorf("%s: exists=%v after sweep", f.rel, exists)
+		}
+	}
+	for _, p := range []string{"sales/orders/v4/.version.json", "sales/orders/v4/.a4.parquet.tmp", "sales/orders/v0/9.parquet"} {
+		if _, err := os.Lstat(filepath.Join(dir, p)); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	after := hashTree(t, dir)
+	for rel, h := range committed {
+		if after[rel] != h {
+			t.Errorf("committed %s changed or removed by sweep", rel)
+		}
+	}
+	// Readers still see everything committed.
+	if got := readIDs(t, s, []string{"sales", "parts"}, -1); fmt.Sprint(got) != "[1 2 3]" {
+		t.Fatalf("parts after sweep: %v", got)
+	}
+	if _, err := maint.Sweep(ctx, s, -time.Second); err == nil {
+		t.Fatal("negative age accepted")
+	}
+	// A second sweep finds nothing more to do.
+	again, err := maint.Sweep(ctx, s, time.Hour)
+	if err != nil || len(again.Removed) != 0 {
+		t.Fatalf("second sweep: %+v %v", again, err)
+	}
+}
+
+// TestSweepUncommittedWrite: a write killed after writing its files but
+// before its commit leaves a version that verify calls an orphan (above or
+// below the latest), that readers never see, and that Sweep(0) removes.
+func TestSweepUncommittedWrite(t *testing.T) {
+	for _, below := range []bool{false, true} {
+		t.Run(fmt.Sprintf("below latest %v", below), func(t *testing.T) {
+			s, dir := newStore(t)
+			ctx := context.Background()
+			k := []string{"k"}
+			put(t, s, store.ModeWrite, k, ids(1), store.PutOptions{})
+			uncommittedVersion(t, s, dir, k, 1, func(scratch []string) {
+				put(t, s, store.ModeWrite, scratch, ids(2), store.PutOptions{})
+			})
+			want := "[1]"
+			if below {
+				put(t, s, store.ModeWrite, k, ids(3), store.PutOptions{}) // v2
+				want = "[3]"
+			}
+			if _, err := s.Read(ctx, k, store.ReadOptions{SnapshotOptions: store.SnapshotOptions{Version: 1}}); err == nil {
+				t.Fatal("an uncommitted version reads")
+			}
+			vr, err := maint.Verify(ctx, s, maint.VerifyOptions{StaleAfter: time.Nanosecond})
+			if err != nil || strings.Join(problems(vr.Problems), ",") != "orphan k/v1" {
+				t.Fatalf("verify before sweep: %+v %v", vr, err)
+			}
+			rep, err := maint.Sweep(ctx, s, 0)
+			if err != nil || fmt.Sprint(rep.Removed) != "[k/v1]" {
+				t.Fatalf("sweep: %+v %v", rep, err)
+			}
+			if vr, err := maint.Verify(ctx, s, maint.VerifyOptions{}); err != nil || !vr.OK {
+				t.Fatalf("verify after sweep: %+v %v", vr, err)
+			}
+			if got := readIDs(t, s, k, -1); fmt.Sprint(got) != want {
+				t.Fatalf("rows %v", got)
+			}
+		})
+	}
+}
+
+// TestSweepZeroAbandonedPartitionedWrite: a partitioned write killed after
+// writing its partition files but before its commit, with a temp still in
+// it: Sweep(0) on a clock frozen just before the sweep removes all of it
+// (the old store's sweep once judged the version by mtimes it had just
+// changed itself, and kept the orphans).
+func TestSweepZeroAbandonedPartitionedWrite(t *testing.T) {
+	s, dir := newStore(t)
+	ctx := context.Background()
+	keys := []string{"sweep"}
+	put(t, s, store.ModeWrite, keys, ids(1), store.PutOptions{})
+	uncommittedVersion(t, s, dir, keys, 1, func(scratch []string) {
+		put(t, s, store.ModeWrite, scratch, fromJSON(t, regionSchema, `[{"id":1,"region":"eu"},{"id":2,"region":"us"},{"id":3,"region":null}]`), store.PutOptions{PartitionBy: []string{"region"}})
+	})
+	writeFile(t, filepath.Join(dir, "sweep", "v1", "region=eu", ".0123456789abcdef.parquet.tmp"), "half", 0)
+	put(t, s, store.ModeWrite, keys, ids(2), store.PutOptions{}) // v2
+	time.Sleep(50 * time.Millisecond)
+	frozen := time.Now()
+	time.Sleep(50 * time.Millisecond)
+	sweeper, err := store.Open(dir, store.WithClock(func() time.Time { return frozen }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := maint.Sweep(ctx, sweeper, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(rep.Removed) != "[sweep/v1]" {
+		t.Errorf("swept %v", rep.Removed)
+	}
+	vr, err := maint.Verify(ctx, s, maint.VerifyOptions{Keys: keys, StaleAfter: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range vr.Problems {
+		t.Errorf("after Sweep(0): %s %s (%s)", p.Kind, p.Path, p.Detail)
+	}
+}
+
+// lockHookFS runs hook once, just before the first exclusive create of a
+// manifest lock.
+type lockHookFS struct {
+	fsys.FS
+	hook func()
+}
+
+func (h *lockHookFS) CreateExclusive(ctx context.Context, name string, data []byte) error {
+	if h.hook != nil && strings.HasSuffix(name, "/manifest.json.write_lock") {
+		fn := h.hook
+		h.hook = nil
+		fn()
+	}
+	return h.FS.CreateExclusive(ctx, name, data)
+}
+
+// TestSweepRecheckUnderLock: an old orphan (a put that paused long after
+// writing its file) whose record commits between sweep's first look and
+// the moment sweep holds the lock is not removed: sweep looks again under
+// the lock before it deletes anything.
+func TestSweepRecheckUnderLock(t *testing.T) {
+	s, dir := newStore(t)
+	ctx := context.Background()
+	k := []string{"k"}
+	c1 := put(t, s, store.ModeWrite, k, ids(1), store.PutOptions{})
+	// The paused put's file and claim, an hour old.
+	uncommittedVersion(t, s, dir, []string{"scratchcopy"}, 0, func(scratch []string) {
+		put(t, s, store.ModeWrite, scratch, ids(2), store.PutOptions{})
+	})
+	data := readFile(t, filepath.Join(dir, "scratchcopy", "v0", "0.parquet"))
+	if err := os.RemoveAll(filepath.Join(dir, "scratchcopy")); err != nil {
+		t.Fatal(err)
+	}
+	orphan := filepath.Join(dir, "k", "v0", "1.parquet")
+	writeFile(t, orphan, string(data), time.Hour)
+	writeFile(t, filepath.Join(dir, "k", "v0", ".1.parquet.claim"), "", time.Hour)
+	// Its commit, as the paused writer makes it once it resumes.
+	rec := store.CommitRecord{Seq: 2, Prev: hexSHA(c1.Line()), Path: "k", Keys: k, Version: "v0", Index: 1, Mode: store.ModeAppend,
+		Format: store.FormatParquet, Rows: 1, Files: []store.FileRecord{{Path: "v0/1.parquet", Rows: 1, Bytes: int64(len(data)), SHA256: hexSHA(data)}},
+		Committed: time.Now().UTC(), Writer: "paused"}
+	line, _ := json.Marshal(rec)
+	l, err := fsys.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &lockHookFS{FS: l, hook: func() {
+		writeFile(t, filepath.Join(dir, "k", ".log", fmt.Sprintf("%020d.ndjson", 2)), string(line)+"\n", 0)
+		head, _ := json.Marshal(map[string]any{"seq": 2, "hash": hexSHA(line)})
+		writeFile(t, filepath.Join(dir, "k", ".log", "HEAD"), string(head), 0)
+	}}
+	sweeper, err := store.Open(dir, store.WithFS(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := maint.Sweep(ctx, sweeper, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.hook != nil {
+		t.Fatal("sweep never took the lock: it did not see the orphan")
+	}
+	if len(rep.Removed) != 0 {
+		t.Fatalf("sweep removed a file committed while it waited for the lock: %v", rep.Removed)
+	}
+	if got := readIDs(t, s, k, -1); fmt.Sprint(got) != "[1 2]" {
+		t.Fatalf("rows %v", got)
+	}
+	if vr, err := maint.Verify(ctx, s, maint.VerifyOptions{}); err != nil || !vr.OK {
+		t.Fatalf("verify: %+v %v", vr, err)
+	}
+}
+
+// Environment of the maint helper process (the test binary re-executed).
+const (
+	helperEnvMode = "QUIVER_MAINT_HELPER"
+	helperEnvDir  = "QUIVER_MAINT_DIR"
+	helperEnvKeys = "QUIVER_MAINT_KEYS"
+)
+
+// TestHelperProcess is not a test: it is the body of the helper process
+// the live-writer test starts. It takes the profile's manifest lock (as a
+// committer does), makes a new version with .version.json, prints "ready
+// <temp> <version dir>", and keeps writing to a temp file in it (as a put
+// streams) until stdin closes or it is killed.
+func TestHelperProcess(t *testing.T) {
+	if os.Getenv(helperEnvMode) != "hold" {
+		t.Skip("helper process body; run by TestSweepAndBreakLockSpareLiveWriter")
+	}
+	if err := holdHelper(os.Getenv(helperEnvDir), strings.Split(os.Getenv(helperEnvKeys), "/")); err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		os.Exit(2)
+	}
+	os.Exit(0)
+}
+
+func holdHelper(dir string, keys []string) error {
+	ctx := context.Background()
+	s, err := store.Open(dir, store.WithWriter("holder"))
+	if err != nil {
+		return err
+	}
+	prof := strings.Join(keys, "/")
+	return s.WithLock(ctx, keys, func() error {
+		vdir := prof + "/v1"
+		if err := s.FS().Mkdir(ctx, vdir); err != nil {
+			return err
+		}
+		vi, _, err := s.FS().ReadFile(ctx, prof+"/v0/.version.json")
+		if err != nil {
+			return err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(vi, &m); err != nil {
+			return err
+		}
+		m["created"] = time.Now().UTC()
+		vi, _ = json.Marshal(m)
+		if err := s.FS().CreateExclusive(ctx, vdir+"/.version.json", vi); err != nil {
+			return err
+		}
+		tmp := vdir + "/.0123456789abcdef0123456789abcdef.0.parquet.tmp"
+		f, err := os.OpenFile(filepath.Join(dir, filepath.FromSlash(tmp)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o444)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		fmt.Printf("ready %s %s\n", tmp, vdir)
+		stop := make(chan struct{})
+		go func() {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			close(stop)
+		}()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return nil
+			case <-tick.C:
+				if _, err := f.Write([]byte("batch")); err != nil {
+					return err
+				}
+			}
+		}
+	})
+}
+
+// TestSweepAndBreakLockSpareLiveWriter: a live writer process holding the
+// manifest lock and streaming into a new version loses nothing to sweep,
+// break-lock or verify; once it is killed, verify reports what it left,
+// break-lock breaks its lock and sweep removes its version.
+func TestSweepAndBreakLockSpareLiveWriter(t *testing.T) {
+	s, dir := newStore(t)
+	ctx := context.Background()
+	k := []string{"live"}
+	put(t, s, store.ModeWrite, k, ids(1), store.PutOptions{})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), helperEnvMode+"=hold", helperEnvDir+"="+dir, helperEnvKeys+"=live")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	defer stdin.Close()
+	var tmp, vdir string
+	br := bufio.NewReader(out)
+	for tmp == "" {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("helper did not get ready: %v\n%s", err, stderr.String())
+		}
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "ready" {
+			tmp, vdir = f[1], f[2]
+		}
+	}
+	const threshold = 300 * time.Millisecond
+	time.Sleep(3 * threshold) // the version dir and the lock are now older than the threshold
+	rep, err := maint.Sweep(ctx, s, threshold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Removed) != 0 {
+		t.Fatalf("sweep removed a live writer's files: %v", rep.Removed)
+	}
+	br2, err := s.BreakLock(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if br2.Broken || !strings.Contains(br2.Reason, "live") {
+		t.Fatalf("broke a live owner's lock: %+v", br2)
+	}
+	for _, p := range []string{tmp, vdir, "live/manifest.json.write_lock"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+	}
+	vr, err := maint.Verify(ctx, s, maint.VerifyOptions{StaleAfter: threshold})
+	if err != nil || !vr.OK {
+		t.Fatalf("a live writer is not a problem: %+v %v", vr, err)
+	}
+
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	time.Sleep(2 * threshold)
+	vr, err = maint.Verify(ctx, s, maint.VerifyOptions{StaleAfter: threshold})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The abandoned version and its temp, and the dead owner's lock.
+	if got := strings.Join(problems(vr.Problems), ","); got != "orphan "+vdir+",stale_lock live/manifest.json.write_lock,stale_temp "+tmp {
+		t.Fatalf("after kill: %s (%+v)", got, vr.Problems)
+	}
+	br2, err = s.BreakLock(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !br2.Broken || !strings.Contains(br2.Reason, "gone") {
+		t.Fatalf("dead owner's lock not broken: %+v", br2)
+	}
+	rep, err = maint.Sweep(ctx, s, threshold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(rep.Removed) != "["+vdir+"]" {
+		t.Fatalf("sweep after kill removed %v, want [%s]", rep.Removed, vdir)
+	}
+	// The profile takes writes again, and verifies clean.
+	put(t, s, store.ModeWrite, k, ids(2), store.PutOptions{})
+	if vr, err := maint.Verify(ctx, s, maint.VerifyOptions{}); err != nil || !vr.OK {
+		t.Fatalf("after recovery: %+v %v", vr, err)
+	}
+}

@@ -1,0 +1,268 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+)
+
+// The fixture testdata/pyrosome-0.1.12 was written by pyrosome itself
+// (testdata/gen_pyrosome_fixture.py); EXPECTED.json is what pyarrow and
+// polars read from it. It stays forever: Quiver must keep serving it.
+const pyrosomeFixture = "../testdata/pyrosome-0.1.12"
+
+type fixtureProfile struct {
+	Keys          []string `json:"keys"`
+	Format        string   `json:"format"`
+	LatestVersion string   `json:"latest_version"`
+	RowCount      int      `json:"row_count"`
+	Columns       []struct {
+		Name       string `json:"name"`
+		Type       string `json:"type"`
+		PolarsType string `json:"polars_type"`
+	} `json:"columns"`
+	Rows []map[string]any `json:"rows"`
+}
+
+// copyTree copies a fixture so tests may write into it.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		out := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(out, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(out, b, 0o444)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// arrowTypeName maps pyarrow's type names (parquet) and polars' (CSV, as
+// pyrosome's CsvDal infers them) to arrow-go's.
+func arrowTypeName(pyarrow, polars, format string) string {
+	if format == "csv" {
+		return map[string]string{"String": "utf8", "Int64": "int64", "Float64": "float64", "Boolean": "bool"}[polars]
+	}
+	if m := map[string]string{"large_string": "large_utf8", "string": "utf8", "double": "float64", "date32[day]": "date32"}[pyarrow]; m != "" {
+		return m
+	}
+	return pyarrow
+}
+
+// cellText renders a cell as EXPECTED.json writes it.
+func cellText(a arrow.Array, i int) string {
+	if a.IsNull(i) {
+		return "<nil>"
+	}
+	switch c := a.(type) {
+	case *array.Timestamp:
+		tt := c.DataType().(*arrow.TimestampType)
+		ts := c.Value(i).ToTime(tt.Unit)
+		layout := "2006-01-02T15:04:05" // Python's isoformat: micros only when non-zero
+		if ts.Nanosecond() != 0 {
+			layout += ".000000"
+		}
+		if tt.TimeZone != "" {
+			layout += "-07:00"
+		}
+		return ts.Format(layout)
+	case *array.Float64:
+		return strconv.FormatFloat(c.Value(i), 'g', -1, 64)
+	}
+	return a.ValueStr(i)
+}
+
+func jsonText(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "<nil>"
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	return fmt.Sprint(v)
+}
+
+func TestServesPyrosomeFixture(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(pyrosomeFixture, "EXPECTED.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exp struct {
+		Profiles map[string]fixtureProfile `json:"profiles"`
+	}
+	if err := json.Unmarshal(raw, &exp); err != nil {
+		t.Fatal(err)
+	}
+	s, dir := newTestStore(t)
+	copyTree(t, pyrosomeFixture, dir)
+	var listed []string
+	if err := s.ListProfiles(context.Background(), nil, func(p ProfileSummary) error {
+		listed = append(listed, fmt.Sprintf("%s@v%d", p.Path(), p.Latest))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(listed, " "); got != "events@v0 exports/daily@v0 sales/orders@v1" {
+		t.Fatalf("listed %s", got)
+	}
+	for name, fp := range exp.Profiles {
+		t.Run(name, func(t *testing.T) {
+			rdr, err := s.Read(context.Background(), []string{name}, latest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rdr.Release()
+			sc := rdr.Schema()
+			if sc.NumFields() != len(fp.Columns) {
+				t.Fatalf("schema %s", sc)
+			}
+			for i, c := range fp.Columns {
+				f := sc.Field(i)
+				if want := arrowTypeName(c.Type, c.PolarsType, fp.Format); f.Name != c.Name || f.Type.String() != want {
+					t.Errorf("column %d: %s %s, want %s %s", i, f.Name, f.Type, c.Name, want)
+				}
+			}
+			row := 0
+			for rdr.Next() {
+				rec := rdr.RecordBatch()
+				for i := 0; i < int(rec.NumRows()); i++ {
+					for j, c := range fp.Columns {
+						got, want := cellText(rec.Column(j), i), jsonText(fp.Rows[row][c.Name])
+						if got != want {
+							t.Errorf("row %d %s: %s, want %s", row, c.Name, got, want)
+						}
+					}
+					row++
+				}
+			}
+			if rdr.Err() != nil || row != fp.RowCount {
+				t.Fatalf("rows %d, want %d: %v", row, fp.RowCount, rdr.Err())
+			}
+		})
+	}
+	// Quiver appends into a version pyrosome created: next index, a claim,
+	// a commit record in the log; pyrosome's own files stay unrecorded but
+	// visible.
+	events := exp.Profiles["events"]
+	seq := arrow.NewSchema([]arrow.Field{
+		{Name: "kind", Type: arrow.BinaryTypes.String, Nullable: true}, // string widens to large_string
+		{Name: "ok", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
+		{Name: "seq", Type: arrow.PrimitiveTypes.Int32, Nullable: true}, // int32 widens to int64
+		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond}, Nullable: true},
+	}, nil)
+	c := put(t, s, ModeAppend, events.Keys, fromJSON(t, seq, `[{"kind":"quiver","ok":true,"seq":99,"ts":"2024-03-02T00:00:00"}]`), PutOptions{})
+	if c.Version != "v0" || c.Index != 3 {
+		t.Fatalf("append into pyrosome version: %+v", c)
+	}
+	for _, f := range []string{"v0/.3.parquet.claim", "v0/3.parquet", ".log/" + segmentName(1), ".log/HEAD"} {
+		if _, err := os.Stat(filepath.Join(dir, "events", f)); err != nil {
+			t.Error(err)
+		}
+	}
+	if c.Seq != 1 || c.Prev != "" || len(c.Files) != 1 || c.Files[0].Path != "v0/3.parquet" {
+		t.Fatalf("record %+v", c)
+	}
+	sn, err := s.Snapshot(context.Background(), events.Keys, SnapshotOptions{Version: -1})
+	if err != nil || sn.Rows() != int64(events.RowCount+1) || len(sn.Files) != 4 {
+		t.Fatalf("after append: %v rows, %v", sn.Rows(), err)
+	}
+	for i, f := range sn.Files {
+		if f.Index != i || f.Recorded != (i == 3) {
+			t.Errorf("file %d: %+v", i, f)
+		}
+	}
+	// Inspect sees pyrosome's files as unrecorded (visible, unaudited),
+	// Quiver's as recorded, and nothing else.
+	in, err := s.Inspect(context.Background(), events.Keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.LogProblems) > 0 || len(in.Versions) != 1 || len(in.Versions[0].Unrecorded) != 3 || len(in.Versions[0].Orphans) != 0 {
+		t.Fatalf("inspect: %+v", in)
+	}
+	// A CSV profile of pyrosome takes Quiver's CSV appends, in pyrosome's
+	// column order and number format.
+	daily := exp.Profiles["exports/daily"]
+	dsc := arrow.NewSchema([]arrow.Field{
+		{Name: "day", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "region", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "orders", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "total", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	}, nil)
+	dc := put(t, s, ModeAppend, daily.Keys, fromJSON(t, dsc, `[{"day":"2024-01-04","region":"ap","orders":3,"total":12}]`), PutOptions{})
+	if dc.Version != "v0" || dc.Index != 2 || dc.Format != FormatCSV {
+		t.Fatalf("CSV append into pyrosome version: %+v", dc)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "exports", "daily", "v0", "2.csv"))
+	if err != nil || string(b) != "day,region,orders,total\n2024-01-04,ap,3,12.0\n" {
+		t.Fatalf("CSV file %q %v", b, err)
+	}
+	if dsn, err := s.Snapshot(context.Background(), daily.Keys, SnapshotOptions{Version: -1}); err != nil || len(dsn.Files) != 3 {
+		t.Fatalf("CSV snapshot %+v %v", dsn, err)
+	}
+}
+
+// TestPyrosomeWritesOverQuiver: pyrosome writes a new version into a
+// profile Quiver made (mkdir, data files, then the manifest, no record):
+// readers see it, Quiver appends into it and writes after it, and the
+// version pyrosome superseded stays readable.
+func TestPyrosomeWritesOverQuiver(t *testing.T) {
+	s, dir := newTestStore(t)
+	ctx := context.Background()
+	k := []string{"events"}
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "kind", Type: arrow.BinaryTypes.LargeString, Nullable: true},
+		{Name: "ok", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
+		{Name: "seq", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond}, Nullable: true},
+	}, nil)
+	put(t, s, ModeWrite, k, fromJSON(t, sc, `[{"kind":"quiver","ok":true,"seq":1,"ts":"2024-03-01T00:00:00"}]`), PutOptions{})
+	// pyrosome's write of v1: its files, then the manifest.
+	copyTree(t, filepath.Join(pyrosomeFixture, "events", "v0"), filepath.Join(dir, "events", "v1"))
+	if err := os.WriteFile(filepath.Join(dir, "events", manifestName), encodeManifest(1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sn, err := s.Snapshot(ctx, k, SnapshotOptions{Version: Latest})
+	if err != nil || sn.Version != 1 || len(sn.Files) != 3 {
+		t.Fatalf("latest after pyrosome's write: %+v %v", sn, err)
+	}
+	c := put(t, s, ModeAppend, k, fromJSON(t, sc, `[{"kind":"quiver","ok":false,"seq":2,"ts":"2024-03-02T00:00:00"}]`), PutOptions{})
+	if c.Version != "v1" || c.Index != 3 || c.Seq != 2 {
+		t.Fatalf("append into pyrosome's version: %+v", c)
+	}
+	w := put(t, s, ModeWrite, k, fromJSON(t, sc, `[{"kind":"quiver","ok":true,"seq":3,"ts":"2024-03-03T00:00:00"}]`), PutOptions{})
+	if w.Version != "v2" {
+		t.Fatalf("write after pyrosome's version: %s", w.Version)
+	}
+	latestV, vs, err := s.Versions(ctx, k)
+	if err != nil || latestV != 2 || len(vs) != 3 || vs[1].Files != 4 {
+		t.Fatalf("versions %d %+v %v", latestV, vs, err)
+	}
+	if _, rows := readAll(t, s, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: 0}}); !strings.Contains(rows, `"seq":1`) {
+		t.Fatalf("v0: %s", rows)
+	}
+	in, err := s.Inspect(ctx, k)
+	if err != nil || len(in.LogProblems) > 0 || len(in.Log) != 3 {
+		t.Fatalf("inspect: %+v %v", in, err)
+	}
+}
