@@ -176,22 +176,30 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) []commitResult {
 					continue // answered after the commit, from the first
 				}
 			}
+			move := false
 			switch {
 			case st.mode == ModeAppend:
-				if missing || st.version != latest {
-					res[i].retarget = true
-					continue
-				}
+				move = missing || st.version != latest
 			case st.create && (!missing || created):
 				// Another client created the profile: append to it.
-				res[i].retarget = true
-				continue
+				move = true
 			case !missing && st.version < latest:
 				// A write whose number a faster write overtook: it must
 				// not commit below the latest (it would be acknowledged
 				// and hidden). It becomes a new version above.
+				move = true
+			}
+			if move && (!st.locked || (missing && st.mode == ModeAppend)) {
 				res[i].retarget = true
 				continue
+			}
+			if move {
+				// Overtaken before: move it now, holding the lock, so
+				// that nothing can overtake it again.
+				if err := s.restage(ctx, ps, st, latest); err != nil {
+					res[i].err = err
+					continue
+				}
 			}
 			if st.o.carry != nil {
 				if late := s.lateRecords(ps, st.o.carry, recs); len(late) > 0 {

@@ -34,8 +34,9 @@ type Inspection struct {
 	// Head is the last record's hash (the chain head to anchor elsewhere).
 	Head string
 	// Versions are the profile's versions on storage or in its log,
-	// loaded in full.
-	Versions []*VersionState
+	// loaded in full; Unreadable those that could not be.
+	Versions   []*VersionState
+	Unreadable []UnreadableVersion
 	// Temps, Links and Unknown are entries of the profile directory (and
 	// its .log) outside any version: hidden temps, symbolic links, and
 	// names the layout does not define.
@@ -67,12 +68,6 @@ func (s *Store) Inspect(ctx context.Context, keys []string) (*Inspection, error)
 		return nil, err
 	}
 	in := &Inspection{Keys: p.keys, Latest: -1}
-	if in.Latest, _, err = s.readManifest(ctx, p); err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return nil, err
-		}
-		in.Latest, in.ManifestErr = -1, err
-	}
 	ls, err := s.inspectLock(ctx, p)
 	if err != nil {
 		return nil, err
@@ -80,15 +75,62 @@ func (s *Store) Inspect(ctx context.Context, keys []string) (*Inspection, error)
 	if ls.held {
 		in.Lock = &LockStatus{Stale: ls.stale, Reason: ls.reason, Age: ls.age}
 	}
-	// A private state: nothing cached stands in for what is on storage.
-	ps := &profileState{p: p, log: newLogView(), infos: map[int]*versionHead{}, ours: map[string]fileFacts{}, nextIndex: map[int]int{}}
-	if err := s.inspectLog(ctx, ps, in); err != nil {
-		return nil, err
+	// Read the log, then the versions; a commit made meanwhile would show
+	// its files as orphans, so list the log again afterwards and start
+	// over if it grew (a few times at most).
+	for round := 0; ; round++ {
+		in.ManifestErr = nil
+		if in.Latest, _, err = s.readManifest(ctx, p); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				return nil, err
+			}
+			in.Latest, in.ManifestErr = -1, err
+		}
+		// A private state: nothing cached stands in for what is on storage.
+		ps := &profileState{p: p, log: newLogView(), infos: map[int]*versionHead{}, ours: map[string]fileFacts{}, nextIndex: map[int]int{}}
+		in.Temps, in.Links, in.Unknown, in.Discarded, in.LogProblems = nil, nil, nil, nil, nil
+		segs, err := s.inspectLog(ctx, ps, in)
+		if err != nil {
+			return nil, err
+		}
+		in.Log, in.Head = ps.log.records, ps.log.headHash
+		if err := s.inspectVersions(ctx, ps, in); err != nil {
+			return nil, err
+		}
+		again, err := s.segmentNames(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if again == segs || round == 3 {
+			break
+		}
 	}
-	in.Log, in.Head = ps.log.records, ps.log.headHash
+	return in, nil
+}
+
+// segmentNames lists the names in a profile's .log as one string (to tell
+// whether it changed).
+func (s *Store) segmentNames(ctx context.Context, p profile) (string, error) {
+	entries, err := s.fs.List(ctx, p.join(logDir))
+	if err != nil && !isNotExist(err) {
+		return "", fmt.Errorf("inspect commit log of %s: %w", p, err)
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		if e.Name != headName {
+			b.WriteString(e.Name)
+			b.WriteByte('/')
+		}
+	}
+	return b.String(), nil
+}
+
+// inspectVersions loads every version of the profile in full.
+func (s *Store) inspectVersions(ctx context.Context, ps *profileState, in *Inspection) error {
+	p := ps.p
 	entries, err := s.fs.List(ctx, p.dir)
 	if err != nil && !isNotExist(err) {
-		return nil, fmt.Errorf("inspect %s: %w", p, err)
+		return fmt.Errorf("inspect %s: %w", p, err)
 	}
 	vset := map[int]bool{}
 	for _, e := range entries {
@@ -104,10 +146,6 @@ func (s *Store) Inspect(ctx context.Context, keys []string) (*Inspection, error)
 			// Request records of data directories older than the log.
 		case e.Dir && deletingRe.MatchString(e.Name):
 			in.Discarded = append(in.Discarded, withDir(e, p.dir))
-		case e.Dir && validateKey(e.Name) == nil:
-			// A directory of profiles below a profile: reported by the
-			// walk that finds it, not here.
-			in.Unknown = append(in.Unknown, withDir(e, p.dir))
 		default:
 			in.Unknown = append(in.Unknown, withDir(e, p.dir))
 		}
@@ -118,25 +156,34 @@ func (s *Store) Inspect(ctx context.Context, keys []string) (*Inspection, error)
 	for v := range ps.log.retired {
 		vset[v] = true
 	}
+	in.Versions, in.Unreadable = nil, nil
 	for _, v := range sortedInts(vset) {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		vs, err := s.loadVersion(ctx, ps, v, in.Latest, loadFull)
 		if err != nil {
 			var ce *CorruptionError
-			if errors.As(err, &ce) || errors.Is(err, ErrFormatMismatch) {
-				in.LogProblems = append(in.LogProblems, fmt.Sprintf("%s: %v", VersionName(v), err))
+			if errors.As(err, &ce) || errors.Is(err, ErrFormatMismatch) || errors.Is(err, fsys.ErrUnsafePath) {
+				in.Unreadable = append(in.Unreadable, UnreadableVersion{Version: v, Err: err})
 				continue
 			}
 			if errors.Is(err, ErrVersionNotFound) {
 				continue
 			}
-			return nil, err
+			return err
 		}
 		in.Versions = append(in.Versions, vs)
 	}
-	return in, nil
+	return nil
+}
+
+// UnreadableVersion is a version directory the loader could not read (a
+// .version.json that does not parse, files of two formats): reported,
+// and left alone by sweep, which still sweeps the profile's other versions.
+type UnreadableVersion struct {
+	Version int
+	Err     error
 }
 
 // deletingRe matches a version directory an older retention renamed
@@ -145,11 +192,21 @@ var deletingRe = regexpMust(`^\.v\d+\.deleting-[0-9a-f]+$`)
 
 // inspectLog reads the commit log afresh into ps.log, noting every break
 // instead of stopping at it.
-func (s *Store) inspectLog(ctx context.Context, ps *profileState, in *Inspection) error {
+func (s *Store) inspectLog(ctx context.Context, ps *profileState, in *Inspection) (string, error) {
 	p := ps.p
+	// HEAD first: it is written after each segment, so read before the
+	// segments it can only lag them, even while commits go on.
+	head, headOK, headErr := s.readHead(ctx, p)
 	entries, err := s.fs.List(ctx, p.join(logDir))
 	if err != nil && !isNotExist(err) {
-		return fmt.Errorf("inspect commit log of %s: %w", p, err)
+		return "", fmt.Errorf("inspect commit log of %s: %w", p, err)
+	}
+	var names strings.Builder
+	for _, e := range entries {
+		if e.Name != headName {
+			names.WriteString(e.Name)
+			names.WriteByte('/')
+		}
 	}
 	type seg struct {
 		first int64
@@ -177,8 +234,12 @@ func (s *Store) inspectLog(ctx context.Context, ps *profileState, in *Inspection
 	for _, sg := range segs {
 		name := p.join(logDir, sg.name)
 		b, _, err := s.fs.ReadFile(ctx, name)
+		if errors.Is(err, fsys.ErrUnsafePath) {
+			in.LogProblems = append(in.LogProblems, fmt.Sprintf("%s: %v", path.Join(logDir, sg.name), err))
+			continue
+		}
 		if err != nil {
-			return fmt.Errorf("inspect %s: %w", name, err)
+			return "", fmt.Errorf("inspect %s: %w", name, err)
 		}
 		recs, perr := parseSegment(b, sg.first, name)
 		if perr != nil {
@@ -202,13 +263,15 @@ func (s *Store) inspectLog(ctx context.Context, ps *profileState, in *Inspection
 			lv.add([]*CommitRecord{r})
 		}
 	}
-	head, ok, err := s.readHead(ctx, p)
 	switch {
-	case err != nil:
-		in.LogProblems = append(in.LogProblems, fmt.Sprintf("%s: %v", path.Join(logDir, headName), unwrapCorruption(err)))
-	case !ok:
-		if lv.head > 0 {
-			in.LogProblems = append(in.LogProblems, fmt.Sprintf("%s is missing (the log holds %d records)", path.Join(logDir, headName), lv.head))
+	case headErr != nil:
+		in.LogProblems = append(in.LogProblems, fmt.Sprintf("%s: %v", path.Join(logDir, headName), unwrapCorruption(headErr)))
+	case !headOK:
+		// HEAD is written after each segment, so a log of one record may
+		// lack it (its first write failed, or verify raced the profile's
+		// first commit); a longer log has one unless it was removed.
+		if lv.head > 1 {
+			in.LogProblems = append(in.LogProblems, fmt.Sprintf("%s is missing (the log holds %d records): it was removed, perhaps with the log's last records", path.Join(logDir, headName), lv.head))
 		}
 	case head.Seq > lv.head:
 		in.LogProblems = append(in.LogProblems, fmt.Sprintf("the log ends at record %d but its head says %d: records were removed from its end", lv.head, head.Seq))
@@ -219,7 +282,7 @@ func (s *Store) inspectLog(ctx context.Context, ps *profileState, in *Inspection
 			}
 		}
 	}
-	return nil
+	return names.String(), nil
 }
 
 func unwrapCorruption(err error) error {

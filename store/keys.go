@@ -13,6 +13,10 @@ const maxKeyLen = 255
 // maxKeys bounds the depth of a profile.
 const maxKeys = 32
 
+// maxPathLen bounds a profile's whole path ("a/b/c"), so that every file
+// of it stays well under the file system's PATH_MAX (4096 on Linux).
+const maxPathLen = 1024
+
 // reservedKeyRe matches keys that collide with the names the layout
 // itself uses inside a profile or a version: version directories (any
 // case, so case-insensitive file systems cannot confuse them), numbered
@@ -50,10 +54,15 @@ func ValidateKeys(keys []string) error {
 	if len(keys) > maxKeys {
 		return fmt.Errorf("%w: more than %d keys", ErrInvalidKey, maxKeys)
 	}
+	n := len(keys) - 1
 	for _, k := range keys {
 		if err := validateKey(k); err != nil {
 			return err
 		}
+		n += len(k)
+	}
+	if n > maxPathLen {
+		return fmt.Errorf("%w: the profile's path is %d bytes long, more than %d", ErrInvalidKey, n, maxPathLen)
 	}
 	return nil
 }

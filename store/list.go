@@ -178,7 +178,7 @@ func (s *Store) ListProfiles(ctx context.Context, prefix []string, fn func(Profi
 				continue
 			}
 			if e.Link {
-				if err := fn(ProfileSummary{Keys: append(clone(keys), name), Latest: -1, Err: fmt.Errorf("%s is a symbolic link (not followed)", ProfilePath(append(clone(keys), name)))}); err != nil {
+				if err := fn(ProfileSummary{Keys: append(clone(keys), name), Latest: -1, Err: fmt.Errorf("%w: %s is a symbolic link (not followed)", fsys.ErrUnsafePath, ProfilePath(append(clone(keys), name)))}); err != nil {
 					return err
 				}
 				continue

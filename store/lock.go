@@ -209,14 +209,18 @@ func (s *Store) BreakLock(ctx context.Context, keys []string) (*BreakLockResult,
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := s.readManifest(ctx, p); err != nil && !errors.As(err, new(*CorruptionError)) {
-		return nil, err
+	_, _, merr := s.readManifest(ctx, p)
+	if merr != nil && !errors.As(merr, new(*CorruptionError)) && !errors.Is(merr, ErrNotFound) {
+		return nil, merr
 	}
 	ls, err := s.inspectLock(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	if !ls.held {
+		if errors.Is(merr, ErrNotFound) {
+			return nil, merr
+		}
 		return &BreakLockResult{Reason: "the profile is not locked"}, nil
 	}
 	if !ls.stale {

@@ -180,6 +180,13 @@ type staged struct {
 	carryLocked bool
 	// claims are the indices this append claimed in its version.
 	claims []int
+	// madeDirs are the profile's directories this put created (deepest
+	// first), removed again if it fails and leaves them empty.
+	madeDirs []string
+	// locked: the put lost its version to others more than once; its next
+	// re-target happens inside the commit cycle, holding the lock, so that
+	// it cannot be overtaken again.
+	locked bool
 }
 
 // put runs one attempt of a put: choose the target, stream, commit; it
@@ -204,6 +211,7 @@ func (s *Store) put(ctx context.Context, ps *profileState, rdr array.RecordReade
 	if err != nil {
 		return nil, err
 	}
+	st.locked = attempt >= 2
 	res := s.commitStaged(ctx, ps, st)
 	for res.carry != nil && attempt < maxRetarget {
 		// A compaction: take in what was appended to its source meanwhile.
@@ -268,20 +276,23 @@ func (s *Store) stageVersion(ctx context.Context, ps *profileState, rdr array.Re
 			return nil, err
 		}
 	}
+	var made []string
 	if ok, err := s.exists(ctx, p); err != nil {
 		return nil, err
 	} else if !ok {
 		if err := s.checkCreatable(ctx, p); err != nil {
 			return nil, err
 		}
+		made = s.missingDirs(ctx, p)
 	} else if err := s.checkFormatOf(ctx, ps, f); err != nil {
 		return nil, err
 	}
 	version, err := s.reserveVersion(ctx, ps)
 	if err != nil {
+		s.removeEmpty(made)
 		return nil, err
 	}
-	st := &staged{p: p, mode: ModeWrite, create: create, version: version, format: f, by: o.PartitionBy, schemaV: o.SchemaVersion, o: o}
+	st := &staged{p: p, mode: ModeWrite, create: create, version: version, format: f, by: o.PartitionBy, schemaV: o.SchemaVersion, o: o, madeDirs: made}
 	md := sc.Metadata()
 	st.schema = arrow.NewSchema(sc.Fields(), &md)
 	vi := newVersionInfo(version, f, st.schema, o.PartitionBy, o.SchemaVersion, s.opts.now(), s.writerOf(o))
@@ -475,6 +486,7 @@ func (s *Store) discard(ps *profileState, st *staged) {
 		if err := s.fs.DeleteAll(ctx, ps.p.vdir(st.version)); err != nil {
 			s.opts.log.Error().Err(err).Str("profile", ps.p.String()).Msg("could not remove the version of a failed put; sweep will")
 		}
+		s.removeEmpty(st.madeDirs)
 		return
 	}
 	for _, f := range st.files {
@@ -493,6 +505,70 @@ func (s *Store) discard(ps *profileState, st *staged) {
 	}
 }
 
+// missingDirs lists the directories on the way to p that do not exist yet,
+// deepest first.
+func (s *Store) missingDirs(ctx context.Context, p profile) []string {
+	var out []string
+	for i := len(p.keys); i > 0; i-- {
+		d := path.Join(p.keys[:i]...)
+		if _, err := s.fs.Stat(ctx, d); err == nil {
+			break
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// removeEmpty removes directories a failed put created, deepest first, as
+// long as they are empty (another put may be creating the same profile).
+func (s *Store) removeEmpty(dirs []string) {
+	for _, d := range dirs {
+		if entries, err := s.fs.List(context.Background(), d); err != nil || len(entries) > 0 {
+			return
+		}
+		if s.fs.Delete(context.Background(), d) != nil {
+			return
+		}
+	}
+}
+
+// restage re-targets st inside a commit cycle (the lock is held), into
+// version latest: st then holds the new files.
+func (s *Store) restage(ctx context.Context, ps *profileState, st *staged, latest int) error {
+	rdr, err := s.stagedReader(ctx, st)
+	if err != nil {
+		return err
+	}
+	defer rdr.Release()
+	var nst *staged
+	if st.mode == ModeWrite && !st.create {
+		nst, err = s.stageVersion(ctx, ps, rdr, st.o, false)
+	} else {
+		nst, err = s.stageAppend(ctx, ps, rdr, st.o, latest)
+	}
+	if err != nil {
+		return err
+	}
+	s.discard(ps, st)
+	nst.locked = true
+	*st = *nst
+	return nil
+}
+
+// stagedReader reads back the files a staged put wrote.
+func (s *Store) stagedReader(ctx context.Context, st *staged) (array.RecordReader, error) {
+	sn := &Snapshot{Keys: st.p.keys, Version: st.version, Format: st.format, Schema: st.schema, PartitionBy: st.by, SchemaVersion: st.schemaV}
+	for _, f := range st.files {
+		sn.Files = append(sn.Files, DataFile{Path: f.Path, Index: indexOfPath(f.Path, st.index), Rows: f.Rows, Bytes: f.Bytes, SHA256: f.SHA256,
+			Partition: f.Partition, Recorded: true})
+	}
+	rdr, err := s.OpenSnapshot(ctx, sn, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: the put's files are gone before its commit: %v", ErrUnavailable, st.p, err)
+	}
+	return rdr, nil
+}
+
 // retarget moves a staged put that lost its version: an append whose
 // version is no longer the latest (a write committed while it streamed, or
 // another client created the profile first) is read back and appended to
@@ -502,20 +578,32 @@ func (s *Store) discard(ps *profileState, st *staged) {
 // is the latest. The stale files are then removed.
 func (s *Store) retarget(ctx context.Context, ps *profileState, st *staged, attempt int) (*CommitRecord, error) {
 	defer s.discard(ps, st)
-	sn := &Snapshot{Keys: st.p.keys, Version: st.version, Format: st.format, Schema: st.schema, PartitionBy: st.by, SchemaVersion: st.schemaV}
-	for _, f := range st.files {
-		sn.Files = append(sn.Files, DataFile{Path: f.Path, Index: indexOfPath(f.Path, st.index), Rows: f.Rows, Bytes: f.Bytes, SHA256: f.SHA256,
-			Partition: f.Partition, Recorded: true})
-	}
-	rdr, err := s.OpenSnapshot(ctx, sn, nil)
+	rdr, err := s.stagedReader(ctx, st)
 	if err != nil {
 		return nil, err
 	}
 	defer rdr.Release()
+	// Reading back files that vanish meanwhile (retention of their
+	// version) is not the client's fault: retry.
+	rdr = &unavailableOnError{RecordReader: rdr, p: st.p}
 	// The put keeps what its client asked for: an append (also one that
 	// meant to create the profile and found another had) goes to the
 	// latest version; a write gets a new version above it.
 	return s.put(ctx, ps, rdr, st.o, attempt+1)
+}
+
+// unavailableOnError turns a failure to read back a put's own files into
+// ErrUnavailable (the put did not commit; a retry is safe).
+type unavailableOnError struct {
+	array.RecordReader
+	p profile
+}
+
+func (u *unavailableOnError) Err() error {
+	if err := u.RecordReader.Err(); err != nil {
+		return fmt.Errorf("%w: %s: the put's files could not be read back: %v", ErrUnavailable, u.p, err)
+	}
+	return nil
 }
 
 // carryIn streams the files of late appends into a staged write, after

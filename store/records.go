@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -180,16 +182,42 @@ func parseRecord(b []byte) (*CommitRecord, error) {
 	}
 	var sum int64
 	for _, f := range c.Files {
-		if f.Path == "" || len(f.SHA256) != 64 || f.Rows < 0 || f.Bytes < 0 {
+		if !validFilePath(c.Version, f.Path) {
+			return nil, fmt.Errorf("file path %q is not a data file of %s", f.Path, c.Version)
+		}
+		if len(f.SHA256) != 64 || f.Rows < 0 || f.Bytes < 0 {
 			return nil, fmt.Errorf("bad file entry %q", f.Path)
 		}
 		sum += f.Rows
+	}
+	if c.Mode == ModeRetire && len(c.Files) > 0 {
+		return nil, errors.New("a retire record lists files")
 	}
 	if sum != c.Rows {
 		return nil, fmt.Errorf("rows %d do not add up to the files' %d", c.Rows, sum)
 	}
 	c.line = b
 	return &c, nil
+}
+
+// validFilePath reports whether rel names a data file of version: clean,
+// "<version>/[col=value/…]<N>.<ext>", nothing hidden, nothing that leaves
+// the version directory. A record that names anything else (a forged one
+// pointing into another profile) is corrupt.
+func validFilePath(version, rel string) bool {
+	if rel == "" || path.Clean(rel) != rel || strings.HasPrefix(rel, "/") {
+		return false
+	}
+	parts := strings.Split(rel, "/")
+	if len(parts) < 2 || parts[0] != version {
+		return false
+	}
+	for _, d := range parts[1 : len(parts)-1] {
+		if d == ".." || strings.HasPrefix(d, ".") || !strings.Contains(d, "=") || strings.ContainsAny(d, "\\\x00") {
+			return false
+		}
+	}
+	return dataFileRe.MatchString(parts[len(parts)-1])
 }
 
 // ParseCommitRecord parses one record as it appears in the log (or in

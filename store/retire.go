@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"path"
 	"time"
 )
 
@@ -109,12 +110,101 @@ func (s *Store) RetireVersions(ctx context.Context, keys []string, writer string
 	out := make([]string, 0, len(recs))
 	for _, c := range recs {
 		out = append(out, c.Version)
-		// Committed: the directory is deleted now, or by sweep if this
-		// fails half way.
-		if err := s.fs.DeleteAll(ctx, p.join(c.Version)); err != nil {
+		// Committed: the files go now (or by sweep if this fails half
+		// way) — all but young files no record lists, which belong to
+		// puts still running (an append staged into this version before
+		// it was superseded re-targets from them).
+		if _, err := s.deleteVersionFiles(ctx, p, c.version(), youngFiles); err != nil {
 			s.opts.log.Error().Err(err).Str("profile", p.String()).Str("version", c.Version).Msg("retired, but not all files removed; sweep removes the rest")
 		}
 	}
 	s.opts.log.Info().Str("profile", p.String()).Strs("versions", out).Msg("retired old versions")
 	return out, nil
+}
+
+// youngFiles is how recent a file no record lists must be to be taken for
+// one of a put still running (a put's files are written within seconds of
+// its commit).
+const youngFiles = time.Hour
+
+// DeleteVersionFiles removes what is left of a retired version: every entry
+// of its directory but files no record lists that were modified less than
+// keepYounger ago (a running put's), then the directories left empty. It
+// returns what it removed, relative to the data directory.
+func (s *Store) DeleteVersionFiles(ctx context.Context, keys []string, v int, keepYounger time.Duration) ([]string, error) {
+	p, err := s.resolve(keys)
+	if err != nil {
+		return nil, err
+	}
+	return s.deleteVersionFiles(ctx, p, v, keepYounger)
+}
+
+func (s *Store) deleteVersionFiles(ctx context.Context, p profile, v int, keepYounger time.Duration) ([]string, error) {
+	ps := s.state(p)
+	if err := s.syncLog(ctx, ps); err != nil {
+		return nil, err
+	}
+	recorded := map[string]bool{}
+	ps.mu.Lock()
+	recs := append([]*CommitRecord(nil), ps.log.byVersion[v]...)
+	ps.mu.Unlock()
+	if vs, err := s.loadVersion(ctx, ps, v, -1, loadRead); err == nil {
+		recs = vs.Records // the log's and an old data dir's
+	}
+	for _, r := range recs {
+		for _, f := range r.Files {
+			recorded[p.join(f.Path)] = true
+		}
+	}
+	cutoff := s.opts.now().Add(-keepYounger)
+	var removed []string
+	var walk func(dir string, depth int) (empty bool, err error)
+	walk = func(dir string, depth int) (bool, error) {
+		entries, err := s.fs.List(ctx, dir)
+		if isNotExist(err) {
+			return true, nil
+		}
+		if err != nil || depth > maxKeys {
+			return false, err
+		}
+		left := 0
+		for _, e := range entries {
+			name := path.Join(dir, e.Name)
+			switch {
+			case e.Link:
+				left++ // never followed, never removed: verify reports it
+			case e.Dir:
+				empty, err := walk(name, depth+1)
+				if err != nil {
+					return false, err
+				}
+				if !empty {
+					left++
+					continue
+				}
+				if err := s.fs.Delete(ctx, name); err != nil && !isNotExist(err) {
+					left++
+				}
+			case !recorded[name] && e.ModTime.After(cutoff) && (isTempName(e.Name) || dataFileRe.MatchString(e.Name)):
+				left++ // a running put's
+			default:
+				if err := s.fs.Delete(ctx, name); err != nil && !isNotExist(err) {
+					return false, err
+				}
+				removed = append(removed, name)
+			}
+		}
+		return left == 0, nil
+	}
+	vdir := p.vdir(v)
+	empty, err := walk(vdir, 0)
+	if err != nil {
+		return removed, err
+	}
+	if empty {
+		if err := s.fs.Delete(ctx, vdir); err == nil {
+			return []string{vdir}, nil // the whole version went
+		}
+	}
+	return removed, nil
 }

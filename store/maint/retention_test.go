@@ -262,7 +262,7 @@ func TestRemoveOldVersionsDeleteFails(t *testing.T) {
 	k := []string{"r"}
 	put(t, s, store.ModeWrite, k, ids(1), store.PutOptions{})
 	put(t, s, store.ModeWrite, k, ids(2), store.PutOptions{})
-	ff.Add(faultfs.Rule{Op: faultfs.DeleteAll, Err: syscall.EIO})
+	ff.Add(faultfs.Rule{Op: faultfs.Delete | faultfs.DeleteAll, Glob: "0.parquet", Err: syscall.EIO})
 	rep, err := maint.RemoveOldVersions(ctx, s, k, 1, 0, "")
 	if err != nil || fmt.Sprint(rep.Removed) != "[v0]" {
 		t.Fatalf("retention: %+v %v", rep, err)

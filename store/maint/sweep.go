@@ -50,11 +50,16 @@ func Sweep(ctx context.Context, st *store.Store, olderThan time.Duration) (*Swee
 	rep := &SweepReport{Removed: []string{}}
 	cutoff := st.Now().Add(-olderThan)
 	err := st.ListProfiles(ctx, nil, func(ps store.ProfileSummary) error {
-		if ps.Err != nil {
+		var ce *store.CorruptionError
+		switch {
+		case ps.Err == nil, errors.As(ps.Err, &ce):
+			return sweepProfile(ctx, st, ps.Keys, olderThan, cutoff, rep)
+		case errors.Is(ps.Err, fsys.ErrUnsafePath):
+			rep.skip(ProblemLink, ps.Path(), "a symbolic link; never followed or removed by sweep")
+		default:
 			rep.skip(ProblemUnknown, ps.Path(), "%v", ps.Err)
-			return nil
 		}
-		return sweepProfile(ctx, st, ps.Keys, olderThan, cutoff, rep)
+		return nil
 	})
 	return rep, err
 }
@@ -117,6 +122,15 @@ func sweepProfile(ctx context.Context, st *store.Store, keys []string, olderThan
 	if err := sweepTemps(in.Temps); err != nil {
 		return err
 	}
+	if in.ManifestErr != nil {
+		// Without the latest version, a pyrosome version cannot be told
+		// from an abandoned write: only temps go.
+		rep.skip(ProblemMutated, path.Join(prof, "manifest.json"), "the manifest does not parse (%v); only temp files of this profile were swept", in.ManifestErr)
+		return nil
+	}
+	for _, u := range in.Unreadable {
+		rep.skip(ProblemMutated, path.Join(prof, store.VersionName(u.Version)), "the version cannot be read (%v); left alone", u.Err)
+	}
 	for _, e := range in.Discarded {
 		if err := remove(e.Name, true); err != nil {
 			return err
@@ -131,11 +145,13 @@ func sweepProfile(ctx context.Context, st *store.Store, keys []string, olderThan
 		skipAll(vs.Links, vs.Unknown)
 		switch {
 		case vs.Retired != nil:
-			if _, err := f.Stat(ctx, vdir); err == nil {
-				if err := remove(vdir, true); err != nil {
-					return err
-				}
+			// What retention left of a retired version: everything but
+			// the young unrecorded files of puts still running.
+			removed, err := st.DeleteVersionFiles(ctx, keys, vs.Version, olderThan)
+			if err != nil {
+				return fmt.Errorf("sweep %s: %w", vdir, err)
 			}
+			rep.Removed = append(rep.Removed, removed...)
 			continue
 		case !vs.Committed && vs.Version != in.Latest:
 			if age, ok := st.VersionAge(ctx, keys, vs.Version); ok && age > olderThan {

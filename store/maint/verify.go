@@ -126,11 +126,18 @@ func Verify(ctx context.Context, st *store.Store, o VerifyOptions) (*VerifyRepor
 		}
 	} else {
 		err := st.ListProfiles(ctx, o.Prefix, func(ps store.ProfileSummary) error {
-			if ps.Err != nil {
+			var ce *store.CorruptionError
+			switch {
+			case ps.Err == nil, errors.As(ps.Err, &ce):
+				// A manifest that does not parse still gets every other
+				// check (Inspect reports the manifest).
+				return verifyProfile(ctx, st, ps.Keys, o, rep)
+			case errors.Is(ps.Err, fsys.ErrUnsafePath):
+				rep.add(ProblemLink, ps.Path(), "a symbolic link inside the data directory; Quiver never follows it")
+			default:
 				rep.add(ProblemUnknown, ps.Path(), "%v", ps.Err)
-				return nil
 			}
-			return verifyProfile(ctx, st, ps.Keys, o, rep)
+			return nil
 		})
 		if err != nil {
 			return nil, err
@@ -167,6 +174,9 @@ func verifyProfile(ctx context.Context, st *store.Store, keys []string, o Verify
 		}
 	}
 	reportEntries(rep, in.Temps, in.Links, in.Unknown, now, o.StaleAfter)
+	for _, u := range in.Unreadable {
+		rep.add(ProblemMutated, path.Join(prof, store.VersionName(u.Version)), "the version cannot be read: %v", u.Err)
+	}
 	for _, vs := range in.Versions {
 		if err := verifyVersion(ctx, st, in, vs, o, now, rep); err != nil {
 			return err
