@@ -66,7 +66,7 @@ type mop struct {
 	ResMode  string     `json:"result_mode,omitempty"`
 	Replayed bool       `json:"replayed,omitempty"`
 	IDs      []int64    `json:"ids,omitempty"` // reads: the puts whose rows were read, sorted
-	Rows     int64      `json:"rows,omitempty"`
+	ResRows  int64      `json:"result_rows,omitempty"` // puts: the result's rows; latest: the latest version's rows
 	Removed  []int      `json:"removed,omitempty"`
 	ReadVer  int        `json:"read_ver,omitempty"` // readv: the version asked for
 	Filter   *string    `json:"filter,omitempty"`   // part reads: the region asked for
@@ -99,7 +99,7 @@ func (o *mop) String() string {
 		fmt.Fprintf(&b, " pid=%d", o.PID)
 	}
 	if o.isPut() || o.Kind == opCancel {
-		fmt.Fprintf(&b, " %s fam=%s rows=%d", o.putMode(), families[o.Fam].name, o.Rows)
+		fmt.Fprintf(&b, " %s fam=%s rows=%d", o.putMode(), families[o.Fam].name, o.genOp.Rows)
 		if len(o.PartBy) > 0 {
 			fmt.Fprintf(&b, " partition_by=%v", o.PartBy)
 		}
@@ -137,6 +137,9 @@ func (o *mop) String() string {
 	}
 	if o.Removed != nil {
 		fmt.Fprintf(&b, " removed=%v", o.Removed)
+	}
+	if o.Kind == opLatest && o.St == stOK {
+		fmt.Fprintf(&b, " rows=%d", o.ResRows)
 	}
 	if o.resolved {
 		fmt.Fprintf(&b, " (unknown outcome, resolved by observation at %s)", fmtNS(o.resolvedAt))
@@ -248,6 +251,7 @@ type mVer struct {
 	fam       int
 	part      []string
 	ids       []int64 // sorted
+	own       []int64 // sorted: the puts committed to this version (not copied by compaction)
 	removed   bool
 	compacted bool // made by compaction (its puts were put elsewhere)
 	ghost     bool // removed by retention before anyone committed it
@@ -276,6 +280,11 @@ func newState(latest int, vers map[int]*mVer) *mState {
 			b.WriteString(strconv.FormatInt(id, 36))
 			b.WriteByte(',')
 		}
+		b.WriteByte(':')
+		for _, id := range mv.own {
+			b.WriteString(strconv.FormatInt(id, 36))
+			b.WriteByte(',')
+		}
 	}
 	s.key = b.String()
 	return s
@@ -296,10 +305,7 @@ func (s *mState) with(v int, mv *mVer, latest int) *mState {
 // home is the version a put committed to (not a compaction copy), if any.
 func (s *mState) home(pid int64) (int, bool) {
 	for v, mv := range s.vers {
-		if mv.compacted || mv.ghost {
-			continue
-		}
-		if _, ok := slices.BinarySearch(mv.ids, pid); ok {
+		if _, ok := slices.BinarySearch(mv.own, pid); ok {
 			return v, true
 		}
 	}
@@ -394,6 +400,7 @@ func step(s *mState, in mInput, out mOutput, rows map[int64]int64, regions map[i
 				}
 				nv := *lv
 				nv.ids = insertID(lv.ids, in.PID)
+				nv.own = insertID(lv.own, in.PID)
 				return true, s.with(s.latest, &nv, s.latest)
 			}
 			// A write, or the append that creates the profile.
@@ -403,7 +410,7 @@ func step(s *mState, in mInput, out mOutput, rows map[int64]int64, regions map[i
 			if _, used := s.vers[out.Ver]; used {
 				return false, s
 			}
-			return true, s.with(out.Ver, &mVer{fam: in.Fam, part: in.PartBy, ids: []int64{in.PID}}, max(s.latest, out.Ver))
+			return true, s.with(out.Ver, &mVer{fam: in.Fam, part: in.PartBy, ids: []int64{in.PID}, own: []int64{in.PID}}, max(s.latest, out.Ver))
 		case stRejected:
 			if s.latest < 0 {
 				return in.Contested, s // a profile inside or above it exists
@@ -551,6 +558,7 @@ type history struct {
 	finalAt   int64
 	lineage   map[string]map[string]int
 	compacted map[string]map[int]bool // versions made by compaction (acked)
+	model     porcupine.Model         // set by checkLinearizable
 	f         findings
 }
 
@@ -733,7 +741,7 @@ func (h *history) porcupineOps(path string) []porcupine.Operation {
 		case opCancel, opSweep, opList, opLineage:
 			continue
 		case opLatest:
-			res.Rows = o.Rows
+			res.Rows = o.ResRows
 		case opRetain:
 			if o.resolved {
 				in.Keep = 0
@@ -787,6 +795,7 @@ type linResult struct {
 	Info    porcupine.LinearizationInfo
 	Stuck   []*mop // ops not in the longest partial linearization, earliest first
 	Longest []*mop
+	State   string // the model's state after the longest partial linearization
 }
 
 // checkLinearizable runs porcupine on every profile.
@@ -798,6 +807,7 @@ func (h *history) checkLinearizable(timeout time.Duration) []linResult {
 		regions[pid] = p.Regions
 	}
 	model := modelFor(rows, regions)
+	h.model = model
 	paths := map[string]bool{}
 	for _, o := range h.ops {
 		if o.Path != "" {
@@ -818,7 +828,7 @@ func (h *history) checkLinearizable(timeout time.Duration) []linResult {
 		res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
 		lr := linResult{Path: p, Ops: len(ops), Result: res, Info: info}
 		if res == porcupine.Illegal {
-			lr.Longest, lr.Stuck = explain(ops, info)
+			lr.Longest, lr.Stuck, lr.State = explain(model, ops, info)
 		}
 		out = append(out, lr)
 	}
@@ -828,7 +838,7 @@ func (h *history) checkLinearizable(timeout time.Duration) []linResult {
 // explain returns the longest partial linearization porcupine found and
 // the operations it could not place after it, earliest call first: the
 // first of those is where the history stops making sense.
-func explain(ops []porcupine.Operation, info porcupine.LinearizationInfo) (longest, stuck []*mop) {
+func explain(model porcupine.Model, ops []porcupine.Operation, info porcupine.LinearizationInfo) (longest, stuck []*mop, state string) {
 	var best []int
 	for _, part := range info.PartialLinearizations() {
 		for _, lin := range part {
@@ -838,10 +848,13 @@ func explain(ops []porcupine.Operation, info porcupine.LinearizationInfo) (longe
 		}
 	}
 	in := map[int]bool{}
+	st := model.Init()
 	for _, i := range best {
 		in[i] = true
 		longest = append(longest, ops[i].Input.(mInput).Op)
+		_, st = model.Step(st, ops[i].Input, ops[i].Output)
 	}
+	state = model.DescribeState(st)
 	var rest []porcupine.Operation
 	for i, o := range ops {
 		if !in[i] {
@@ -852,7 +865,7 @@ func explain(ops []porcupine.Operation, info porcupine.LinearizationInfo) (longe
 	for _, o := range rest {
 		stuck = append(stuck, o.Input.(mInput).Op)
 	}
-	return longest, stuck
+	return longest, stuck, state
 }
 
 // ---- direct checks ------------------------------------------------------------
@@ -917,13 +930,13 @@ func (h *history) directChecks() {
 		}
 		// Put results describe the put.
 		if o.isPut() && o.St == stOK && !o.Replayed {
-			if p := h.puts[o.PID]; p != nil && o.Rows != int64(len(p.Rows)) {
-				f.add("bad-put-result", o.Path, []int{o.ID}, "result says %d rows; the put sent %d", o.Rows, len(p.Rows))
+			if p := h.puts[o.PID]; p != nil && o.ResRows != int64(len(p.Rows)) {
+				f.add("bad-put-result", o.Path, []int{o.ID}, "result says %d rows; the put sent %d", o.ResRows, len(p.Rows))
 			}
 		}
 	}
 	h.checkOrder()
-	h.checkBursts()
+	h.checkFirstAppends()
 	h.checkFinal()
 	h.checkNested()
 }
@@ -999,32 +1012,53 @@ func (h *history) checkOrder() {
 	}
 }
 
-// checkBursts: concurrent first appends to a new profile converge on one
-// version.
-func (h *history) checkBursts() {
-	groups := map[string][]*mop{}
+// checkFirstAppends: concurrent first appends to a new profile converge
+// on one version. The first appends of a profile are the puts that
+// started before any put to it was acknowledged; when all of them are
+// appends, the acknowledged ones must name one version.
+func (h *history) checkFirstAppends() {
+	byPath := map[string][]*mop{}
 	for _, o := range h.ops {
-		if o.Burst > 0 && o.Kind == opAppend && o.St == stOK {
-			k := fmt.Sprintf("%d %s", o.Burst, o.Path)
-			groups[k] = append(groups[k], o)
+		if o.isPut() {
+			byPath[o.Path] = append(byPath[o.Path], o)
 		}
 	}
-	for _, g := range groups {
+	for path, ops := range byPath {
+		firstAck := int64(math.MaxInt64)
+		for _, o := range ops {
+			if o.St == stOK && o.Ret < firstAck {
+				firstAck = o.Ret
+			}
+		}
+		var first []*mop
+		appendsOnly := true
+		for _, o := range ops {
+			if o.Call >= firstAck {
+				continue
+			}
+			if o.putMode() != "append" {
+				appendsOnly = false
+			}
+			if o.St == stOK {
+				first = append(first, o)
+			}
+		}
 		vs := map[int][]int{}
-		for _, o := range g {
+		for _, o := range first {
 			vs[o.Ver] = append(vs[o.Ver], o.ID)
 		}
-		if len(vs) > 1 {
-			var ids []int
-			var parts []string
-			for v, os := range vs {
-				ids = append(ids, os...)
-				parts = append(parts, fmt.Sprintf("v%d by %v", v, os))
-			}
-			sort.Strings(parts)
-			f := &h.f
-			f.add("first-appends-diverged", g[0].Path, ids, "%d concurrent first appends landed in %d versions: %s", len(g), len(vs), strings.Join(parts, ", "))
+		if !appendsOnly || len(vs) < 2 {
+			continue
 		}
+		var ids []int
+		var parts []string
+		for v, os := range vs {
+			ids = append(ids, os...)
+			parts = append(parts, fmt.Sprintf("v%d by %v", v, os))
+		}
+		sort.Strings(parts)
+		sort.Ints(ids)
+		h.f.add("first-appends-diverged", path, ids, "%d concurrent first appends landed in %d versions: %s", len(first), len(vs), strings.Join(parts, ", "))
 	}
 }
 
@@ -1291,6 +1325,7 @@ func (h *history) report(lin []linResult, maxExamples int) string {
 		for _, o := range l.Longest[max(0, n-4):] {
 			fmt.Fprintf(&b, "     %s\n", o)
 		}
+		fmt.Fprintf(&b, "   the model's state after it: %s\n", trim(l.State, 600))
 		fmt.Fprintf(&b, "   could not be placed after it (earliest first):\n")
 		for i, o := range l.Stuck {
 			if i == 6 {

@@ -61,10 +61,10 @@ func (b *hb) add(o *mop) *hb {
 
 // Operations: call and ret in arbitrary time units.
 func opW(pid int64, call, ret int64, v int) *mop {
-	return &mop{genOp: genOp{Kind: opWrite}, PID: pid, Call: call, Ret: ret, St: stOK, Ver: v, Rows: 2}
+	return &mop{genOp: genOp{Kind: opWrite}, PID: pid, Call: call, Ret: ret, St: stOK, Ver: v, ResRows: 2}
 }
 func opA(pid int64, call, ret int64, v int) *mop {
-	return &mop{genOp: genOp{Kind: opAppend}, PID: pid, Call: call, Ret: ret, St: stOK, Ver: v, Rows: 2}
+	return &mop{genOp: genOp{Kind: opAppend}, PID: pid, Call: call, Ret: ret, St: stOK, Ver: v, ResRows: 2}
 }
 func withFam(o *mop, fam int) *mop { o.Fam = fam; return o }
 func withPath(o *mop, p string) *mop {
@@ -104,7 +104,7 @@ func opRPart(call, ret int64, region *string, ids ...int64) *mop {
 	return &mop{genOp: genOp{Kind: opRead, Read: "part"}, Call: call, Ret: ret, St: stOK, Ver: -1, Filter: region, IDs: append([]int64{}, ids...)}
 }
 func opL(call, ret int64, v int, rows int64) *mop {
-	return &mop{genOp: genOp{Kind: opLatest}, Call: call, Ret: ret, St: stOK, Ver: v, Rows: rows}
+	return &mop{genOp: genOp{Kind: opLatest}, Call: call, Ret: ret, St: stOK, Ver: v, ResRows: rows}
 }
 func opC(call, ret int64, v int) *mop {
 	return &mop{genOp: genOp{Kind: opCompact}, Call: call, Ret: ret, St: stOK, Ver: v}
@@ -141,6 +141,7 @@ func TestModelCheckerHistories(t *testing.T) {
 		{"an unknown write seen in a version read", []*mop{opW(1, 0, 5, 0), opUnknown(opWrite, 2, 6), opRV(20, 30, 1, 2), opR(40, 50, 1, 2)}, nil, true},
 		{"a resend answers the first result", []*mop{opA(1, 0, 10, 0), opDupOf("append", 1, 20, 30, 0), opR(40, 50, 0, 1)}, nil, true},
 		{"a resend of a write after a later write", []*mop{opW(1, 0, 10, 0), opW(2, 20, 30, 1), opDupOf("write", 1, 40, 50, 0), opR(60, 70, 1, 2)}, nil, true},
+		{"a resend of an append into a compacted version", []*mop{opW(1, 0, 10, 0), opC(20, 30, 1), opA(2, 40, 50, 1), opDupOf("append", 2, 60, 70, 1), opR(80, 90, 1, 1, 2)}, nil, true},
 		{"compaction copies the latest", []*mop{opW(1, 0, 10, 0), opA(2, 12, 18, 0), opC(20, 30, 1), opRV(40, 50, 1, 1, 2), opA(3, 60, 70, 1), opR(80, 90, 1, 1, 2, 3)}, nil, true},
 		{"retention removes an old version", []*mop{opW(1, 0, 10, 0), opW(2, 20, 30, 1), opRT(40, 50, 1, 0), opRVNotFound(60, 70, 0), opR(80, 90, 1, 2)}, nil, true},
 		{"an append refused for its schema", []*mop{opW(1, 0, 10, 0), opRej(opAppend, 2, 1, 20, 30), opR(40, 50, 0, 1)}, nil, true},
@@ -158,6 +159,7 @@ func TestModelCheckerHistories(t *testing.T) {
 		{"a read returns a refused put", []*mop{opW(1, 0, 10, 0), opRej(opAppend, 2, 1, 20, 30), opR(40, 50, 0, 1, 2)}, nil, false},
 		{"retention removes the latest", []*mop{opW(1, 0, 10, 0), opRT(20, 30, 1, 0)}, nil, false},
 		{"retention removes one it had to keep", []*mop{opW(1, 0, 10, 0), opW(2, 11, 19, 1), opW(3, 20, 30, 2), opRT(40, 50, 2, 0, 1)}, nil, false},
+		{"a resend of an append into a compacted version appends twice", []*mop{opW(1, 0, 10, 0), opC(20, 30, 1), opA(2, 40, 50, 1), opDupOf("append", 2, 60, 70, 1), opA(3, 75, 78, 1), opL(80, 90, 1, 8)}, nil, false},
 		{"a resend writes twice", []*mop{opW(1, 0, 10, 0), opDupOf("write", 1, 20, 30, 1)}, nil, false},
 		{"an append of another schema accepted", []*mop{opW(1, 0, 10, 0), withFam(opA(2, 20, 30, 0), 1)}, nil, false},
 		{"an append of the same schema refused", []*mop{opW(1, 0, 10, 0), opRej(opAppend, 2, 0, 20, 30)}, nil, false},
@@ -209,7 +211,7 @@ func TestModelCheckerDirect(t *testing.T) {
 	}{
 		{"clean", "", []*mop{opW(1, 0, 10, 0), opA(2, 20, 30, 0), opR(40, 50, 0, 1, 2)}, map[string]map[int][]int64{tp: {0: {1, 2}}}},
 		{"clean with a burst", "", []*mop{withBurst(opA(1, 0, 10, 0), 1), withBurst(opA(2, 0, 10, 0), 1)}, nil},
-		{"bad input accepted", "bad-input-accepted", []*mop{{genOp: genOp{Kind: opBad, Bad: "null-top", Mode: "append"}, PID: 1, Call: 0, Ret: 10, St: stOK, Ver: 0, Rows: 2}}, nil},
+		{"bad input accepted", "bad-input-accepted", []*mop{{genOp: genOp{Kind: opBad, Bad: "null-top", Mode: "append"}, PID: 1, Call: 0, Ret: 10, St: stOK, Ver: 0, ResRows: 2}}, nil},
 		{"bad input refused with the wrong code", "bad-input-wrong-code", []*mop{{genOp: genOp{Kind: opBad, Bad: "null-top", Mode: "append"}, PID: 1, Call: 0, Ret: 10, St: stRejected, Code: "FailedPrecondition", Ver: -1}}, nil},
 		{"a resend answers another result", "retry-different-result", []*mop{opA(1, 0, 10, 0), opDupOf("append", 1, 20, 30, 1)}, nil},
 		{"a write after an observed version gets a lower one", "write-version-order", []*mop{opW(1, 0, 10, 3), opW(2, 20, 30, 2)}, nil},
@@ -223,7 +225,7 @@ func TestModelCheckerDirect(t *testing.T) {
 		{"nested profiles both exist", "nested-profiles-both-exist", []*mop{withPath(opA(1, 0, 10, 0), "a"), withPath(opA(2, 20, 30, 0), "a/b")}, nil},
 		{"a read fails with no retention running", "read-failed", []*mop{opW(1, 0, 10, 0), {genOp: genOp{Kind: opRead, Read: "json"}, Call: 20, Ret: 30, St: stError, Code: "DataLoss", Ver: -1}}, nil},
 		{"an Internal error", "unexpected-error", []*mop{{genOp: genOp{Kind: opAppend}, PID: 1, Call: 0, Ret: -1, St: stUnknown, Ver: -1, Attempts: []mattempt{{Code: "Internal"}}}}, nil},
-		{"a put result with the wrong row count", "bad-put-result", []*mop{{genOp: genOp{Kind: opAppend}, PID: 1, Call: 0, Ret: 10, St: stOK, Ver: 0, Rows: 3}}, nil},
+		{"a put result with the wrong row count", "bad-put-result", []*mop{{genOp: genOp{Kind: opAppend}, PID: 1, Call: 0, Ret: 10, St: stOK, Ver: 0, ResRows: 3}}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

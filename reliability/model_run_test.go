@@ -54,6 +54,8 @@ type modelRun struct {
 	breaks    atomic.Int64
 	knownMu   sync.Mutex
 	known     map[string][]int // versions seen per profile (for readv)
+	down      map[int]bool     // servers being restarted (under c.mu)
+	killMu    sync.Mutex       // one kill or crash restart at a time
 	outDir    string
 	checkOnly bool
 }
@@ -271,14 +273,45 @@ func (m *modelRun) exec(ctx context.Context, r *rand.Rand, phase, client int, g 
 	}
 }
 
-// pick chooses a server (slot -1: random).
+// pick chooses a server (slot -1: a random one that is not restarting).
 func (m *modelRun) pick(r *rand.Rand, slot int) (int, flight.Client, *atomic.Int64) {
 	m.c.mu.Lock()
 	defer m.c.mu.Unlock()
 	if slot < 0 {
 		slot = r.IntN(len(m.c.procs))
+		for try := 0; try < 8 && m.down[slot]; try++ {
+			slot = r.IntN(len(m.c.procs))
+		}
 	}
 	return slot, m.c.clients[slot], m.c.inflight[slot]
+}
+
+// killRestart SIGKILLs server i and starts a replacement on the same data
+// dir; clients avoid the slot meanwhile. It returns how many operations
+// were in flight on the victim.
+func (m *modelRun) killRestart(i int) (int64, error) {
+	m.c.mu.Lock()
+	m.down[i] = true
+	old, oldCl := m.c.procs[i], m.c.clients[i]
+	inflight := m.c.inflight[i].Load()
+	m.c.mu.Unlock()
+	old.kill()
+	p, err := startProc(m.c.dataDir, m.c.extra...)
+	if err != nil {
+		return inflight, err
+	}
+	cl, err := dial(p.addr)
+	if err != nil {
+		return inflight, err
+	}
+	m.c.mu.Lock()
+	m.c.procs[i], m.c.clients[i] = p, cl
+	m.c.inflight[i] = &atomic.Int64{}
+	m.down[i] = false
+	m.c.writeAddrs()
+	m.c.mu.Unlock()
+	time.AfterFunc(5*time.Second, func() { oldCl.Close() })
+	return inflight, nil
 }
 
 // doPut runs a put (append, write, bad, cancel or a resend of first) with
@@ -349,7 +382,11 @@ func (m *modelRun) doPut(ctx context.Context, r *rand.Rand, o *mop, first *mop) 
 			break
 		}
 		if status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "lock") {
-			m.breakLock(ctx, cl, g.Path)
+			if o.Note == "" {
+				o.Note = m.breakLock(ctx, cl, g.Path)
+			} else {
+				m.breakLock(ctx, cl, g.Path)
+			}
 		}
 		if a+1 < retries {
 			time.Sleep(time.Duration(20<<a+r.IntN(20)) * time.Millisecond)
@@ -376,7 +413,7 @@ func (m *modelRun) putResult(o *mop, meta []byte) {
 		o.Index = int(x)
 	}
 	if x, ok := res["rows"].(float64); ok {
-		o.Rows = int64(x)
+		o.ResRows = int64(x)
 	}
 	o.ResMode, _ = res["mode"].(string)
 	if rid, _ := res["request_id"].(string); rid != reqID(o.PID) {
@@ -405,12 +442,22 @@ func crackOffsets(rec arrow.RecordBatch) arrow.RecordBatch {
 	return array.NewRecordBatch(rec.Schema(), cols, rec.NumRows())
 }
 
-func (m *modelRun) breakLock(ctx context.Context, cl flight.Client, path string) {
+// breakLock asks for the profile's manifest lock to be broken (only a
+// lock whose owner is provably gone is) and says what the server answered.
+func (m *modelRun) breakLock(ctx context.Context, cl flight.Client, path string) string {
 	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if res, err := action(bctx, cl, "break-lock", map[string]any{"path": path}); err == nil && len(res) == 1 && strings.Contains(string(res[0]), `"broken":true`) {
+	res, err := action(bctx, cl, "break-lock", map[string]any{"path": path})
+	if err != nil {
+		return "break-lock: " + err.Error()
+	}
+	if len(res) == 1 && strings.Contains(string(res[0]), `"broken":true`) {
 		m.breaks.Add(1)
 	}
+	if len(res) == 1 {
+		return "break-lock: " + string(res[0])
+	}
+	return fmt.Sprintf("break-lock: %d results", len(res))
 }
 
 // doRead reads the latest version (o.Read says how) or version o.ReadVer
@@ -576,12 +623,12 @@ func (m *modelRun) doLatest(ctx context.Context, r *rand.Rand, o *mop, slot int)
 		o.Err = err.Error()
 	}
 	o.St = classify(err, false)
-	o.Rows = -1
+	o.ResRows = -1
 	if o.St == stOK {
 		o.Ver = parseVer(vl.Latest)
 		for _, v := range vl.Versions {
 			if v.Version == vl.Latest {
-				o.Rows = v.Rows
+				o.ResRows = v.Rows
 			}
 		}
 	}
@@ -734,6 +781,20 @@ func (m *modelRun) runPhase(ctx context.Context, phase int, ops [][]genOp, kills
 		defer close(kdone)
 		m.killer(ctx, phase, base, total, kills, stop)
 	}()
+	mdone := make(chan struct{})
+	go func() { // restart a server that crashed at once (and report it)
+		defer close(mdone)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				m.killMu.Lock()
+				m.checkAlive(phase)
+				m.killMu.Unlock()
+			}
+		}
+	}()
 	for c, list := range ops {
 		wg.Add(1)
 		go func(c int, list []genOp) {
@@ -755,6 +816,7 @@ func (m *modelRun) runPhase(ctx context.Context, phase int, ops [][]genOp, kills
 	wg.Wait()
 	close(stop)
 	<-kdone
+	<-mdone
 }
 
 // killer SIGKILLs a server (one with operations in flight if it can)
@@ -790,7 +852,9 @@ func (m *modelRun) killer(ctx context.Context, phase int, base int64, total, kil
 		}
 		m.sinceSwp.Store(true)
 		m.sinceBrk.Store(true)
-		inflight, err := m.c.killAndRestart(victim)
+		m.killMu.Lock()
+		inflight, err := m.killRestart(victim)
+		m.killMu.Unlock()
 		if err != nil {
 			m.t.Errorf("restart after a kill: %v", err)
 			return
@@ -825,6 +889,39 @@ func (m *modelRun) restartAll() {
 
 // ---- the check between phases -------------------------------------------------
 
+// checkAlive: no server exited on its own (a request that crashes the
+// process); a dead one is replaced so the run can go on.
+func (m *modelRun) checkAlive(phase int) {
+	for i := 0; i < m.cfg.Servers; i++ {
+		m.c.mu.Lock()
+		p, down := m.c.procs[i], m.down[i]
+		m.c.mu.Unlock()
+		if down {
+			continue // being killed and restarted by the killer
+		}
+		select {
+		case <-p.done:
+		default:
+			continue
+		}
+		logs := p.logs.String()
+		file := filepath.Join(m.outDir, fmt.Sprintf("server-exit-phase%d-slot%d.log", phase, i))
+		if os.MkdirAll(m.outDir, 0o755) == nil {
+			_ = os.WriteFile(file, []byte(logs), 0o644)
+		}
+		for _, h := range []string{"\npanic: ", "\nfatal error: ", "panic: "} {
+			if j := strings.Index(logs, h); j >= 0 {
+				logs = logs[j:]
+				break
+			}
+		}
+		m.h.f.add("server-exited", "", nil, "in phase %d server %d exited by itself (%v); log (%s): %s", phase, i, p.err, file, trim(logs, 2500))
+		if _, err := m.killRestart(i); err != nil {
+			m.t.Fatalf("restart: %v", err)
+		}
+	}
+}
+
 // verifyAllowed: problem kinds a verify may report, given what happened
 // since the last sweep and break-lock.
 func (m *modelRun) verifyAllowed() map[string]bool {
@@ -845,6 +942,7 @@ func (m *modelRun) verifyAllowed() map[string]bool {
 func (m *modelRun) checkPhase(ctx context.Context, phase int, final, sweep bool) {
 	r := rand.New(rand.NewPCG(m.seed, uint64(phase)<<16|0xfffe))
 	client := -1 - phase
+	m.checkAlive(phase)
 	var lists []map[string]int64
 	for s := 0; s < m.cfg.Servers; s++ {
 		lists = append(lists, m.doList(ctx, r, &mop{Client: client, Phase: phase, genOp: genOp{Kind: opList}, Ver: -1}, s))
@@ -1022,6 +1120,13 @@ func (m *modelRun) verifyPhase(ctx context.Context, phase int, when string, allo
 	}
 }
 
+// isNestedRefusal: whether a refusal says the profile would nest in (or
+// above) another.
+func isNestedRefusal(msg string) bool {
+	msg = strings.ToLower(msg)
+	return strings.Contains(msg, "nested") || strings.Contains(msg, "inside profile") || strings.Contains(msg, "above other profiles")
+}
+
 // ---- the whole run ------------------------------------------------------------
 
 // runModel runs a seeded model test of cfg's size and fails t with every
@@ -1031,7 +1136,7 @@ func runModel(t *testing.T, seed uint64, cfg genConfig) {
 	t.Logf("seed %d (replay with %s=%d); %+v", seed, modelSeedEnv, seed, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
-	m := &modelRun{t: t, seed: seed, cfg: cfg, h: newHistory(), known: map[string][]int{}}
+	m := &modelRun{t: t, seed: seed, cfg: cfg, h: newHistory(), known: map[string][]int{}, down: map[int]bool{}}
 	m.outDir = os.Getenv("QUIVER_MODEL_OUT")
 	if m.outDir == "" {
 		m.outDir = filepath.Join(os.TempDir(), fmt.Sprintf("quiver-model-%d", seed))
@@ -1077,7 +1182,7 @@ func (m *modelRun) summarize(lin []linResult) {
 	}
 	nested := counter{}
 	for _, o := range m.h.ops {
-		if o.isPut() && o.St == stRejected && m.h.contested(o.Path) {
+		if o.isPut() && o.St == stRejected && isNestedRefusal(o.Err) {
 			nested.inc(o.Code)
 		}
 	}
@@ -1094,7 +1199,7 @@ func (m *modelRun) summarize(lin []linResult) {
 	}
 	report(t, "seed=%d ops=%d (%s); kills=%d (mid-operation %d); lock breaks=%d", m.seed, len(m.h.ops), byKind.String(), m.kills.Load(), m.killsMid.Load(), m.breaks.Load())
 	report(t, "outcomes: %s", outcomes.String())
-	report(t, "refusals of puts to contested (nested) profiles by code: %s", nested.String())
+	report(t, "refusals of puts as nested profiles, by code: %s", nested.String())
 	report(t, "porcupine: %d profiles linearizable, %d not, %d timed out", linOK, linBad, linUnknown)
 	fs := m.h.f.all()
 	if len(fs) == 0 {
@@ -1104,10 +1209,9 @@ func (m *modelRun) summarize(lin []linResult) {
 		if b, err := json.MarshalIndent(map[string]any{"seed": m.seed, "config": m.cfg, "findings": fs, "ops": m.h.ops}, "", " "); err == nil {
 			_ = os.WriteFile(filepath.Join(m.outDir, "history.json"), b, 0o644)
 		}
-		model := modelFor(nil, nil)
 		for i, l := range lin {
 			if l.Result == "Illegal" {
-				_ = porcupine.VisualizePath(model, l.Info, filepath.Join(m.outDir, fmt.Sprintf("profile-%d.html", i)))
+				_ = porcupine.VisualizePath(m.h.model, l.Info, filepath.Join(m.outDir, fmt.Sprintf("profile-%d.html", i)))
 			}
 		}
 	}
