@@ -65,7 +65,7 @@ type mop struct {
 	Index    int        `json:"index,omitempty"`
 	ResMode  string     `json:"result_mode,omitempty"`
 	Replayed bool       `json:"replayed,omitempty"`
-	IDs      []int64    `json:"ids,omitempty"` // reads: the puts whose rows were read, sorted
+	IDs      []int64    `json:"ids,omitempty"`         // reads: the puts whose rows were read, sorted
 	ResRows  int64      `json:"result_rows,omitempty"` // puts: the result's rows; latest: the latest version's rows
 	Removed  []int      `json:"removed,omitempty"`
 	ReadVer  int        `json:"read_ver,omitempty"` // readv: the version asked for
