@@ -980,7 +980,7 @@ func (h *history) checkOrder() {
 			continue
 		}
 		switch {
-		case o.isPut() && o.putMode() == "write" && !o.Replayed:
+		case o.isPut() && o.putMode() == "write" && !o.Replayed, o.Kind == opCompact:
 			writes = append(writes, o)
 		case o.isPut() && o.putMode() == "append" && !o.Replayed:
 			appends = append(appends, o)
@@ -990,6 +990,9 @@ func (h *history) checkOrder() {
 		}
 	}
 	for _, w := range writes {
+		if w.Kind == opCompact {
+			continue // a compaction's version is claimed when it writes, like a write's; checked as a write below
+		}
 		for _, s := range by[w.Path] {
 			if s.ret < w.Call && s.ver >= w.Ver && s.op != w {
 				f.add("write-version-order", w.Path, []int{s.op.ID, w.ID}, "write got v%d though v%d was observed (by #%d) before it started", w.Ver, s.ver, s.op.ID)
@@ -1002,52 +1005,51 @@ func (h *history) checkOrder() {
 			if w.Path != a.Path || a.Ver >= w.Ver {
 				continue
 			}
+			what := "write"
+			if w.Kind == opCompact {
+				what = "compaction"
+			}
 			switch {
 			case a.Call > w.Ret:
-				f.add("append-after-write", a.Path, []int{w.ID, a.ID}, "append started after write #%d (v%d) was acknowledged, yet landed in v%d", w.ID, w.Ver, a.Ver)
+				f.add("append-after-"+what, a.Path, []int{w.ID, a.ID}, "append started after %s #%d (v%d) was acknowledged, yet landed in v%d", what, w.ID, w.Ver, a.Ver)
 			case a.Ret > w.Ret:
-				f.add("append-acked-after-write", a.Path, []int{w.ID, a.ID}, "append acknowledged after write #%d (v%d) was acknowledged landed in v%d (concurrent with it)", w.ID, w.Ver, a.Ver)
+				f.add("append-acked-after-"+what, a.Path, []int{w.ID, a.ID}, "append acknowledged after %s #%d (v%d) was acknowledged landed in v%d (concurrent with it; its rows are not in the latest)", what, w.ID, w.Ver, a.Ver)
 			}
 		}
 	}
 }
 
 // checkFirstAppends: concurrent first appends to a new profile converge
-// on one version. The first appends of a profile are the puts that
-// started before any put to it was acknowledged; when all of them are
-// appends, the acknowledged ones must name one version.
+// on one version. The first appends of a profile are the appends that
+// started before any put to it was acknowledged; leaving out those that
+// landed in a version a write made, the acknowledged ones name one version.
 func (h *history) checkFirstAppends() {
 	byPath := map[string][]*mop{}
 	for _, o := range h.ops {
-		if o.isPut() {
+		if o.isPut() || o.Kind == opCompact {
 			byPath[o.Path] = append(byPath[o.Path], o)
 		}
 	}
 	for path, ops := range byPath {
 		firstAck := int64(math.MaxInt64)
+		written := map[int]bool{}
 		for _, o := range ops {
-			if o.St == stOK && o.Ret < firstAck {
+			if o.St == stOK && o.Ret < firstAck && o.Kind != opCompact {
 				firstAck = o.Ret
 			}
-		}
-		var first []*mop
-		appendsOnly := true
-		for _, o := range ops {
-			if o.Call >= firstAck {
-				continue
-			}
-			if o.putMode() != "append" {
-				appendsOnly = false
-			}
-			if o.St == stOK {
-				first = append(first, o)
+			if (o.St == stOK || o.resolved) && (o.putMode() == "write" || o.Kind == opCompact) {
+				written[o.Ver] = true
 			}
 		}
 		vs := map[int][]int{}
-		for _, o := range first {
-			vs[o.Ver] = append(vs[o.Ver], o.ID)
+		n := 0
+		for _, o := range ops {
+			if o.Call < firstAck && o.St == stOK && o.isPut() && o.putMode() == "append" && !written[o.Ver] {
+				vs[o.Ver] = append(vs[o.Ver], o.ID)
+				n++
+			}
 		}
-		if !appendsOnly || len(vs) < 2 {
+		if len(vs) < 2 {
 			continue
 		}
 		var ids []int
@@ -1058,7 +1060,7 @@ func (h *history) checkFirstAppends() {
 		}
 		sort.Strings(parts)
 		sort.Ints(ids)
-		h.f.add("first-appends-diverged", path, ids, "%d concurrent first appends landed in %d versions: %s", len(first), len(vs), strings.Join(parts, ", "))
+		h.f.add("first-appends-diverged", path, ids, "%d concurrent first appends landed in %d versions: %s", n, len(vs), strings.Join(parts, ", "))
 	}
 }
 
@@ -1317,6 +1319,15 @@ func (h *history) report(lin []linResult, maxExamples int) string {
 			continue
 		}
 		fmt.Fprintf(&b, "\n== linearizability: profile %q: %s (%d ops)\n", trim(l.Path, 60), l.Result, l.Ops)
+		also := map[string]bool{}
+		for _, x := range h.f.all() {
+			if x.Profile == l.Path && x.Inv != "linearizability" {
+				also[x.Inv] = true
+			}
+		}
+		if len(also) > 0 {
+			fmt.Fprintf(&b, "   direct findings on this profile: %s\n", strings.Join(sortedKeys(also), ", "))
+		}
 		if l.Result != porcupine.Illegal {
 			continue
 		}

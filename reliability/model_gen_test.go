@@ -514,6 +514,7 @@ type generator struct {
 	good   []keySpec
 	bad    []keySpec
 	famOf  map[string]int // the family the generator last wrote to a key
+	hot    []keySpec      // this phase's contended keys (nil: none)
 	fresh  int
 	bursts int
 	cfg    genConfig
@@ -532,6 +533,9 @@ func newGenerator(seed uint64, cfg genConfig) *generator {
 }
 
 func (g *generator) pickKey(ks []keySpec) string {
+	if len(g.hot) > 0 && len(ks) > 0 && ks[0].kind != keyReserved && g.r.IntN(10) < 7 {
+		ks = g.hot
+	}
 	total := 0
 	for _, k := range ks {
 		total += k.weight
@@ -575,9 +579,17 @@ func (g *generator) rows() int {
 }
 
 // phase returns one operation list per client. Bursts put one op in every
-// client's list at the same position.
+// client's list at the same position. Every other phase most operations go
+// to two or three keys, so that writes, appends, compactions and
+// retentions of one profile race.
 func (g *generator) phase(ph int) [][]genOp {
 	out := make([][]genOp, g.cfg.Clients)
+	g.hot = nil
+	if ph%2 == 1 {
+		for i := 0; i < 2+g.r.IntN(2); i++ {
+			g.hot = append(g.hot, g.good[g.r.IntN(6)]) // among the sane keys
+		}
+	}
 	per := g.cfg.OpsPerPhase / g.cfg.Clients
 	burstAt := map[int]bool{}
 	for i := 0; i < 1+g.r.IntN(2); i++ {

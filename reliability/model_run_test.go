@@ -320,7 +320,7 @@ func (m *modelRun) doPut(ctx context.Context, r *rand.Rand, o *mop, first *mop) 
 	g := o.genOp
 	spec := dataSpec{pid: o.PID, fam: g.Fam, rows: g.Rows, batches: g.Batches, reorder: g.Reorder, seed: g.Seed, bad: g.Bad}
 	if g.Bad == "bad-offsets" {
-		spec.rows = max(spec.rows, 2)
+		spec.rows, spec.batches = max(spec.rows, 3), 1 // offset 1 must not be the last
 	}
 	if g.Fam == famPart && len(g.PartBy) > 0 && g.Seed%3 != 0 {
 		spec.regions = regionValues[:3] // eu, us, null: few partition directories
@@ -915,6 +915,8 @@ func (m *modelRun) checkAlive(phase int) {
 				break
 			}
 		}
+		m.sinceSwp.Store(true) // a crash leaves what a kill leaves
+		m.sinceBrk.Store(true)
 		m.h.f.add("server-exited", "", nil, "in phase %d server %d exited by itself (%v); log (%s): %s", phase, i, p.err, file, trim(logs, 2500))
 		if _, err := m.killRestart(i); err != nil {
 			m.t.Fatalf("restart: %v", err)
