@@ -90,6 +90,7 @@ func keyPool() []keySpec {
 		{"v", keyGood, "v without digits", 2},
 		{"V1/v1a", keyGood, "version-like but not vN", 2},
 		{"manifest", keyGood, "manifest without .json", 1},
+		{"x", keyGood, "parent of the layout-named keys x/…", 3},
 		// Nesting: whichever of a family is created first wins, the rest
 		// must be refused (InvalidArgument or FailedPrecondition).
 		{"a", keyGood, "nests: a, a/b, a/b/c", 5},

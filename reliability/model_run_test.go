@@ -402,10 +402,13 @@ func (m *modelRun) doPut(ctx context.Context, r *rand.Rand, o *mop, first *mop) 
 }
 
 // putResult parses an acknowledged put's app_metadata into o.
-func (m *modelRun) putResult(o *mop, meta []byte) {
+func (m *modelRun) putResult(o *mop, meta []byte) { m.h.putResult(o, meta) }
+
+// putResult parses an acknowledged put's app_metadata into o.
+func (h *history) putResult(o *mop, meta []byte) {
 	var res map[string]any
 	if err := json.Unmarshal(meta, &res); err != nil {
-		m.h.f.add("bad-put-result", o.Path, nil, "app_metadata %q: %v", trim(string(meta), 200), err)
+		h.f.add("bad-put-result", o.Path, nil, "app_metadata %q: %v", trim(string(meta), 200), err)
 		return
 	}
 	o.Ver = parseVer(res["version"])
@@ -417,10 +420,10 @@ func (m *modelRun) putResult(o *mop, meta []byte) {
 	}
 	o.ResMode, _ = res["mode"].(string)
 	if rid, _ := res["request_id"].(string); rid != reqID(o.PID) {
-		m.h.f.add("bad-put-result", o.Path, nil, "put %d: result request_id %q, want %q", o.PID, rid, reqID(o.PID))
+		h.f.add("bad-put-result", o.Path, nil, "put %d: result request_id %q, want %q", o.PID, rid, reqID(o.PID))
 	}
 	if o.Ver < 0 {
-		m.h.f.add("bad-put-result", o.Path, nil, "put %d: result version %v", o.PID, res["version"])
+		h.f.add("bad-put-result", o.Path, nil, "put %d: result version %v", o.PID, res["version"])
 	}
 }
 
@@ -490,7 +493,7 @@ func (m *modelRun) doRead(ctx context.Context, r *rand.Rand, o *mop, slot int) {
 	case "bare":
 		rows, sc, err = readRows(rctx, cl, []byte(o.Path), full)
 	case "info":
-		rows, sc, o.Ver, err = m.readInfo(rctx, cl, o)
+		rows, sc, o.Ver, err = m.h.readInfo(rctx, cl, o)
 	default:
 		rows, sc, err = readRows(rctx, cl, js(tk), full)
 	}
@@ -527,7 +530,7 @@ func (m *modelRun) doRead(ctx context.Context, r *rand.Rand, o *mop, slot int) {
 
 // readInfo plans a read with GetFlightInfo and fetches every endpoint: one
 // pinned version.
-func (m *modelRun) readInfo(ctx context.Context, cl flight.Client, o *mop) ([]rowObs, *arrow.Schema, int, error) {
+func (h *history) readInfo(ctx context.Context, cl flight.Client, o *mop) ([]rowObs, *arrow.Schema, int, error) {
 	fi, err := cl.GetFlightInfo(ctx, cmdDesc(map[string]any{"path": o.Path}))
 	if err != nil {
 		return nil, nil, -1, err
@@ -542,7 +545,7 @@ func (m *modelRun) readInfo(ctx context.Context, cl flight.Client, o *mop) ([]ro
 		}
 		v := parseVer(tk["version"])
 		if ver >= 0 && v != ver {
-			m.h.f.add("flightinfo-mixed-versions", o.Path, nil, "endpoints of one FlightInfo pin v%d and v%d", ver, v)
+			h.f.add("flightinfo-mixed-versions", o.Path, nil, "endpoints of one FlightInfo pin v%d and v%d", ver, v)
 		}
 		ver = v
 		rs, s, err := readRows(ctx, cl, ep.Ticket.Ticket, true)
@@ -552,7 +555,7 @@ func (m *modelRun) readInfo(ctx context.Context, cl flight.Client, o *mop) ([]ro
 		rows, sc = append(rows, rs...), s
 	}
 	if fi.TotalRecords >= 0 && int64(len(rows)) != fi.TotalRecords {
-		m.h.f.add("flightinfo-total-records", o.Path, nil, "FlightInfo says %d records, its endpoints held %d", fi.TotalRecords, len(rows))
+		h.f.add("flightinfo-total-records", o.Path, nil, "FlightInfo says %d records, its endpoints held %d", fi.TotalRecords, len(rows))
 	}
 	return rows, sc, ver, nil
 }
@@ -944,15 +947,31 @@ func (m *modelRun) verifyAllowed() map[string]bool {
 func (m *modelRun) checkPhase(ctx context.Context, phase int, final, sweep bool) {
 	r := rand.New(rand.NewPCG(m.seed, uint64(phase)<<16|0xfffe))
 	client := -1 - phase
+	time.Sleep(100 * time.Millisecond) // a server hit by the phase's last request may still be dying
 	m.checkAlive(phase)
 	var lists []map[string]int64
 	for s := 0; s < m.cfg.Servers; s++ {
-		lists = append(lists, m.doList(ctx, r, &mop{Client: client, Phase: phase, genOp: genOp{Kind: opList}, Ver: -1}, s))
+		var l map[string]int64
+		for try := 0; try < 3 && l == nil; try++ {
+			if try > 0 {
+				time.Sleep(300 * time.Millisecond)
+				m.checkAlive(phase)
+			}
+			l = m.doList(ctx, r, &mop{Client: client, Phase: phase, genOp: genOp{Kind: opList}, Ver: -1}, s)
+		}
+		if l == nil {
+			m.h.f.add("listflights-failed", "", nil, "after phase %d ListFlights on server %d failed three times", phase, s)
+			continue
+		}
+		lists = append(lists, l)
+	}
+	if len(lists) == 0 {
+		return
 	}
 	listed := lists[0]
 	for s := 1; s < len(lists); s++ {
 		if fmt.Sprint(sortedKeys(lists[s])) != fmt.Sprint(sortedKeys(listed)) {
-			m.h.f.add("listflights-servers-disagree", "", nil, "after phase %d server 0 lists %d profiles, server %d lists %d", phase, len(listed), s, len(lists[s]))
+			m.h.f.add("listflights-servers-disagree", "", nil, "after phase %d one server lists %d profiles, another %d", phase, len(listed), len(lists[s]))
 		}
 	}
 	acked, attempted := map[string]bool{}, map[string]bool{}

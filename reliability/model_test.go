@@ -41,7 +41,7 @@ import (
 //     after a sweep), ListFlights lists exactly the profiles that exist.
 
 // modelShort is the CI size: about a minute on two cores.
-var modelShort = genConfig{Servers: 2, Clients: 4, Phases: 4, OpsPerPhase: 100, KillsPerPhse: 2, MaxRows: 20, CheckTimeout: 20 * time.Second}
+var modelShort = genConfig{Servers: 2, Clients: 4, Phases: 5, OpsPerPhase: 120, KillsPerPhse: 2, MaxRows: 20, CheckTimeout: 20 * time.Second}
 
 // modelLong is the stress size (make stress).
 var modelLong = genConfig{Servers: 3, Clients: 8, Phases: 16, OpsPerPhase: 400, KillsPerPhse: 4, MaxRows: 40, CheckTimeout: 2 * time.Minute}
