@@ -181,6 +181,9 @@ type putInfo struct {
 	PartBy  []string
 	Rows    []string  // canonical encodings by rn
 	Regions []*string // region by rn (family part)
+	// EmptyRegion: a row's region is "", which a hive directory cannot
+	// tell from null: a put partitioned by region may be refused for it.
+	EmptyRegion bool
 }
 
 // ---- findings ---------------------------------------------------------------
@@ -234,7 +237,10 @@ type mInput struct {
 	Filter    *string // read with a region filter
 	Filtered  bool
 	Contested bool // a profile inside or above this one exists: a refused first put is allowed
-	Op        *mop // for descriptions only
+	// EmptyRegion: the put holds a region "", so it may be refused when
+	// partitioned by region.
+	EmptyRegion bool
+	Op          *mop // for descriptions only
 }
 
 // mOutput is a porcupine operation's output.
@@ -412,11 +418,15 @@ func step(s *mState, in mInput, out mOutput, rows map[int64]int64, regions map[i
 			}
 			return true, s.with(out.Ver, &mVer{fam: in.Fam, part: in.PartBy, ids: []int64{in.PID}, own: []int64{in.PID}}, max(s.latest, out.Ver))
 		case stRejected:
+			if in.EmptyRegion && in.Kind == opWrite && slices.Contains(in.PartBy, "region") {
+				return true, s
+			}
 			if s.latest < 0 {
 				return in.Contested, s // a profile inside or above it exists
 			}
 			if in.Kind == opAppend {
-				return s.vers[s.latest].fam != in.Fam, s // schema mismatch
+				lv := s.vers[s.latest]
+				return lv.fam != in.Fam || (in.EmptyRegion && slices.Contains(lv.part, "region")), s // schema mismatch, or ""
 			}
 			return false, s
 		}
@@ -558,13 +568,14 @@ type history struct {
 	finalAt   int64
 	lineage   map[string]map[string]int
 	compacted map[string]map[int]bool // versions made by compaction (acked)
+	changed   map[int64]bool          // puts already reported as value-changed
 	model     porcupine.Model         // set by checkLinearizable
 	f         findings
 }
 
 func newHistory() *history {
 	return &history{puts: map[int64]*putInfo{}, obs: map[int64][]observation{},
-		final: map[string]map[int][]int64{}, lineage: map[string]map[string]int{}, compacted: map[string]map[int]bool{}}
+		final: map[string]map[int][]int64{}, lineage: map[string]map[string]int{}, compacted: map[string]map[int]bool{}, changed: map[int64]bool{}}
 }
 
 func (h *history) addOp(o *mop) {
@@ -727,6 +738,9 @@ func (h *history) porcupineOps(path string) []porcupine.Operation {
 	for _, o := range h.opsOf(path) {
 		in := mInput{Kind: o.Kind, PID: o.PID, Fam: o.Fam, PartBy: o.PartBy, Ver: o.ReadVer, Keep: o.Keep,
 			Filter: o.Filter, Filtered: o.Read == "part", Contested: contested, Op: o}
+		if p := h.puts[o.PID]; p != nil && o.isPut() {
+			in.EmptyRegion = p.EmptyRegion
+		}
 		res := mOutput{St: o.St, Ver: o.Ver, IDs: o.IDs, Rows: -1, Removed: o.Removed}
 		ret := o.Ret
 		switch o.Kind {
@@ -908,6 +922,12 @@ func (h *history) directChecks() {
 			}
 		}
 	}
+	type unexp struct {
+		first     *mop
+		code, err string
+		n         int
+	}
+	unexpected := map[string]*unexp{}
 	for _, o := range h.ops {
 		// Bad input is refused with InvalidArgument.
 		if o.Kind == opBad {
@@ -920,12 +940,24 @@ func (h *history) directChecks() {
 		}
 		for _, a := range o.Attempts {
 			if a.Code == "Internal" || a.Code == "DataLoss" && o.Kind != opRead && o.Kind != opReadV {
-				f.add("unexpected-error", o.Path, []int{o.ID}, "%s answered %s: %s", o.Kind, a.Code, trim(a.Err, 200))
+				k := o.Path + "\x00" + o.Kind + "\x00" + a.Code
+				if unexpected[k] == nil {
+					unexpected[k] = &unexp{first: o, code: a.Code, err: a.Err}
+				}
+				unexpected[k].n++
 				break
 			}
 		}
+		// A refusal as nested names a profile that exists.
+		if o.isPut() && o.St == stRejected {
+			if _, q, ok := strings.Cut(o.Err, "inside profile "); ok {
+				if !h.created(q) {
+					f.add("refused-inside-phantom-profile", o.Path, []int{o.ID}, "refused as inside profile %q, which no acknowledged put created (a layout-named directory makes it look like one?)", trim(q, 60))
+				}
+			}
+		}
 		// Reads fail only while a retention removes what they read.
-		if (o.Kind == opRead || o.Kind == opLatest) && o.St == stError && !h.retentionOverlaps(o.Path, o.Call, o.Ret) {
+		if (o.Kind == opRead || o.Kind == opLatest) && o.St == stError && o.Code != "Internal" && !h.retentionOverlaps(o.Path, o.Call, o.Ret) {
 			f.add("read-failed", o.Path, []int{o.ID}, "%s failed with %s and no retention ran: %s", o.Kind, o.Code, trim(o.Err, 200))
 		}
 		// Put results describe the put.
@@ -934,6 +966,10 @@ func (h *history) directChecks() {
 				f.add("bad-put-result", o.Path, []int{o.ID}, "result says %d rows; the put sent %d", o.ResRows, len(p.Rows))
 			}
 		}
+	}
+	for _, k := range sortedKeys(unexpected) {
+		u := unexpected[k]
+		f.add("unexpected-error", u.first.Path, []int{u.first.ID}, "%s answered %s (%d operations like it): %s", u.first.Kind, u.code, u.n, trim(u.err, 200))
 	}
 	h.checkOrder()
 	h.checkFirstAppends()
@@ -1108,6 +1144,16 @@ func (h *history) checkFinal() {
 	}
 }
 
+// created: whether a put to path was acknowledged (or took effect).
+func (h *history) created(path string) bool {
+	for _, o := range h.ops {
+		if o.Path == path && o.isPut() && (o.St == stOK || o.resolved) {
+			return true
+		}
+	}
+	return false
+}
+
 func (h *history) isHome(path string, pid int64, v int) bool {
 	for _, o := range h.ops {
 		if o.PID == pid && o.Path == path && (o.St == stOK || o.resolved) && o.Ver == v {
@@ -1190,23 +1236,30 @@ func (h *history) checkRows(o *mop, rows []rowObs, full bool, filter *string, fi
 	}
 	changed := 0
 	var example string
+	h.mu.Lock()
 	for _, r := range rows {
-		if r.null || !full {
-			continue
+		if r.null || !full || h.changed[r.pid] {
+			continue // a put whose values changed is reported once
 		}
-		p := h.put(r.pid)
+		p := h.puts[r.pid]
 		if p == nil || int(r.rn) >= len(p.Rows) || r.rn < 0 {
 			continue
 		}
 		if want := p.Rows[r.rn]; want != r.canon {
 			changed++
 			if example == "" {
-				example = fmt.Sprintf("put %d row %d: put %s read %s", r.pid, r.rn, trim(diffCanon(want, r.canon), 300), "")
+				example = fmt.Sprintf("put %d (%s) row %d: %s", r.pid, badOr(p.Bad), r.rn, trim(diffCanon(want, r.canon), 300))
 			}
 		}
 	}
+	for _, r := range rows {
+		if p := h.puts[r.pid]; p != nil && !r.null && full && int(r.rn) < len(p.Rows) && r.rn >= 0 && p.Rows[r.rn] != r.canon {
+			h.changed[r.pid] = true
+		}
+	}
+	h.mu.Unlock()
 	if changed > 0 {
-		f.add("value-changed", o.Path, []int{o.ID}, "%d rows differ from what was put; first: %s", changed, example)
+		f.add("value-changed", o.Path, []int{o.ID}, "%d rows differ from what was put (put → read); first: %s", changed, example)
 	}
 	var ids []int64
 	for pid, g := range by {
@@ -1254,6 +1307,13 @@ func (h *history) checkRows(o *mop, rows []rowObs, full bool, filter *string, fi
 }
 
 // diffCanon shows the columns where two canonical rows differ.
+func badOr(bad string) string {
+	if bad == "" {
+		return "valid data"
+	}
+	return "bad input " + bad
+}
+
 func diffCanon(want, got string) string {
 	wm, gm := canonMap(want), canonMap(got)
 	var parts []string

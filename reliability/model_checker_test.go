@@ -364,3 +364,30 @@ func TestModelNestedPair(t *testing.T) {
 		}
 	}
 }
+
+// TestModelCheckerEmptyRegion: a put holding the region "" may be refused
+// when partitioned by region, and only then.
+func TestModelCheckerEmptyRegion(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		empty bool
+		legal bool
+	}{{"refused for an empty region", true, true}, {"refused without one", false, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHB()
+			b.add(partW(1, 0, 10, 0))
+			b.putRows(2, famPart, 2)
+			b.h.puts[2].EmptyRegion = tc.empty
+			o := opRej(opWrite, 2, famPart, 20, 30)
+			o.PartBy = []string{"region"}
+			b.add(o)
+			b.putRows(3, famPart, 2)
+			b.h.puts[3].EmptyRegion = tc.empty
+			b.add(opRej(opAppend, 3, famPart, 40, 50))
+			lin := b.h.checkLinearizable(10 * time.Second)
+			if got := lin[0].Result == porcupine.Ok; got != tc.legal {
+				t.Errorf("linearizable = %v, want %v\n%s", got, tc.legal, b.h.report(lin, 10))
+			}
+		})
+	}
+}

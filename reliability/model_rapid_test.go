@@ -127,7 +127,7 @@ func (s *seqModel) put(rt *rapid.T, mode string, bad string) {
 		}
 		return
 	}
-	s.apply(rt, p, mInput{Kind: o.Kind, PID: pid, Fam: fam, PartBy: partBy}, mOutput{St: o.St, Ver: o.Ver}, what)
+	s.apply(rt, p, mInput{Kind: o.Kind, PID: pid, Fam: fam, PartBy: partBy, EmptyRegion: slices.ContainsFunc(d.regions, func(r *string) bool { return r != nil && *r == "" })}, mOutput{St: o.St, Ver: o.Ver}, what)
 }
 
 func (s *seqModel) read(rt *rapid.T, version bool) {

@@ -336,7 +336,7 @@ func (m *modelRun) doPut(ctx context.Context, r *rand.Rand, o *mop, first *mop) 
 		defer batches[0].Release()
 	}
 	if first == nil {
-		m.h.addPut(&putInfo{PID: o.PID, Path: g.Path, Fam: g.Fam, Mode: o.putMode(), Bad: g.Bad, PartBy: g.PartBy, Rows: d.rows, Regions: d.regions})
+		m.h.addPut(&putInfo{PID: o.PID, Path: g.Path, Fam: g.Fam, Mode: o.putMode(), Bad: g.Bad, PartBy: g.PartBy, Rows: d.rows, Regions: d.regions, EmptyRegion: slices.ContainsFunc(d.regions, func(r *string) bool { return r != nil && *r == "" })})
 	}
 	cmd := map[string]any{"path": g.Path, "mode": o.putMode(), "request_id": reqID(o.PID), "metadata": map[string]any{"client": o.Client, "pid": o.PID}}
 	if len(g.PartBy) > 0 {
@@ -952,15 +952,17 @@ func (m *modelRun) checkPhase(ctx context.Context, phase int, final, sweep bool)
 	var lists []map[string]int64
 	for s := 0; s < m.cfg.Servers; s++ {
 		var l map[string]int64
+		var lo *mop
 		for try := 0; try < 3 && l == nil; try++ {
 			if try > 0 {
 				time.Sleep(300 * time.Millisecond)
 				m.checkAlive(phase)
 			}
-			l = m.doList(ctx, r, &mop{Client: client, Phase: phase, genOp: genOp{Kind: opList}, Ver: -1}, s)
+			lo = &mop{Client: client, Phase: phase, genOp: genOp{Kind: opList}, Ver: -1}
+			l = m.doList(ctx, r, lo, s)
 		}
 		if l == nil {
-			m.h.f.add("listflights-failed", "", nil, "after phase %d ListFlights on server %d failed three times", phase, s)
+			m.h.f.add("listflights-failed", "", []int{lo.ID}, "after phase %d ListFlights on server %d failed three times: %s", phase, s, trim(lo.Err, 200))
 			continue
 		}
 		lists = append(lists, l)
@@ -1007,6 +1009,7 @@ func (m *modelRun) checkPhase(ctx context.Context, phase int, final, sweep bool)
 	for _, p := range sortedKeys(paths) {
 		m.checkProfile(ctx, r, phase, client, p, listed, final)
 	}
+	m.checkResidue(phase, acked, attempted)
 	m.verifyPhase(ctx, phase, "", m.verifyAllowed())
 	if sweep {
 		_, cl, _ := m.pick(r, 0)
@@ -1116,6 +1119,49 @@ func (m *modelRun) checkProfile(ctx context.Context, r *rand.Rand, phase, client
 		m.h.mu.Lock()
 		m.h.lineage[p] = lin
 		m.h.mu.Unlock()
+	}
+}
+
+// checkResidue: a key every put to which was refused has no directory in
+// the data dir (unless a profile lies below it): refused input leaves
+// nothing behind.
+func (m *modelRun) checkResidue(phase int, acked, attempted map[string]bool) {
+	refused := map[string]bool{}
+	m.h.mu.Lock()
+	for _, o := range m.h.ops {
+		if o.isPut() && o.St == stRejected && !attempted[o.Path] {
+			refused[o.Path] = true
+		}
+	}
+	m.h.mu.Unlock()
+	for _, p := range sortedKeys(refused) {
+		clean := true
+		for _, k := range keySplit(p) {
+			if k == "" || k == "." || k == ".." || strings.HasPrefix(k, ".") || strings.ContainsAny(k, "\\\x00") {
+				clean = false
+			}
+		}
+		below := false // a profile below p, or p is a name inside a profile above it
+		for q := range attempted {
+			if strings.HasPrefix(q, p+"/") || strings.HasPrefix(p, q+"/") {
+				below = true
+			}
+		}
+		if !clean || below {
+			continue
+		}
+		dir := filepath.Join(m.c.dataDir, filepath.FromSlash(p))
+		if _, err := os.Lstat(dir); err != nil {
+			continue
+		}
+		var found []string
+		_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+			if rel, rerr := filepath.Rel(m.c.dataDir, path); rerr == nil && len(found) < 6 {
+				found = append(found, filepath.ToSlash(rel))
+			}
+			return nil
+		})
+		m.h.f.add("refused-put-left-residue", p, nil, "after phase %d: every put to %q was refused, yet the data dir holds %s", phase, trim(p, 60), strings.Join(found, ", "))
 	}
 }
 
