@@ -834,12 +834,18 @@ func (h *history) checkLinearizable(timeout time.Duration) []linResult {
 	}
 	sort.Strings(names)
 	var out []linResult
+	deadline := time.Now().Add(4 * timeout) // the whole check's budget
 	for _, p := range names {
 		ops := h.porcupineOps(p)
 		if len(ops) == 0 {
 			continue
 		}
-		res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
+		left := time.Until(deadline)
+		if left < time.Second {
+			out = append(out, linResult{Path: p, Ops: len(ops), Result: porcupine.Unknown})
+			continue
+		}
+		res, info := porcupine.CheckOperationsVerbose(model, ops, min(timeout, left))
 		lr := linResult{Path: p, Ops: len(ops), Result: res, Info: info}
 		if res == porcupine.Illegal {
 			lr.Longest, lr.Stuck, lr.State = explain(model, ops, info)

@@ -499,13 +499,13 @@ type genOp struct {
 
 // genConfig sizes a run.
 type genConfig struct {
-	Servers      int
-	Clients      int
-	Phases       int
-	OpsPerPhase  int
-	KillsPerPhse int
-	MaxRows      int
-	CheckTimeout time.Duration // porcupine, per profile
+	Servers       int
+	Clients       int
+	Phases        int
+	OpsPerPhase   int
+	KillsPerPhase int
+	MaxRows       int
+	CheckTimeout  time.Duration // porcupine, per profile
 }
 
 // generator produces each phase's operations from the seed.

@@ -1214,7 +1214,7 @@ func runModel(t *testing.T, seed uint64, cfg genConfig) {
 	kills := 0
 	for ph := 0; ph < cfg.Phases; ph++ {
 		ops := gen.phase(ph)
-		k := cfg.KillsPerPhse
+		k := cfg.KillsPerPhase
 		if ph == 0 && cfg.Phases > 1 {
 			k = 0 // the first phase runs without faults
 		}

@@ -41,10 +41,10 @@ import (
 //     after a sweep), ListFlights lists exactly the profiles that exist.
 
 // modelShort is the CI size: about a minute on two cores.
-var modelShort = genConfig{Servers: 2, Clients: 4, Phases: 5, OpsPerPhase: 120, KillsPerPhse: 2, MaxRows: 20, CheckTimeout: 20 * time.Second}
+var modelShort = genConfig{Servers: 2, Clients: 4, Phases: 5, OpsPerPhase: 120, KillsPerPhase: 2, MaxRows: 20, CheckTimeout: 20 * time.Second}
 
 // modelLong is the stress size (make stress).
-var modelLong = genConfig{Servers: 3, Clients: 8, Phases: 16, OpsPerPhase: 400, KillsPerPhse: 4, MaxRows: 40, CheckTimeout: 2 * time.Minute}
+var modelLong = genConfig{Servers: 3, Clients: 8, Phases: 16, OpsPerPhase: 400, KillsPerPhase: 4, MaxRows: 40, CheckTimeout: 2 * time.Minute}
 
 // TestModelShort runs the model test at CI size (QUIVER_STRESS_SCALE set,
 // as make test does).
@@ -67,7 +67,7 @@ func TestModelLong(t *testing.T) {
 	cfg.OpsPerPhase = envInt("QUIVER_MODEL_OPS", cfg.OpsPerPhase)
 	cfg.Clients = envInt("QUIVER_MODEL_CLIENTS", cfg.Clients)
 	cfg.Servers = envInt("QUIVER_MODEL_SERVERS", cfg.Servers)
-	cfg.KillsPerPhse = envInt("QUIVER_MODEL_KILLS", cfg.KillsPerPhse)
+	cfg.KillsPerPhase = envInt("QUIVER_MODEL_KILLS", cfg.KillsPerPhase)
 	runModel(t, modelSeed(), cfg)
 }
 
