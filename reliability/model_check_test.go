@@ -343,7 +343,10 @@ func modelFor(rows map[int64]int64, regions map[int64][]*string) porcupine.Model
 			return h
 		},
 		DescribeOperation: func(in, out any) string {
-			i := in.(mInput)
+			i, ok := in.(mInput)
+			if !ok {
+				return fmt.Sprint(in, " → ", out)
+			}
 			if i.Op != nil {
 				return i.Op.String()
 			}
@@ -564,18 +567,17 @@ type history struct {
 	obs  map[int64][]observation // pid → reads that saw it
 	// final: per profile, versions present at the end and their puts;
 	// lineage: per profile, request id → version from the commit records.
-	final     map[string]map[int][]int64
-	finalAt   int64
-	lineage   map[string]map[string]int
-	compacted map[string]map[int]bool // versions made by compaction (acked)
-	changed   map[int64]bool          // puts already reported as value-changed
-	model     porcupine.Model         // set by checkLinearizable
-	f         findings
+	final   map[string]map[int][]int64
+	finalAt int64
+	lineage map[string]map[string]int
+	changed map[int64]bool  // puts already reported as value-changed
+	model   porcupine.Model // set by checkLinearizable
+	f       findings
 }
 
 func newHistory() *history {
 	return &history{puts: map[int64]*putInfo{}, obs: map[int64][]observation{},
-		final: map[string]map[int][]int64{}, lineage: map[string]map[string]int{}, compacted: map[string]map[int]bool{}, changed: map[int64]bool{}}
+		final: map[string]map[int][]int64{}, lineage: map[string]map[string]int{}, changed: map[int64]bool{}}
 }
 
 func (h *history) addOp(o *mop) {
@@ -1129,10 +1131,16 @@ func (h *history) checkFinal() {
 				f.add("acked-put-missing", path, []int{o.ID}, "put %d was acknowledged in v%d; at the end v%d does not hold it (it is in %v)", o.PID, o.Ver, o.Ver, in[o.PID])
 			}
 		}
+		compacted := map[int]bool{}
+		for _, o := range h.opsOf(path) {
+			if o.Kind == opCompact && (o.St == stOK || o.resolved) {
+				compacted[o.Ver] = true
+			}
+		}
 		for id, vs := range in {
 			var odd []int
 			for _, v := range vs {
-				if !h.compacted[path][v] && !h.isHome(path, id, v) {
+				if !compacted[v] && !h.isHome(path, id, v) {
 					odd = append(odd, v)
 				}
 			}
@@ -1302,7 +1310,7 @@ func (h *history) checkRows(o *mop, rows []rowObs, full bool, filter *string, fi
 			f.add("duplicate-rows", o.Path, []int{o.ID}, "put %d: %d rows read more than once", pid, dup)
 		}
 		if extra > 0 {
-			f.add("phantom-rows", o.Path, []int{o.ID}, "put %d: %d rows it did not send (or outside the filter)", pid, extra)
+			f.add("phantom-rows", o.Path, []int{o.ID}, "put %d (%s): %d rows it did not send, or outside the filter", pid, badOr(p.Bad), extra)
 		}
 		if p.Path != o.Path {
 			f.add("rows-in-another-profile", o.Path, []int{o.ID}, "put %d was put to %q", pid, trim(p.Path, 60))

@@ -671,12 +671,6 @@ func (m *modelRun) doAction(ctx context.Context, r *rand.Rand, o *mop, typ strin
 			switch typ {
 			case "compact":
 				o.Ver = parseVer(x["version"])
-				m.h.mu.Lock()
-				if m.h.compacted[o.Path] == nil {
-					m.h.compacted[o.Path] = map[int]bool{}
-				}
-				m.h.compacted[o.Path][o.Ver] = true
-				m.h.mu.Unlock()
 			case "remove-old-versions":
 				o.Removed = []int{}
 				rm, _ := x["removed"].([]any)
@@ -1276,12 +1270,17 @@ func (m *modelRun) summarize(lin []linResult) {
 		if b, err := json.MarshalIndent(map[string]any{"seed": m.seed, "config": m.cfg, "findings": fs, "ops": m.h.ops}, "", " "); err == nil {
 			_ = os.WriteFile(filepath.Join(m.outDir, "history.json"), b, 0o644)
 		}
+	}
+	defer func() { // visualizations last: they are a help, not the verdict
 		for i, l := range lin {
 			if l.Result == "Illegal" {
-				_ = porcupine.VisualizePath(m.h.model, l.Info, filepath.Join(m.outDir, fmt.Sprintf("profile-%d.html", i)))
+				func() {
+					defer func() { _ = recover() }()
+					_ = porcupine.VisualizePath(m.h.model, l.Info, filepath.Join(m.outDir, fmt.Sprintf("profile-%d.html", i)))
+				}()
 			}
 		}
-	}
+	}()
 	t.Errorf("model test: %d broken invariants (seed %d)%s\n\nhistory and visualizations: %s\nreplay with %s=%d (the operations replay exactly; the interleaving and kill moments may differ)",
 		len(fs), m.seed, m.h.report(lin, 4), m.outDir, modelSeedEnv, m.seed)
 }
