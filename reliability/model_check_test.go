@@ -63,6 +63,7 @@ type mop struct {
 	Err      string     `json:"err,omitempty"`
 	Ver      int        `json:"ver"` // result version (puts, info reads, compact, latest); -1 unknown
 	Index    int        `json:"index,omitempty"`
+	Seq      int64      `json:"seq,omitempty"` // the commit record's number, when the result carries one
 	ResMode  string     `json:"result_mode,omitempty"`
 	Replayed bool       `json:"replayed,omitempty"`
 	IDs      []int64    `json:"ids,omitempty"`         // reads: the puts whose rows were read, sorted
@@ -980,6 +981,7 @@ func (h *history) directChecks() {
 		f.add("unexpected-error", u.first.Path, []int{u.first.ID}, "%s answered %s (%d operations like it): %s", u.first.Kind, u.code, u.n, trim(u.err, 200))
 	}
 	h.checkOrder()
+	h.checkSeq()
 	h.checkFirstAppends()
 	h.checkFinal()
 	h.checkNested()
@@ -1058,6 +1060,35 @@ func (h *history) checkOrder() {
 				f.add("append-after-"+what, a.Path, []int{w.ID, a.ID}, "append started after %s #%d (v%d) was acknowledged, yet landed in v%d", what, w.ID, w.Ver, a.Ver)
 			case a.Ret > w.Ret:
 				f.add("append-acked-after-"+what, a.Path, []int{w.ID, a.ID}, "append acknowledged after %s #%d (v%d) was acknowledged landed in v%d (concurrent with it; its rows are not in the latest)", what, w.ID, w.Ver, a.Ver)
+			}
+		}
+	}
+}
+
+// checkSeq: when results carry the commit record's number (seq), the
+// numbers of one profile are distinct (a resend answers its first one) and
+// follow real time: a commit acknowledged before another started has the
+// lower number.
+func (h *history) checkSeq() {
+	by := map[string][]*mop{}
+	for _, o := range h.ops {
+		if o.St == stOK && o.Seq > 0 && (o.isPut() || o.Kind == opCompact) {
+			by[o.Path] = append(by[o.Path], o)
+		}
+	}
+	for path, ops := range by {
+		seen := map[int64]*mop{}
+		for _, o := range ops {
+			if p, ok := seen[o.Seq]; ok && p.PID != o.PID || ok && o.PID == 0 {
+				h.f.add("seq-reused", path, []int{p.ID, o.ID}, "two commits answered seq %d", o.Seq)
+			}
+			seen[o.Seq] = o
+		}
+		for _, a := range ops {
+			for _, b := range ops {
+				if a.Ret < b.Call && a.Seq >= b.Seq && a.PID != b.PID {
+					h.f.add("seq-order", path, []int{a.ID, b.ID}, "#%d (seq %d) was acknowledged before #%d (seq %d) started", a.ID, a.Seq, b.ID, b.Seq)
+				}
 			}
 		}
 	}

@@ -72,6 +72,7 @@ func withPath(o *mop, p string) *mop {
 	return o
 }
 func withBurst(o *mop, n int) *mop { o.Burst = n; return o }
+func withSeq(o *mop, n int64) *mop { o.Seq = n; return o }
 func opRej(kind string, pid int64, fam int, call, ret int64) *mop {
 	return &mop{genOp: genOp{Kind: kind, Fam: fam}, PID: pid, Call: call, Ret: ret, St: stRejected, Code: "InvalidArgument", Ver: -1}
 }
@@ -226,6 +227,9 @@ func TestModelCheckerDirect(t *testing.T) {
 		{"an acknowledged put missing at the end", "acked-put-missing", []*mop{opW(1, 0, 10, 0), opA(2, 20, 30, 0)}, map[string]map[int][]int64{tp: {0: {1}}}},
 		{"a put in a version it was not put to", "put-in-wrong-version", []*mop{opW(1, 0, 10, 0), opW(2, 20, 30, 1)}, map[string]map[int][]int64{tp: {0: {1}, 1: {1, 2}}}},
 		{"nested profiles both exist", "nested-profiles-both-exist", []*mop{withPath(opA(1, 0, 10, 0), "a"), withPath(opA(2, 20, 30, 0), "a/b")}, nil},
+		{"seq numbers out of real-time order", "seq-order", []*mop{withSeq(opW(1, 0, 10, 0), 2), withSeq(opA(2, 20, 30, 0), 1)}, nil},
+		{"a seq number answered twice", "seq-reused", []*mop{withSeq(opW(1, 0, 10, 0), 1), withSeq(opA(2, 0, 30, 0), 1)}, nil},
+		{"seq numbers in order, a resend answers the first", "", []*mop{withSeq(opW(1, 0, 10, 0), 1), withSeq(opA(2, 20, 30, 0), 2), withSeq(opDupOf("append", 2, 40, 50, 0), 2)}, nil},
 		{"a read fails with no retention running", "read-failed", []*mop{opW(1, 0, 10, 0), {genOp: genOp{Kind: opRead, Read: "json"}, Call: 20, Ret: 30, St: stError, Code: "DataLoss", Ver: -1}}, nil},
 		{"an Internal error", "unexpected-error", []*mop{{genOp: genOp{Kind: opAppend}, PID: 1, Call: 0, Ret: -1, St: stUnknown, Ver: -1, Attempts: []mattempt{{Code: "Internal"}}}}, nil},
 		{"a put result with the wrong row count", "bad-put-result", []*mop{{genOp: genOp{Kind: opAppend}, PID: 1, Call: 0, Ret: 10, St: stOK, Ver: 0, ResRows: 3}}, nil},

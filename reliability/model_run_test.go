@@ -418,6 +418,9 @@ func (h *history) putResult(o *mop, meta []byte) {
 	if x, ok := res["rows"].(float64); ok {
 		o.ResRows = int64(x)
 	}
+	if x, ok := res["seq"].(float64); ok {
+		o.Seq = int64(x)
+	}
 	o.ResMode, _ = res["mode"].(string)
 	if rid, _ := res["request_id"].(string); rid != reqID(o.PID) {
 		h.f.add("bad-put-result", o.Path, nil, "put %d: result request_id %q, want %q", o.PID, rid, reqID(o.PID))
@@ -671,6 +674,9 @@ func (m *modelRun) doAction(ctx context.Context, r *rand.Rand, o *mop, typ strin
 			switch typ {
 			case "compact":
 				o.Ver = parseVer(x["version"])
+				if s, ok := x["seq"].(float64); ok {
+					o.Seq = int64(s)
+				}
 			case "remove-old-versions":
 				o.Removed = []int{}
 				rm, _ := x["removed"].([]any)

@@ -44,7 +44,7 @@ import (
 var modelShort = genConfig{Servers: 2, Clients: 4, Phases: 5, OpsPerPhase: 120, KillsPerPhase: 2, MaxRows: 20, CheckTimeout: 20 * time.Second}
 
 // modelLong is the stress size (make stress).
-var modelLong = genConfig{Servers: 3, Clients: 8, Phases: 16, OpsPerPhase: 400, KillsPerPhase: 4, MaxRows: 40, CheckTimeout: 2 * time.Minute}
+var modelLong = genConfig{Servers: 3, Clients: 8, Phases: 20, OpsPerPhase: 500, KillsPerPhase: 4, MaxRows: 40, CheckTimeout: 2 * time.Minute}
 
 // TestModelShort runs the model test at CI size (QUIVER_STRESS_SCALE set,
 // as make test does).
