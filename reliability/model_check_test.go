@@ -677,31 +677,38 @@ func (h *history) resolve() {
 			}
 		}
 	}
-	// Retentions: versions once seen that are gone at the end and that no
-	// acknowledged retention removed, blamed on the last unknown one.
-	for path := range h.final {
-		var last *mop
+	// Retentions: versions once seen that are gone at the end, or that a
+	// later read did not find, and that no acknowledged retention removed,
+	// blamed on the last unknown one.
+	byPath = map[string][]*mop{}
+	for _, o := range h.ops {
+		if o.Kind == opRetain && o.St == stUnknown {
+			byPath[o.Path] = append(byPath[o.Path], o)
+		}
+	}
+	for path, rs := range byPath {
+		last := rs[len(rs)-1]
 		removed := map[int]bool{}
 		seen := map[int]bool{}
+		missing := map[int]bool{}
 		for _, o := range h.opsOf(path) {
-			if o.Kind == opRetain && o.St == stUnknown {
-				last = o
-			}
 			if o.Kind == opRetain && o.St == stOK {
 				for _, r := range o.Removed {
 					removed[r] = true
 				}
 			}
-			if (o.St == stOK || o.resolved) && o.Ver >= 0 {
+			if (o.St == stOK || o.resolved) && o.Ver >= 0 && o.Kind != opRetain {
 				seen[o.Ver] = true
 			}
+			if o.Kind == opReadV && o.St == stNotFound && o.Call > rs[0].Call {
+				missing[o.ReadVer] = true
+			}
 		}
-		if last == nil {
-			continue
-		}
+		final, known := h.final[path]
 		var gone []int
 		for v := range seen {
-			if _, ok := h.final[path][v]; !ok && !removed[v] {
+			_, present := final[v]
+			if !removed[v] && !(known && present) && (missing[v] || known) {
 				gone = append(gone, v)
 			}
 		}

@@ -152,7 +152,11 @@ func TestModelCheckerHistories(t *testing.T) {
 		{"a partition-filtered read", []*mop{partW(1, 0, 10, 0), opRPart(20, 30, eu, 1), opRPart(20, 30, nil)}, nil, true}, // put 1's rows: eu, us
 		{"an unknown compaction resolved from the end state",
 			[]*mop{opW(1, 0, 10, 0), opUnknown(opCompact, 0, 20), opRV(40, 50, 1, 1)}, map[int][]int64{0: {1}, 1: {1}}, true},
+		{"an unknown retention resolved from a later read", []*mop{opW(1, 0, 10, 0), opW(2, 11, 19, 1), opUnknown(opRetain, 0, 20), opRVNotFound(40, 50, 0), opR(60, 70, 1, 2)}, nil, true},
+		{"an unknown retention resolved from the end state", []*mop{opW(1, 0, 10, 0), opW(2, 11, 19, 1), opUnknown(opRetain, 0, 20), opR(60, 70, 1, 2)}, map[int][]int64{1: {2}}, true},
 		// Illegal.
+		{"a version vanishes with no retention", []*mop{opW(1, 0, 10, 0), opW(2, 11, 19, 1), opRVNotFound(40, 50, 0), opR(60, 70, 1, 2)}, nil, false},
+		{"an unknown retention cannot remove the latest", []*mop{opW(1, 0, 10, 0), opUnknown(opRetain, 0, 20), opRVNotFound(40, 50, 0)}, nil, false},
 		{"first appends diverge", []*mop{opA(1, 0, 10, 0), opA(2, 0, 10, 1)}, nil, false},
 		{"an append after a write lands in an older version", []*mop{opW(1, 0, 10, 0), opW(2, 20, 30, 1), opA(3, 40, 50, 0)}, nil, false},
 		{"an acknowledged append is lost", []*mop{opA(1, 0, 10, 0), opA(2, 20, 30, 0), opR(40, 50, 0, 1)}, nil, false},

@@ -967,10 +967,10 @@ func (m *modelRun) checkPhase(ctx context.Context, phase int, final, sweep bool)
 		}
 		lists = append(lists, l)
 	}
-	if len(lists) == 0 {
-		return
+	var listed map[string]int64 // nil: ListFlights failed everywhere (checked below without it)
+	if len(lists) > 0 {
+		listed = lists[0]
 	}
-	listed := lists[0]
 	for s := 1; s < len(lists); s++ {
 		if fmt.Sprint(sortedKeys(lists[s])) != fmt.Sprint(sortedKeys(listed)) {
 			m.h.f.add("listflights-servers-disagree", "", nil, "after phase %d one server lists %d profiles, another %d", phase, len(listed), len(lists[s]))
@@ -1003,7 +1003,7 @@ func (m *modelRun) checkPhase(ctx context.Context, phase int, final, sweep bool)
 	for p := range listed {
 		paths[p] = true
 	}
-	for p := range acked {
+	for p := range attempted {
 		paths[p] = true
 	}
 	for _, p := range sortedKeys(paths) {
