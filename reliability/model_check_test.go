@@ -664,8 +664,20 @@ func (h *history) resolve() {
 				homes[o.Ver] = true
 			}
 		}
-		var orphans []int
+		// Versions some read saw (or present at the end) that no put made.
+		firstSeen := map[int]int64{}
 		for v := range h.final[path] {
+			firstSeen[v] = h.finalAt
+		}
+		for _, o := range h.opsOf(path) {
+			if (o.Kind == opReadV || o.Kind == opRead || o.Kind == opLatest) && o.St == stOK && o.Ver >= 0 {
+				if t, ok := firstSeen[o.Ver]; !ok || o.Ret < t {
+					firstSeen[o.Ver] = o.Ret
+				}
+			}
+		}
+		var orphans []int
+		for v := range firstSeen {
 			if !homes[v] {
 				orphans = append(orphans, v)
 			}
@@ -673,7 +685,7 @@ func (h *history) resolve() {
 		sort.Ints(orphans)
 		for i, c := range cs {
 			if i < len(orphans) {
-				c.resolved, c.Ver, c.resolvedAt = true, orphans[i], h.finalAt
+				c.resolved, c.Ver, c.resolvedAt = true, orphans[i], firstSeen[orphans[i]]
 			}
 		}
 	}
@@ -713,7 +725,9 @@ func (h *history) resolve() {
 			}
 		}
 		sort.Ints(gone)
-		last.resolved, last.Removed, last.resolvedAt = true, gone, h.finalAt
+		if len(gone) > 0 { // else it removed nothing anyone noticed: left out
+			last.resolved, last.Removed, last.resolvedAt = true, gone, h.finalAt
+		}
 	}
 }
 

@@ -154,6 +154,8 @@ func TestModelCheckerHistories(t *testing.T) {
 			[]*mop{opW(1, 0, 10, 0), opUnknown(opCompact, 0, 20), opRV(40, 50, 1, 1)}, map[int][]int64{0: {1}, 1: {1}}, true},
 		{"an unknown retention resolved from a later read", []*mop{opW(1, 0, 10, 0), opW(2, 11, 19, 1), opUnknown(opRetain, 0, 20), opRVNotFound(40, 50, 0), opR(60, 70, 1, 2)}, nil, true},
 		{"an unknown retention resolved from the end state", []*mop{opW(1, 0, 10, 0), opW(2, 11, 19, 1), opUnknown(opRetain, 0, 20), opR(60, 70, 1, 2)}, map[int][]int64{1: {2}}, true},
+		{"an unknown compaction seen by a read, later removed",
+			[]*mop{opW(1, 0, 10, 0), opUnknown(opCompact, 0, 20), opRV(40, 50, 1, 1), opW(2, 60, 70, 2), opRT(80, 90, 1, 0, 1)}, map[int][]int64{2: {2}}, true},
 		// Illegal.
 		{"a version vanishes with no retention", []*mop{opW(1, 0, 10, 0), opW(2, 11, 19, 1), opRVNotFound(40, 50, 0), opR(60, 70, 1, 2)}, nil, false},
 		{"an unknown retention cannot remove the latest", []*mop{opW(1, 0, 10, 0), opUnknown(opRetain, 0, 20), opRVNotFound(40, 50, 0)}, nil, false},

@@ -1004,7 +1004,9 @@ func (m *modelRun) checkPhase(ctx context.Context, phase int, final, sweep bool)
 		paths[p] = true
 	}
 	for p := range attempted {
-		paths[p] = true
+		if keyKindOf(p) != keyReserved { // a refused key is not read back (unless it was accepted)
+			paths[p] = true
+		}
 	}
 	for _, p := range sortedKeys(paths) {
 		m.checkProfile(ctx, r, phase, client, p, listed, final)
