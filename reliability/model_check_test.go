@@ -666,8 +666,12 @@ func (h *history) resolve() {
 		}
 		// Versions some read saw (or present at the end) that no put made.
 		firstSeen := map[int]int64{}
+		end := h.finalAt
+		if end <= 0 {
+			end = math.MaxInt64
+		}
 		for v := range h.final[path] {
-			firstSeen[v] = h.finalAt
+			firstSeen[v] = end
 		}
 		for _, o := range h.opsOf(path) {
 			if (o.Kind == opReadV || o.Kind == opRead || o.Kind == opLatest) && o.St == stOK && o.Ver >= 0 {
@@ -682,10 +686,18 @@ func (h *history) resolve() {
 				orphans = append(orphans, v)
 			}
 		}
-		sort.Ints(orphans)
-		for i, c := range cs {
-			if i < len(orphans) {
-				c.resolved, c.Ver, c.resolvedAt = true, orphans[i], firstSeen[orphans[i]]
+		// Earliest seen first, each to the unknown compaction that started
+		// last before it was seen.
+		sort.Slice(orphans, func(a, b int) bool { return firstSeen[orphans[a]] < firstSeen[orphans[b]] })
+		for _, v := range orphans {
+			var best *mop
+			for _, c := range cs {
+				if !c.resolved && c.Call < firstSeen[v] && (best == nil || c.Call > best.Call) {
+					best = c
+				}
+			}
+			if best != nil {
+				best.resolved, best.Ver, best.resolvedAt = true, v, firstSeen[v]
 			}
 		}
 	}
@@ -1002,6 +1014,7 @@ func (h *history) directChecks() {
 		f.add("unexpected-error", u.first.Path, []int{u.first.ID}, "%s answered %s (%d operations like it): %s", u.first.Kind, u.code, u.n, trim(u.err, 200))
 	}
 	h.checkOrder()
+	h.checkLatestBelow()
 	h.checkSeq()
 	h.checkFirstAppends()
 	h.checkFinal()
@@ -1081,6 +1094,39 @@ func (h *history) checkOrder() {
 				f.add("append-after-"+what, a.Path, []int{w.ID, a.ID}, "append started after %s #%d (v%d) was acknowledged, yet landed in v%d", what, w.ID, w.Ver, a.Ver)
 			case a.Ret > w.Ret:
 				f.add("append-acked-after-"+what, a.Path, []int{w.ID, a.ID}, "append acknowledged after %s #%d (v%d) was acknowledged landed in v%d (concurrent with it; its rows are not in the latest)", what, w.ID, w.Ver, a.Ver)
+			}
+		}
+	}
+}
+
+// checkLatestBelow: the latest version is the highest committed one, so
+// a version that is readable before and after a read of the latest is not
+// above it. (A version a killed write or compaction left readable while
+// the manifest never moves to it breaks this.)
+func (h *history) checkLatestBelow() {
+	by := map[string][]*mop{}
+	for _, o := range h.ops {
+		if o.St == stOK && o.Ver >= 0 && (o.Kind == opReadV || o.Kind == opLatest || o.Kind == opRead && o.Read == "info") {
+			by[o.Path] = append(by[o.Path], o)
+		}
+	}
+	for path, ops := range by {
+		reported := map[int]bool{}
+		for _, l := range ops {
+			if l.Kind == opReadV {
+				continue
+			}
+			for _, r1 := range ops {
+				if r1.Kind != opReadV || r1.Ver <= l.Ver || r1.Ret >= l.Call || reported[r1.Ver] {
+					continue
+				}
+				for _, r2 := range ops {
+					if r2.Kind == opReadV && r2.Ver == r1.Ver && r2.Call > l.Ret {
+						reported[r1.Ver] = true
+						h.f.add("latest-below-readable-version", path, []int{r1.ID, l.ID, r2.ID}, "v%d was readable before and after a read that found the latest to be v%d", r1.Ver, l.Ver)
+						break
+					}
+				}
 			}
 		}
 	}

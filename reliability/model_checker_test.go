@@ -236,6 +236,7 @@ func TestModelCheckerDirect(t *testing.T) {
 		{"seq numbers out of real-time order", "seq-order", []*mop{withSeq(opW(1, 0, 10, 0), 2), withSeq(opA(2, 20, 30, 0), 1)}, nil},
 		{"a seq number answered twice", "seq-reused", []*mop{withSeq(opW(1, 0, 10, 0), 1), withSeq(opA(2, 0, 30, 0), 1)}, nil},
 		{"seq numbers in order, a resend answers the first", "", []*mop{withSeq(opW(1, 0, 10, 0), 1), withSeq(opA(2, 20, 30, 0), 2), withSeq(opDupOf("append", 2, 40, 50, 0), 2)}, nil},
+		{"a readable version above the latest", "latest-below-readable-version", []*mop{opW(1, 0, 10, 0), opUnknown(opWrite, 2, 11), opRV(20, 30, 1, 2), opL(40, 50, 0, 2), opRV(60, 70, 1, 2)}, nil},
 		{"a read fails with no retention running", "read-failed", []*mop{opW(1, 0, 10, 0), {genOp: genOp{Kind: opRead, Read: "json"}, Call: 20, Ret: 30, St: stError, Code: "DataLoss", Ver: -1}}, nil},
 		{"an Internal error", "unexpected-error", []*mop{{genOp: genOp{Kind: opAppend}, PID: 1, Call: 0, Ret: -1, St: stUnknown, Ver: -1, Attempts: []mattempt{{Code: "Internal"}}}}, nil},
 		{"a put result with the wrong row count", "bad-put-result", []*mop{{genOp: genOp{Kind: opAppend}, PID: 1, Call: 0, Ret: 10, St: stOK, Ver: 0, ResRows: 3}}, nil},
