@@ -45,19 +45,18 @@ type modelRun struct {
 	h    *history
 	t0   time.Time
 
-	pid       atomic.Int64
-	opsDone   atomic.Int64
-	kills     atomic.Int64
-	killsMid  atomic.Int64 // kills with an operation in flight on the victim
-	sinceSwp  atomic.Bool  // a server was killed since the last sweep
-	sinceBrk  atomic.Bool  // … since the last break-lock
-	breaks    atomic.Int64
-	knownMu   sync.Mutex
-	known     map[string][]int // versions seen per profile (for readv)
-	down      map[int]bool     // servers being restarted (under c.mu)
-	killMu    sync.Mutex       // one kill or crash restart at a time
-	outDir    string
-	checkOnly bool
+	pid      atomic.Int64
+	opsDone  atomic.Int64
+	kills    atomic.Int64
+	killsMid atomic.Int64 // kills with an operation in flight on the victim
+	sinceSwp atomic.Bool  // a server was killed since the last sweep
+	sinceBrk atomic.Bool  // … since the last break-lock
+	breaks   atomic.Int64
+	knownMu  sync.Mutex
+	known    map[string][]int // versions seen per profile (for readv)
+	down     map[int]bool     // servers being restarted (under c.mu)
+	killMu   sync.Mutex       // one kill or crash restart at a time
+	outDir   string
 }
 
 func (m *modelRun) now() int64 { return int64(time.Since(m.t0)) }
