@@ -1470,6 +1470,11 @@ func (h *history) report(lin []linResult, maxExamples int) string {
 		invs = append(invs, k)
 	}
 	sort.Strings(invs)
+	b.WriteString("\nbroken invariants (count):")
+	for _, inv := range invs {
+		fmt.Fprintf(&b, " %s=%d", inv, len(groups[inv]))
+	}
+	b.WriteString("\n")
 	for _, inv := range invs {
 		g := groups[inv]
 		fmt.Fprintf(&b, "\n== %s: %d\n", inv, len(g))

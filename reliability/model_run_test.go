@@ -919,7 +919,7 @@ func (m *modelRun) checkAlive(phase int) {
 		}
 		m.sinceSwp.Store(true) // a crash leaves what a kill leaves
 		m.sinceBrk.Store(true)
-		m.h.f.add("server-exited", "", nil, "in phase %d server %d exited by itself (%v); log (%s): %s", phase, i, p.err, file, trim(logs, 2500))
+		m.h.f.add("server-exited", "", nil, "in phase %d server %d exited by itself (%v); log (%s): %s", phase, i, p.err, file, trim(logs, 700))
 		if _, err := m.killRestart(i); err != nil {
 			m.t.Fatalf("restart: %v", err)
 		}
