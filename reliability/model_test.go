@@ -71,29 +71,33 @@ func TestModelLong(t *testing.T) {
 	runModel(t, modelSeed(), cfg)
 }
 
-var buildOnce sync.Once
+var buildMu sync.Mutex
 
 // ensureBinary builds quiver when TestMain did not (QUIVER_STRESS=1
-// without QUIVER_STRESS_SCALE).
+// without QUIVER_STRESS_SCALE) and removes it when t ends.
 func ensureBinary(t *testing.T) {
 	t.Helper()
-	buildOnce.Do(func() {
-		if binary != "" {
-			return
-		}
-		dir, err := os.MkdirTemp("", "quiver-model-bin-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := filepath.Join(dir, "quiver")
-		cmd := exec.Command("go", "build", "-o", out, "github.com/quiverdb/quiver/cmd/quiver")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("build quiver: %v", err)
-		}
-		binary = out
-	})
-	if binary == "" {
-		t.Fatal("no quiver binary")
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if binary != "" {
+		return
 	}
+	dir, err := os.MkdirTemp("", "quiver-model-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "quiver")
+	cmd := exec.Command("go", "build", "-o", out, "github.com/quiverdb/quiver/cmd/quiver")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		os.RemoveAll(dir)
+		t.Fatalf("build quiver: %v", err)
+	}
+	binary = out
+	t.Cleanup(func() {
+		buildMu.Lock()
+		defer buildMu.Unlock()
+		binary = ""
+		os.RemoveAll(dir)
+	})
 }
