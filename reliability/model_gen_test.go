@@ -88,7 +88,8 @@ func keyPool() []keySpec {
 		{long255, keyGood, "255-byte key", 3},
 		{"u/" + uni255, keyGood, "255-byte unicode key", 2},
 		{"v", keyGood, "v without digits", 2},
-		{"V1/v1a", keyGood, "version-like but not vN", 2},
+		{"V1/v1a", keyReserved, "a version directory name in another case (refused: case-insensitive file systems)", 2},
+		{"vx/v1a", keyGood, "version-like but not vN", 2},
 		{"manifest", keyGood, "manifest without .json", 1},
 		{"x", keyGood, "parent of the layout-named keys x/…", 3},
 		// Nesting: whichever of a family is created first wins, the rest

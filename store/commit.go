@@ -92,6 +92,25 @@ func (s *Store) runCycle(c *committer) {
 	if len(live) == 0 {
 		return
 	}
+	// Appends and writes of one batch commit in two cycles, appends first:
+	// an append's acknowledgement then leaves before the write commits, so
+	// a client that sees the write acknowledged and then the append never
+	// finds the append in the older version (they were concurrent, so
+	// either order is linearizable; this one is also what clients expect).
+	var appends, writes []*commitReq
+	for _, r := range live {
+		if r.st.mode == ModeAppend {
+			appends = append(appends, r)
+		} else {
+			writes = append(writes, r)
+		}
+	}
+	if len(appends) > 0 && len(writes) > 0 {
+		c.mu.Lock()
+		c.queue = append(writes, c.queue...)
+		c.mu.Unlock()
+		live = appends
+	}
 	res := s.cycle(c.ps, live)
 	for i, r := range live {
 		r.done <- res[i]
@@ -201,6 +220,12 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) []commitResult {
 					continue
 				}
 			}
+			if st.o.carry != nil && st.o.carry.version != latest {
+				// A write committed while the compaction ran: its result
+				// would hide that write. It starts over from the latest.
+				res[i].err = errCompactionStale
+				continue
+			}
 			if st.o.carry != nil {
 				if late := s.lateRecords(ps, st.o.carry, recs); len(late) > 0 {
 					if !st.carryLocked {
@@ -291,6 +316,10 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) []commitResult {
 		return res
 	}
 }
+
+// errCompactionStale: the version a compaction read is no longer the
+// latest when it commits.
+var errCompactionStale = errors.New("a newer version was committed while the compaction ran")
 
 // checkStaged makes sure a put's files are still there before its record
 // vouches for them (sweep removes uncommitted files once they are old; a

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -39,6 +40,18 @@ func (s *Store) Compact(ctx context.Context, keys []string, o CompactOptions) (*
 	if err != nil {
 		return nil, err
 	}
+	for attempt := 0; ; attempt++ {
+		c, err := s.compact(ctx, p, o)
+		if !errors.Is(err, errCompactionStale) {
+			return c, err
+		}
+		if attempt == 2 {
+			return nil, fmt.Errorf("%w: %s: %v (three times); retry later", ErrUnavailable, p, err)
+		}
+	}
+}
+
+func (s *Store) compact(ctx context.Context, p profile, o CompactOptions) (*CommitRecord, error) {
 	ps := s.state(p)
 	vs, err := s.readableVersion(ctx, p, Latest)
 	if err != nil {
@@ -69,6 +82,9 @@ func (s *Store) Compact(ctx context.Context, keys []string, o CompactOptions) (*
 		TargetFileBytes: o.TargetFileBytes, Writer: o.Writer, PartitionBy: sn.PartitionBy,
 		carry: &carryFrom{version: sn.Version, seq: seq}}
 	c, err := s.put(ctx, ps, rdr, po, 0)
+	if errors.Is(err, errCompactionStale) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("compact %s %s: %w", p, from, err)
 	}

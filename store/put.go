@@ -283,7 +283,7 @@ func (s *Store) stageVersion(ctx context.Context, ps *profileState, rdr array.Re
 		if err := s.checkCreatable(ctx, p); err != nil {
 			return nil, err
 		}
-		made = s.missingDirs(ctx, p)
+		made = profileDirs(p)
 	} else if err := s.checkFormatOf(ctx, ps, f); err != nil {
 		return nil, err
 	}
@@ -505,22 +505,20 @@ func (s *Store) discard(ps *profileState, st *staged) {
 	}
 }
 
-// missingDirs lists the directories on the way to p that do not exist yet,
-// deepest first.
-func (s *Store) missingDirs(ctx context.Context, p profile) []string {
-	var out []string
+// profileDirs lists the directories on the way to p, deepest first.
+func profileDirs(p profile) []string {
+	out := make([]string, 0, len(p.keys))
 	for i := len(p.keys); i > 0; i-- {
-		d := path.Join(p.keys[:i]...)
-		if _, err := s.fs.Stat(ctx, d); err == nil {
-			break
-		}
-		out = append(out, d)
+		out = append(out, path.Join(p.keys[:i]...))
 	}
 	return out
 }
 
-// removeEmpty removes directories a failed put created, deepest first, as
-// long as they are empty (another put may be creating the same profile).
+// removeEmpty removes the directories of a profile that a failed first put
+// leaves, deepest first, as long as they are empty: whoever made them, an
+// empty directory on the way to a profile that does not exist is nobody's
+// (a put that is creating it makes its directories again as it needs
+// them).
 func (s *Store) removeEmpty(dirs []string) {
 	for _, d := range dirs {
 		if entries, err := s.fs.List(context.Background(), d); err != nil || len(entries) > 0 {
