@@ -436,6 +436,12 @@ func canonValue(a arrow.Array, i int) string {
 		return "d" + strconv.FormatInt(int64(c.Value(i)), 10)
 	case *array.Dictionary:
 		return canonValue(c.Dictionary(), c.GetValueIndex(i))
+	case *array.Binary:
+		// (Value is a nil slice when the batch holds no bytes at all,
+		// which JSON would spell null.)
+		return strconv.Quote(string(c.Value(i)))
+	case *array.LargeBinary:
+		return strconv.Quote(string(c.Value(i)))
 	}
 	b, err := json.Marshal(a.GetOneForMarshal(i))
 	if err != nil {

@@ -348,6 +348,12 @@ func (s *Store) WithLock(ctx context.Context, keys []string, fn func() error) er
 	if err != nil {
 		return err
 	}
+	if ok, err := s.exists(ctx, p); err != nil || !ok {
+		if err == nil {
+			err = s.notFound(ctx, p)
+		}
+		return err
+	}
 	unlock, err := s.lockProfile(ctx, p)
 	if err != nil {
 		return err

@@ -29,6 +29,11 @@ func (s *Store) RetireVersions(ctx context.Context, keys []string, writer string
 		return nil, err
 	}
 	ps := s.state(p)
+	// A profile that does not exist is NotFound before anything is
+	// created (taking the lock would make its directory).
+	if _, _, err := s.readManifest(ctx, p); err != nil {
+		return nil, err
+	}
 	unlock, err := s.lockProfile(ctx, p)
 	if err != nil {
 		return nil, err

@@ -350,3 +350,23 @@ func TestAppendSurvivesRetirementOfItsVersion(t *testing.T) {
 		t.Fatalf("latest %v", got)
 	}
 }
+
+// TestRemoveOldVersionsOfNoProfileChangesNothing: retention of a profile
+// that does not exist is NotFound and creates nothing (it used to take the
+// lock first, which made the profile's directory).
+func TestRemoveOldVersionsOfNoProfileChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	s, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, store.ModeWrite, []string{"events"}, ids(1), store.PutOptions{})
+	for _, k := range [][]string{{"events", "sub"}, {"nope"}} {
+		if _, err := maint.RemoveOldVersions(context.Background(), s, k, 1, 0, ""); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("%v: %v, want ErrNotFound", k, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, filepath.Join(k...))); err == nil {
+			t.Fatalf("%v: retention created the profile's directory", k)
+		}
+	}
+}
