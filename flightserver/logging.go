@@ -69,7 +69,7 @@ func (s *Server) streamLog(srv any, ss grpc.ServerStream, si *grpc.StreamServerI
 	ri := &rpcInfo{}
 	start := s.opts.now()
 	name := si.FullMethod[strings.LastIndexByte(si.FullMethod, '/')+1:]
-	if !isHealth(si.FullMethod) {
+	if !isHealth(si.FullMethod) && !s.unary[si.FullMethod] {
 		defer s.metrics.streamOpen(name)()
 	}
 	err := h(srv, &wrappedStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), rpcKey{}, ri)})
