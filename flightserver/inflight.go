@@ -187,38 +187,82 @@ var errDecodeBudget = errors.New("decoded batch exceeds the server's in-flight b
 // size, which could otherwise ask for terabytes) to the budget. It never
 // waits: when the budget has no room the allocation panics with
 // errDecodeBudget, which the IPC reader turns into an error, and the put
-// fails with ResourceExhausted.
+// fails with ResourceExhausted. close returns what is still charged when
+// the put ends: arrow-go leaks buffers on some error paths (the garbage
+// collector frees them), and a leaked charge would shrink the budget for
+// good.
 type budgetAllocator struct {
 	memory.Allocator
 	b        *budget
 	exceeded atomic.Bool
+
+	mu          sync.Mutex
+	outstanding int64
+	closed      bool
 }
 
 func (a *budgetAllocator) charge(n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return
+	}
 	if !a.b.tryAcquire(int64(n)) {
 		a.exceeded.Store(true)
 		panic(fmt.Errorf("%w (%d more bytes)", errDecodeBudget, n))
 	}
+	a.outstanding += int64(n)
 }
+
+func (a *budgetAllocator) uncharge(n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return
+	}
+	a.outstanding -= int64(n)
+	a.b.release(int64(n))
+}
+
+// close releases what the put's buffers still hold of the budget.
+func (a *budgetAllocator) close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.closed {
+		a.b.release(a.outstanding)
+		a.outstanding = 0
+		a.closed = true
+	}
+}
+
+// errNegativeSize is the panic value of an allocation of a negative size
+// (a compressed buffer can claim one); the IPC reader recovers it.
+var errNegativeSize = errors.New("allocation of a negative size")
 
 // Allocate implements memory.Allocator.
 func (a *budgetAllocator) Allocate(size int) []byte {
+	if size < 0 {
+		panic(errNegativeSize)
+	}
 	a.charge(size)
 	return a.Allocator.Allocate(size)
 }
 
 // Reallocate implements memory.Allocator.
 func (a *budgetAllocator) Reallocate(size int, b []byte) []byte {
+	if size < 0 {
+		panic(errNegativeSize)
+	}
 	if d := size - len(b); d > 0 {
 		a.charge(d)
 	} else {
-		a.b.release(int64(-d))
+		a.uncharge(-d)
 	}
 	return a.Allocator.Reallocate(size, b)
 }
 
 // Free implements memory.Allocator.
 func (a *budgetAllocator) Free(b []byte) {
-	a.b.release(int64(len(b)))
+	a.uncharge(len(b))
 	a.Allocator.Free(b)
 }

@@ -39,7 +39,8 @@ func (s *Server) unaryRecover(ctx context.Context, req any, si *grpc.UnaryServer
 	defer func() {
 		if v := recover(); v != nil {
 			resp, err = nil, s.recovered(methodName(si.FullMethod), v)
-			info(ctx).cause.Store(fmt.Errorf("panic: %v", truncate(v)))
+			cause := fmt.Errorf("panic: %s", truncate(v))
+			info(ctx).cause.Store(&cause)
 		}
 	}()
 	return h(ctx, req)
@@ -51,7 +52,8 @@ func (s *Server) streamRecover(srv any, ss grpc.ServerStream, si *grpc.StreamSer
 	defer func() {
 		if v := recover(); v != nil {
 			err = s.recovered(methodName(si.FullMethod), v)
-			info(ss.Context()).cause.Store(fmt.Errorf("panic: %v", truncate(v)))
+			cause := fmt.Errorf("panic: %s", truncate(v))
+			info(ss.Context()).cause.Store(&cause)
 		}
 	}()
 	return h(srv, ss)

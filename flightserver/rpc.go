@@ -27,6 +27,7 @@ type validatingReader struct {
 	*flight.Reader
 	s   *Server
 	ri  *rpcInfo
+	rs  *recvErrStream
 	n   int
 	err error
 }
@@ -37,7 +38,7 @@ func (r *validatingReader) Next() bool {
 	}
 	rec := r.Reader.RecordBatch()
 	r.n++
-	if err := validateBatch(rec); err != nil {
+	if err := validateBatch(rec, r.rs.lastBody); err != nil {
 		r.err = fmt.Errorf("%w: batch %d of the stream is malformed: %v", catalog.ErrInvalid, r.n, err)
 		return false
 	}
@@ -60,16 +61,28 @@ func (r *validatingReader) Err() error {
 // may quote field names, which are the client's bytes.
 const maxValidationMessage = 512
 
+// slackRows is how many rows a batch may claim beyond what its body could
+// hold at one bit per row (see validateBatch).
+const slackRows = 1 << 16
+
 // validateBatch checks one incoming batch fully. arrow-go's validation is
 // written not to panic on bad data, but it reads client bytes, so a panic
 // is caught here and reported as a malformed batch rather than left to the
 // recovery interceptor.
-func validateBatch(rec arrow.RecordBatch) (err error) {
+//
+// The row count is checked against the message's body first: every column
+// but a null-typed one costs at least a bit per row, while the row count is
+// a free number the writer would spend memory on per row (a null column of
+// 2^40 rows validates, and costs nothing until Parquet's levels are built).
+func validateBatch(rec arrow.RecordBatch, bodyBytes int) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("validation failed: %s", truncate(v))
 		}
 	}()
+	if rows := rec.NumRows(); rows < 0 || rows > 8*int64(bodyBytes)+slackRows {
+		return fmt.Errorf("it claims %d rows in a body of %d bytes", rows, bodyBytes)
+	}
 	for i, col := range rec.Columns() {
 		if int64(col.Len()) != rec.NumRows() {
 			return fmt.Errorf("column %d has %d rows, the batch %d", i, col.Len(), rec.NumRows())
@@ -105,6 +118,7 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 	var ba *budgetAllocator
 	if s.budget != nil {
 		ba = &budgetAllocator{Allocator: mem, b: s.budget}
+		defer ba.close() // after the reader's Release below
 		mem = ba
 	}
 	rdr, err := flight.NewRecordReader(rs, ipc.WithAllocator(mem))
@@ -137,7 +151,7 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 	}
 	opts := req.PutOptions()
 	opts.Writer = IdentityFrom(ctx).Name // who wrote it goes into the commit record
-	vr := &validatingReader{Reader: rdr, s: s, ri: ri}
+	vr := &validatingReader{Reader: rdr, s: s, ri: ri, rs: rs}
 	cr, err := s.st.Put(ctx, req.Keys, vr, opts)
 	if err == nil && vr.Err() != nil {
 		// The store checks the reader itself; this guards the contract.
@@ -187,6 +201,9 @@ type recvErrStream struct {
 	ri    *rpcInfo
 	err   error
 	limit error
+	// lastBody is the body size of the last message received: the batch
+	// the IPC reader returns next was decoded from it.
+	lastBody int
 }
 
 func (r *recvErrStream) Recv() (*flight.FlightData, error) {
@@ -201,6 +218,7 @@ func (r *recvErrStream) Recv() (*flight.FlightData, error) {
 		return d, err
 	}
 	r.ri.bytes.Add(int64(len(d.DataHeader) + len(d.DataBody)))
+	r.lastBody = len(d.DataBody)
 	if err := r.s.checkSchemaMessage(d.DataHeader); err != nil {
 		if status.Code(err) == codes.ResourceExhausted {
 			r.s.metrics.limitRefusals.WithLabelValues(limitName(err)).Inc()

@@ -38,14 +38,17 @@ func (s *Server) depthError() error {
 }
 
 // Offsets in the vtables of the IPC flatbuffers (format/Message.fbs,
-// format/Schema.fbs): Message.header_type, Message.header, Schema.fields,
-// Field.children.
+// format/Schema.fbs).
 const (
-	fbMessageHeaderType = 6
-	fbMessageHeader     = 8
-	fbSchemaFields      = 6
-	fbFieldChildren     = 14
-	fbHeaderSchema      = 1 // MessageHeader.Schema
+	fbMessageHeaderType     = 6  // Message.header_type
+	fbMessageHeader         = 8  // Message.header
+	fbMessageCustomMetadata = 12 // Message.custom_metadata
+	fbSchemaFields          = 6  // Schema.fields
+	fbSchemaCustomMetadata  = 8  // Schema.custom_metadata
+	fbSchemaFeatures        = 10 // Schema.features
+	fbFieldChildren         = 14 // Field.children
+	fbFieldCustomMetadata   = 16 // Field.custom_metadata
+	fbHeaderSchema          = 1  // MessageHeader.Schema
 )
 
 // fbuf reads a flatbuffer with every offset checked, so hostile bytes
@@ -96,9 +99,14 @@ func (b fbuf) indirect(p int) (int, bool) {
 	return p + o, ok
 }
 
-// vector is the start and length of a table's vector field (0, 0 when
-// absent).
+// vector is the start and length of a table's vector field of 4-byte
+// elements (0, 0 when absent).
 func (b fbuf) vector(table, voff int) (start, n int, ok bool) {
+	return b.vectorOf(table, voff, 4)
+}
+
+// vectorOf is vector for elements of size bytes.
+func (b fbuf) vectorOf(table, voff, size int) (start, n int, ok bool) {
 	p, ok := b.field(table, voff)
 	if !ok || p == 0 {
 		return 0, 0, ok
@@ -108,7 +116,7 @@ func (b fbuf) vector(table, voff int) (start, n int, ok bool) {
 		return 0, 0, false
 	}
 	n, ok = b.u32(v)
-	if !ok || n > (len(b)-v-4)/4 {
+	if !ok || n > (len(b)-v-4)/size {
 		return 0, 0, false
 	}
 	return v + 4, n, true
@@ -119,6 +127,12 @@ func (b fbuf) vector(table, voff int) (start, n int, ok bool) {
 // IPC reader builds Go objects about 6× the size of the schema message,
 // so the count has to happen on the bytes. It stops at the first leaf or
 // level over the limits; its work is bounded by them, not by the message.
+//
+// It also checks that every vector whose length the IPC reader allocates
+// by (fields, children, custom metadata) fits in the message: arrow-go
+// trusts those lengths, and a 2.5 KiB message claiming 2^30 metadata
+// entries made it allocate 33 GB.
+//
 // A message that is not a schema passes; a malformed one is
 // InvalidArgument.
 func (s *Server) checkSchemaMessage(hdr []byte) error {
@@ -126,6 +140,9 @@ func (s *Server) checkSchemaMessage(hdr []byte) error {
 	malformed := status.Error(codes.InvalidArgument, "malformed IPC message header")
 	root, ok := b.indirect(0)
 	if !ok {
+		return malformed
+	}
+	if _, _, ok := b.vector(root, fbMessageCustomMetadata); !ok {
 		return malformed
 	}
 	p, ok := b.field(root, fbMessageHeaderType)
@@ -145,6 +162,12 @@ func (s *Server) checkSchemaMessage(hdr []byte) error {
 	}
 	start, n, ok := b.vector(schema, fbSchemaFields)
 	if !ok {
+		return malformed
+	}
+	if _, _, ok := b.vector(schema, fbSchemaCustomMetadata); !ok {
+		return malformed
+	}
+	if _, _, ok := b.vectorOf(schema, fbSchemaFeatures, 8); !ok {
 		return malformed
 	}
 	type frame struct{ start, n, i, depth int }
@@ -168,6 +191,9 @@ func (s *Server) checkSchemaMessage(hdr []byte) error {
 		}
 		cs, cn, ok := b.vector(field, fbFieldChildren)
 		if !ok {
+			return malformed
+		}
+		if _, _, ok := b.vector(field, fbFieldCustomMetadata); !ok {
 			return malformed
 		}
 		if cn == 0 {
