@@ -23,7 +23,7 @@ type rpcInfo struct {
 	rows     atomic.Int64
 	bytes    atomic.Int64
 	cause    atomic.Pointer[error] // the error behind an Internal status
-	identity atomic.Value // string: who the RPC ran as
+	identity atomic.Value          // string: who the RPC ran as
 }
 
 type rpcKey struct{}
