@@ -18,11 +18,13 @@ import (
 
 // Defaults of the inbound memory limits; each has an Option.
 const (
-	// DefaultMaxInflightBytes is the server-wide budget of inbound message
-	// bytes: every RecvMsg reserves the largest message it may receive
-	// (--max-recv-msg-size) before it starts, and keeps the size of what
-	// it received until the stream's next RecvMsg or its end. Decompressed
-	// DoPut buffers are charged to it too.
+	// DefaultMaxInflightBytes is the server-wide budget of inbound data
+	// message bytes (DoPut, DoExchange, Handshake): every RecvMsg reserves
+	// the largest message it may receive (--max-recv-msg-size) before it
+	// starts, and keeps the size of what it received until the stream's
+	// next RecvMsg or its end. Decompressed DoPut buffers are charged to it
+	// too. The request messages of the other RPCs have a pool of their own
+	// (requestPoolMessages), so slow puts cannot hold up reads.
 	DefaultMaxInflightBytes = 1 << 30
 	// DefaultInflightWait is how long a receive waits for room in the
 	// budget before the RPC fails with ResourceExhausted.
@@ -33,6 +35,13 @@ const (
 	// RecvMsg in progress opens the window to the whole message, which is
 	// what its reservation covers.
 	streamWindow = 256 << 10
+	// requestPoolMessages is how many largest messages the request pool
+	// holds: the request of every RPC that is not a data stream (DoGet's
+	// ticket, GetFlightInfo's descriptor, an action) reserves one while it
+	// is read. Clients send the request with the call, so a reservation
+	// lasts microseconds, or at most requestTimeout for a client that
+	// stalls.
+	requestPoolMessages = 2
 	// connWindow is the static connection window. grpc-go acknowledges
 	// connection-level data as it arrives, so it limits bytes on the wire,
 	// not bytes held.
@@ -42,6 +51,8 @@ const (
 // budget is the server-wide budget of inbound message bytes: a weighted
 // semaphore (FIFO, so a large reservation is not starved by small ones).
 type budget struct {
+	pool     string // "data" or "request", the label of its metrics
+	flag     string // what raises it, for the refusal message
 	capacity int64
 	sem      *semaphore.Weighted
 	wait     time.Duration
@@ -49,11 +60,11 @@ type budget struct {
 	m        *metrics
 }
 
-func newBudget(capacity int64, wait time.Duration, m *metrics) *budget {
+func newBudget(pool, flag string, capacity int64, wait time.Duration, m *metrics) *budget {
 	if capacity <= 0 {
 		return nil
 	}
-	return &budget{capacity: capacity, sem: semaphore.NewWeighted(capacity), wait: wait, m: m}
+	return &budget{pool: pool, flag: flag, capacity: capacity, sem: semaphore.NewWeighted(capacity), wait: wait, m: m}
 }
 
 // acquire reserves n bytes, waiting up to the budget's wait time (or until
@@ -67,7 +78,7 @@ func (b *budget) acquire(ctx context.Context, n int64) error {
 		b.add(n)
 		return nil
 	}
-	b.m.inflightWaits.Inc()
+	b.m.inflightWaits.WithLabelValues(b.pool).Inc()
 	wctx := ctx
 	if b.wait > 0 {
 		var cancel context.CancelFunc
@@ -78,10 +89,10 @@ func (b *budget) acquire(ctx context.Context, n int64) error {
 		if ctx.Err() != nil {
 			return status.FromContextError(ctx.Err()).Err()
 		}
-		b.m.inflightRefusals.Inc()
+		b.m.inflightRefusals.WithLabelValues(b.pool).Inc()
 		return status.Errorf(codes.ResourceExhausted,
-			"server busy: inbound messages in flight fill the server's budget of %d bytes (--max-inflight-bytes) and none finished within %s; retry later",
-			b.capacity, b.wait)
+			"server busy: inbound messages in flight fill the server's budget of %d bytes (%s) and none finished within %s; retry later",
+			b.capacity, b.flag, b.wait)
 	}
 	b.add(n)
 	return nil
@@ -107,7 +118,7 @@ func (b *budget) release(n int64) {
 	b.sem.Release(n)
 }
 
-func (b *budget) add(n int64) { b.m.inflight.Set(float64(b.used.Add(n))) }
+func (b *budget) add(n int64) { b.m.inflight.WithLabelValues(b.pool).Set(float64(b.used.Add(n))) }
 
 // inflightStream charges every RecvMsg of a stream to the budget. Before
 // the call it reserves the largest message grpc may accept (grpc-go buffers
@@ -142,9 +153,9 @@ func (w *inflightStream) RecvMsg(m any) error {
 			w.onRecv(n)
 		}
 	}
-	keep := min(n, min(w.reserve, w.b.capacity))
+	keep := min(n, w.reserve)
 	w.mu.Lock()
-	w.b.release(min(w.reserve, w.b.capacity) - keep)
+	w.b.release(w.reserve - keep)
 	w.held = keep
 	w.mu.Unlock()
 	return err
@@ -167,15 +178,34 @@ func msgSize(m any) int {
 }
 
 // streamInflight is the interceptor that charges every stream's receives
-// to the budget. It runs after authentication, so a caller without
-// credentials never gets a message read.
+// to a budget: the data pool for the streams that carry data from the
+// client (DoPut, DoExchange, Handshake), the request pool for the request
+// of every other RPC. It runs after authentication, so a caller without
+// credentials never gets a message read. Health checks never read their
+// request (see healthService) and are not charged.
 func (s *Server) streamInflight(srv any, ss grpc.ServerStream, si *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	if s.budget == nil {
+	b := s.reqBudget
+	if clientStreams(si.FullMethod) {
+		b = s.budget
+	}
+	if b == nil || isHealth(si.FullMethod) {
 		return h(srv, ss)
 	}
-	w := &inflightStream{ServerStream: ss, b: s.budget, reserve: int64(s.opts.maxRecv)}
+	w := &inflightStream{ServerStream: ss, b: b, reserve: min(int64(s.opts.maxRecv), b.capacity)}
 	defer w.done()
 	return h(srv, w)
+}
+
+// clientStreams reports whether a method's client sends a stream of
+// messages (the data pool's methods).
+func clientStreams(method string) bool {
+	switch method {
+	case "/arrow.flight.protocol.FlightService/DoPut",
+		"/arrow.flight.protocol.FlightService/DoExchange",
+		"/arrow.flight.protocol.FlightService/Handshake":
+		return true
+	}
+	return false
 }
 
 // errDecodeBudget is the panic value of a budgetAllocator that ran out;

@@ -34,9 +34,9 @@ type metrics struct {
 	sendIdle    prometheus.Counter
 	panics      *prometheus.CounterVec
 
-	inflight         prometheus.Gauge
-	inflightWaits    prometheus.Counter
-	inflightRefusals prometheus.Counter
+	inflight         *prometheus.GaugeVec
+	inflightWaits    *prometheus.CounterVec
+	inflightRefusals *prometheus.CounterVec
 	limitRefusals    *prometheus.CounterVec
 
 	pwChecks   prometheus.Counter
@@ -114,18 +114,18 @@ func newMetrics() *metrics {
 			Name: "quiver_panics_total",
 			Help: "Panics recovered in RPCs (answered Internal; the server kept serving), by method.",
 		}, []string{"method"}),
-		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "quiver_inflight_bytes",
-			Help: "Bytes of the in-flight inbound message budget reserved now (--max-inflight-bytes).",
-		}),
-		inflightWaits: prometheus.NewCounter(prometheus.CounterOpts{
+			Help: "Bytes of the in-flight inbound message budgets reserved now, by pool (data: --max-inflight-bytes; request).",
+		}, []string{"pool"}),
+		inflightWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quiver_inflight_waits_total",
-			Help: "Receives that had to wait for room in the in-flight budget.",
-		}),
-		inflightRefusals: prometheus.NewCounter(prometheus.CounterOpts{
+			Help: "Receives that had to wait for room in an in-flight budget, by pool.",
+		}, []string{"pool"}),
+		inflightRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quiver_inflight_refusals_total",
-			Help: "Receives refused ResourceExhausted because the in-flight budget stayed full.",
-		}),
+			Help: "Receives refused ResourceExhausted because an in-flight budget stayed full, by pool.",
+		}, []string{"pool"}),
 		limitRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quiver_limit_refusals_total",
 			Help: "Puts refused by a schema or decode limit, by limit (columns, depth, decode).",

@@ -54,8 +54,9 @@ type Server struct {
 	grpc    *grpc.Server
 	health  *health.Server
 	metrics *metrics
-	budget  *budget
-	pw      *passwordGate
+	budget    *budget // the data pool
+	reqBudget *budget // the request pool
+	pw        *passwordGate
 	// unary names the methods declared unary that are registered as
 	// streams (see streamify).
 	unary map[string]bool
@@ -194,7 +195,10 @@ func New(st *store.Store, opts ...Option) *Server {
 		metrics: newMetrics(),
 		unary:   map[string]bool{},
 	}
-	s.budget = newBudget(o.maxInflight, o.inflightWait, s.metrics)
+	s.budget = newBudget("data", "--max-inflight-bytes", o.maxInflight, o.inflightWait, s.metrics)
+	if s.budget != nil {
+		s.reqBudget = newBudget("request", "its request pool, 2 × --max-recv-msg-size", requestPoolMessages*int64(o.maxRecv), o.inflightWait, s.metrics)
+	}
 	s.pw = newPasswordGate(o.pwLimits, s.metrics)
 	st.OnLockWait(s.metrics.lockWait)
 	// Logging is outermost so that refused RPCs are logged and counted too;
@@ -214,7 +218,7 @@ func New(st *store.Store, opts ...Option) *Server {
 	s.grpc = grpc.NewServer(gopts...)
 	s.grpc.RegisterService(streamify(flightgen.FlightService_ServiceDesc, s.unary), s)
 	s.health = health.NewServer()
-	s.grpc.RegisterService(streamify(healthpb.Health_ServiceDesc, s.unary), s.health)
+	s.grpc.RegisterService(healthService(s.health), s.health)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(flightServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s

@@ -6,6 +6,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
 
@@ -45,3 +47,41 @@ func streamify(desc grpc.ServiceDesc, unary map[string]bool) *grpc.ServiceDesc {
 	}
 	return &out
 }
+
+// healthService registers the standard health service so that it never
+// reads its request: health checks need no credentials, so a request they
+// read would be memory any client could make the server spend (up to the
+// receive message limit each). Every service of this server has the same
+// status, so the answer for "" (the whole server) is the answer for any of
+// them. Check and List are registered as streams, like streamify does.
+func healthService(h *health.Server) *grpc.ServiceDesc {
+	return &grpc.ServiceDesc{
+		ServiceName: healthpb.Health_ServiceDesc.ServiceName,
+		HandlerType: (*healthpb.HealthServer)(nil),
+		Streams: []grpc.StreamDesc{
+			{StreamName: "Check", ServerStreams: true, Handler: func(_ any, st grpc.ServerStream) error {
+				resp, err := h.Check(st.Context(), &healthpb.HealthCheckRequest{})
+				if err != nil {
+					return err
+				}
+				return st.SendMsg(resp)
+			}},
+			{StreamName: "List", ServerStreams: true, Handler: func(_ any, st grpc.ServerStream) error {
+				resp, err := h.List(st.Context(), &healthpb.HealthListRequest{})
+				if err != nil {
+					return err
+				}
+				return st.SendMsg(resp)
+			}},
+			{StreamName: "Watch", ServerStreams: true, Handler: func(_ any, st grpc.ServerStream) error {
+				return h.Watch(&healthpb.HealthCheckRequest{}, &healthWatch{st})
+			}},
+		},
+		Metadata: healthpb.Health_ServiceDesc.Metadata,
+	}
+}
+
+// healthWatch is the stream of a Watch.
+type healthWatch struct{ grpc.ServerStream }
+
+func (w *healthWatch) Send(r *healthpb.HealthCheckResponse) error { return w.SendMsg(r) }
