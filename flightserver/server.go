@@ -48,12 +48,12 @@ const flightServiceName = "arrow.flight.protocol.FlightService"
 type Server struct {
 	flight.BaseFlightServer
 
-	st      *store.Store
-	cat     *catalog.Catalog
-	opts    options
-	grpc    *grpc.Server
-	health  *health.Server
-	metrics *metrics
+	st        *store.Store
+	cat       *catalog.Catalog
+	opts      options
+	grpc      *grpc.Server
+	health    *health.Server
+	metrics   *metrics
 	budget    *budget // the data pool
 	reqBudget *budget // the request pool
 	pw        *passwordGate
