@@ -25,11 +25,7 @@ const maxPanicValue = 4 << 10
 // debug.Stack shows the panicking frames.
 func (s *Server) recovered(method string, v any) error {
 	s.metrics.panic(method)
-	val := fmt.Sprint(v)
-	if len(val) > maxPanicValue {
-		val = val[:maxPanicValue] + "…"
-	}
-	s.opts.log.Error().Str("method", method).Str("panic", val).Str("stack", string(debug.Stack())).
+	s.opts.log.Error().Str("method", method).Str("panic", truncate(v)).Str("stack", string(debug.Stack())).
 		Msg("panic recovered; the RPC failed with Internal and the server keeps serving")
 	return errPanic
 }
@@ -73,6 +69,7 @@ func (s *Server) goSafe(method string, f func(), onPanic func(error)) {
 	}()
 }
 
+// truncate is v's string form cut to maxPanicValue bytes.
 func truncate(v any) string {
 	val := fmt.Sprint(v)
 	if len(val) > maxPanicValue {
@@ -93,7 +90,7 @@ func (s *Server) hook(point string) {
 }
 
 // withTestHook installs f, called at named points of the RPCs ("DoPut"
-// after the first batch, "DoGet" after the first message, "GetFlightInfo",
-// "send" inside the goroutine of a guarded send), so tests can inject
-// panics where real bugs would hit.
+// after the first batch, "DoGet" after each batch, "GetFlightInfo" at its
+// start, "send" inside the goroutine of a guarded send), so tests can
+// inject panics where real bugs would hit.
 func withTestHook(f func(point string)) Option { return func(o *options) { o.testHook = f } }
