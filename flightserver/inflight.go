@@ -25,7 +25,7 @@ const (
 	// next RecvMsg or its end. Decompressed DoPut buffers are charged to it
 	// too. The request messages of the other RPCs have a pool of their own
 	// (requestPoolMessages), so slow puts cannot hold up reads.
-	DefaultMaxInflightBytes = 1 << 30
+	DefaultMaxInflightBytes = 512 << 20
 	// DefaultInflightWait is how long a receive waits for room in the
 	// budget before the RPC fails with ResourceExhausted.
 	DefaultInflightWait = 30 * time.Second
