@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -88,7 +89,7 @@ func validateBatch(rec arrow.RecordBatch, bodyBytes int) (err error) {
 			return fmt.Errorf("column %d has %d rows, the batch %d", i, col.Len(), rec.NumRows())
 		}
 	}
-	if err := array.ValidateRecordFull(rec); err != nil {
+	if err := validateColumns(rec); err != nil {
 		msg := err.Error()
 		if len(msg) > maxValidationMessage {
 			msg = msg[:maxValidationMessage] + "…"
@@ -101,6 +102,62 @@ func validateBatch(rec arrow.RecordBatch, bodyBytes int) (err error) {
 		}
 	}
 	return nil
+}
+
+// validateColumns runs array.ValidateFull on every column. arrow-go's IPC
+// reader gives a null-typed array no buffer while its validator expects the
+// layout's one (always nil) slot, so such arrays, anywhere in a column, are
+// given that slot in a copy of the column's data first.
+func validateColumns(rec arrow.RecordBatch) error {
+	for i, col := range rec.Columns() {
+		d, changed := withNullSlots(col.Data())
+		a := col
+		if changed {
+			a = array.MakeFromData(d)
+			d.Release()
+		}
+		err := array.ValidateFull(a)
+		if changed {
+			a.Release()
+		}
+		if err != nil {
+			return fmt.Errorf("column %d (%s): %w", i, rec.Schema().Field(i).Name, err)
+		}
+	}
+	return nil
+}
+
+// withNullSlots returns d, or a copy (to Release) in which every null-typed
+// array data without buffers has the nil buffer slot of its layout.
+func withNullSlots(d arrow.ArrayData) (arrow.ArrayData, bool) {
+	if d.DataType().ID() == arrow.NULL && len(d.Buffers()) == 0 {
+		return array.NewData(d.DataType(), d.Len(), []*memory.Buffer{nil}, nil, d.NullN(), d.Offset()), true
+	}
+	children := d.Children()
+	var fixed []arrow.ArrayData
+	for i, c := range children {
+		fc, ok := withNullSlots(c)
+		if !ok {
+			continue
+		}
+		if fixed == nil {
+			fixed = append([]arrow.ArrayData(nil), children...)
+		}
+		fixed[i] = fc
+	}
+	if fixed == nil {
+		return d, false
+	}
+	out := array.NewData(d.DataType(), d.Len(), d.Buffers(), fixed, d.NullN(), d.Offset())
+	for i, c := range fixed {
+		if c != children[i] {
+			c.Release() // out retains it
+		}
+	}
+	if dict := d.Dictionary(); dict != nil {
+		out.SetDictionary(dict)
+	}
+	return out, true
 }
 
 // DoPut streams one put (an append by default, a write with mode "write")
