@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -100,6 +101,13 @@ func (w *idleStream) RecvMsg(m any) error {
 func (w *idleStream) SendMsg(m any) error {
 	if w.sendTimeout <= 0 {
 		return w.ServerStream.SendMsg(m)
+	}
+	if fd, ok := m.(*flight.FlightData); ok {
+		// arrow-go's Flight writer reuses its FlightData and changes it
+		// once Send returns; a send abandoned on timeout still encodes it,
+		// so it gets a struct of its own (the byte slices are not written
+		// again: the RPC ends).
+		m = &flight.FlightData{FlightDescriptor: fd.FlightDescriptor, DataHeader: fd.DataHeader, AppMetadata: fd.AppMetadata, DataBody: fd.DataBody}
 	}
 	return w.guard(w.sendTimeout, "send", func() error {
 		w.s.hook("send")

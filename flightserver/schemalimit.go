@@ -1,9 +1,8 @@
 package flightserver
 
 import (
-	"encoding/binary"
-
 	"github.com/apache/arrow-go/v18/arrow"
+	flatbuffers "github.com/google/flatbuffers/go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -40,86 +39,43 @@ func (s *Server) depthError() error {
 // Offsets in the vtables of the IPC flatbuffers (format/Message.fbs,
 // format/Schema.fbs).
 const (
-	fbMessageHeaderType     = 6  // Message.header_type
-	fbMessageHeader         = 8  // Message.header
-	fbMessageCustomMetadata = 12 // Message.custom_metadata
-	fbSchemaFields          = 6  // Schema.fields
-	fbSchemaCustomMetadata  = 8  // Schema.custom_metadata
-	fbSchemaFeatures        = 10 // Schema.features
-	fbFieldChildren         = 14 // Field.children
-	fbFieldCustomMetadata   = 16 // Field.custom_metadata
-	fbHeaderSchema          = 1  // MessageHeader.Schema
+	fbMessageHeaderType     flatbuffers.VOffsetT = 6  // Message.header_type
+	fbMessageHeader                              = 8  // Message.header
+	fbMessageCustomMetadata                      = 12 // Message.custom_metadata
+	fbSchemaFields                               = 6  // Schema.fields
+	fbSchemaCustomMetadata                       = 8  // Schema.custom_metadata
+	fbSchemaFeatures                             = 10 // Schema.features
+	fbFieldChildren                              = 14 // Field.children
+	fbFieldCustomMetadata                        = 16 // Field.custom_metadata
+	fbHeaderSchema                               = 1  // MessageHeader.Schema
 )
 
-// fbuf reads a flatbuffer with every offset checked, so hostile bytes
-// yield ok=false instead of a panic.
-type fbuf []byte
+// fbTable reads the IPC flatbuffers with the flatbuffers library's own
+// offset arithmetic (32-bit, wrapping), exactly as arrow-go's generated code
+// does, so the check sees what the IPC reader will see. Out-of-range reads
+// panic in the library; checkSchemaMessage recovers them as a malformed
+// message.
+type fbTable struct{ flatbuffers.Table }
 
-func (b fbuf) u32(p int) (int, bool) {
-	if p < 0 || p+4 > len(b) {
-		return 0, false
+// vector is the start and length of a vector field of elements of size
+// bytes (0, 0 when absent), or ok=false when the claimed length does not
+// fit in the buffer: arrow-go allocates by that length before it reads an
+// element.
+func (t fbTable) vector(voff flatbuffers.VOffsetT, size int) (start flatbuffers.UOffsetT, n int, ok bool) {
+	o := flatbuffers.UOffsetT(t.Offset(voff))
+	if o == 0 {
+		return 0, 0, true
 	}
-	return int(binary.LittleEndian.Uint32(b[p:])), true
-}
-
-func (b fbuf) u16(p int) (int, bool) {
-	if p < 0 || p+2 > len(b) {
-		return 0, false
-	}
-	return int(binary.LittleEndian.Uint16(b[p:])), true
-}
-
-// field is the position of a table's field value, or 0 when the field is
-// absent.
-func (b fbuf) field(table, voff int) (int, bool) {
-	if table < 0 || table+4 > len(b) {
-		return 0, false
-	}
-	vt := table - int(int32(binary.LittleEndian.Uint32(b[table:])))
-	vtLen, ok := b.u16(vt)
-	if !ok {
-		return 0, false
-	}
-	if voff+2 > vtLen {
-		return 0, true
-	}
-	off, ok := b.u16(vt + voff)
-	if !ok {
-		return 0, false
-	}
-	if off == 0 {
-		return 0, true
-	}
-	return table + off, true
-}
-
-// indirect follows the offset stored at p.
-func (b fbuf) indirect(p int) (int, bool) {
-	o, ok := b.u32(p)
-	return p + o, ok
-}
-
-// vector is the start and length of a table's vector field of 4-byte
-// elements (0, 0 when absent).
-func (b fbuf) vector(table, voff int) (start, n int, ok bool) {
-	return b.vectorOf(table, voff, 4)
-}
-
-// vectorOf is vector for elements of size bytes.
-func (b fbuf) vectorOf(table, voff, size int) (start, n int, ok bool) {
-	p, ok := b.field(table, voff)
-	if !ok || p == 0 {
-		return 0, 0, ok
-	}
-	v, ok := b.indirect(p)
-	if !ok {
+	start, n = t.Vector(o), t.VectorLen(o)
+	if n < 0 || int(start) > len(t.Bytes) || n > (len(t.Bytes)-int(start))/size {
 		return 0, 0, false
 	}
-	n, ok = b.u32(v)
-	if !ok || n > (len(b)-v-4)/size {
-		return 0, 0, false
-	}
-	return v + 4, n, true
+	return start, n, true
+}
+
+// table is the table a vector element of tables points to.
+func (t fbTable) table(start flatbuffers.UOffsetT, i int) fbTable {
+	return fbTable{flatbuffers.Table{Bytes: t.Bytes, Pos: t.Indirect(start + flatbuffers.UOffsetT(i)*4)}}
 }
 
 // checkSchemaMessage walks the schema of an IPC message's flatbuffer
@@ -135,43 +91,47 @@ func (b fbuf) vectorOf(table, voff, size int) (start, n int, ok bool) {
 //
 // A message that is not a schema passes; a malformed one is
 // InvalidArgument.
-func (s *Server) checkSchemaMessage(hdr []byte) error {
-	b := fbuf(hdr)
+func (s *Server) checkSchemaMessage(hdr []byte) (err error) {
 	malformed := status.Error(codes.InvalidArgument, "malformed IPC message header")
-	root, ok := b.indirect(0)
-	if !ok {
+	defer func() {
+		if recover() != nil {
+			err = malformed
+		}
+	}()
+	if len(hdr) < 4 {
 		return malformed
 	}
-	if _, _, ok := b.vector(root, fbMessageCustomMetadata); !ok {
+	msg := fbTable{flatbuffers.Table{Bytes: hdr, Pos: flatbuffers.GetUOffsetT(hdr)}}
+	if _, _, ok := msg.vector(fbMessageCustomMetadata, 4); !ok {
 		return malformed
 	}
-	p, ok := b.field(root, fbMessageHeaderType)
-	if !ok {
-		return malformed
-	}
-	if p == 0 || p >= len(b) || b[p] != fbHeaderSchema {
+	o := flatbuffers.UOffsetT(msg.Offset(fbMessageHeaderType))
+	if o == 0 || msg.GetByte(o+msg.Pos) != fbHeaderSchema {
 		return nil // not a schema: the IPC reader judges it
 	}
-	p, ok = b.field(root, fbMessageHeader)
-	if !ok || p == 0 {
+	o = flatbuffers.UOffsetT(msg.Offset(fbMessageHeader))
+	if o == 0 {
 		return malformed
 	}
-	schema, ok := b.indirect(p)
+	var schema fbTable
+	msg.Union(&schema.Table, o)
+	start, n, ok := schema.vector(fbSchemaFields, 4)
 	if !ok {
 		return malformed
 	}
-	start, n, ok := b.vector(schema, fbSchemaFields)
-	if !ok {
+	if _, _, ok := schema.vector(fbSchemaCustomMetadata, 4); !ok {
 		return malformed
 	}
-	if _, _, ok := b.vector(schema, fbSchemaCustomMetadata); !ok {
+	if _, _, ok := schema.vector(fbSchemaFeatures, 8); !ok {
 		return malformed
 	}
-	if _, _, ok := b.vectorOf(schema, fbSchemaFeatures, 8); !ok {
-		return malformed
+	type frame struct {
+		parent fbTable
+		start  flatbuffers.UOffsetT
+		n, i   int
+		depth  int
 	}
-	type frame struct{ start, n, i, depth int }
-	stack := []frame{{start: start, n: n, depth: 1}}
+	stack := []frame{{parent: schema, start: start, n: n, depth: 1}}
 	leaves := 0
 	for len(stack) > 0 {
 		f := &stack[len(stack)-1]
@@ -179,21 +139,17 @@ func (s *Server) checkSchemaMessage(hdr []byte) error {
 			stack = stack[:len(stack)-1]
 			continue
 		}
-		elem := f.start + 4*f.i
+		field := f.parent.table(f.start, f.i)
 		f.i++
 		depth := f.depth
 		if depth > s.opts.maxDepth {
 			return s.depthError()
 		}
-		field, ok := b.indirect(elem)
+		cs, cn, ok := field.vector(fbFieldChildren, 4)
 		if !ok {
 			return malformed
 		}
-		cs, cn, ok := b.vector(field, fbFieldChildren)
-		if !ok {
-			return malformed
-		}
-		if _, _, ok := b.vector(field, fbFieldCustomMetadata); !ok {
+		if _, _, ok := field.vector(fbFieldCustomMetadata, 4); !ok {
 			return malformed
 		}
 		if cn == 0 {
@@ -203,7 +159,7 @@ func (s *Server) checkSchemaMessage(hdr []byte) error {
 			}
 			continue
 		}
-		stack = append(stack, frame{start: cs, n: cn, depth: depth + 1})
+		stack = append(stack, frame{parent: field, start: cs, n: cn, depth: depth + 1})
 	}
 	return nil
 }
