@@ -19,7 +19,7 @@ import (
 // Defaults of the inbound memory limits; each has an Option.
 const (
 	// DefaultMaxInflightBytes is the server-wide budget of inbound data
-	// message bytes (DoPut, DoExchange, Handshake): every RecvMsg reserves
+	// message bytes (DoPut, DoExchange): every RecvMsg reserves
 	// the largest message it may receive (--max-recv-msg-size) before it
 	// starts, and keeps the size of what it received until the stream's
 	// next RecvMsg or its end. Decompressed DoPut buffers are charged to it
@@ -179,8 +179,8 @@ func msgSize(m any) int {
 
 // streamInflight is the interceptor that charges every stream's receives
 // to a budget: the data pool for the streams that carry data from the
-// client (DoPut, DoExchange, Handshake), the request pool for the request
-// of every other RPC. It runs after authentication, so a caller without
+// client (DoPut, DoExchange), the request pool for the messages of every
+// other RPC (their one request; a handshake's few small messages). It runs after authentication, so a caller without
 // credentials never gets a message read. Health checks never read their
 // request (see healthService) and are not charged.
 func (s *Server) streamInflight(srv any, ss grpc.ServerStream, si *grpc.StreamServerInfo, h grpc.StreamHandler) error {
@@ -196,13 +196,12 @@ func (s *Server) streamInflight(srv any, ss grpc.ServerStream, si *grpc.StreamSe
 	return h(srv, w)
 }
 
-// clientStreams reports whether a method's client sends a stream of
+// clientStreams reports whether a method's client sends a stream of data
 // messages (the data pool's methods).
 func clientStreams(method string) bool {
 	switch method {
 	case "/arrow.flight.protocol.FlightService/DoPut",
-		"/arrow.flight.protocol.FlightService/DoExchange",
-		"/arrow.flight.protocol.FlightService/Handshake":
+		"/arrow.flight.protocol.FlightService/DoExchange":
 		return true
 	}
 	return false
