@@ -317,8 +317,8 @@ func FuzzDoPut(f *testing.F) {
 			}
 			t.Fatalf("%d bytes of Arrow memory still allocated after the put (%v: %v); %d after %v more", n, code, err, mem.CurrentAlloc()-before, time.Since(t0))
 		}
-		if n := srv.budget.used.Load(); n != 0 {
-			t.Fatalf("%d bytes of the in-flight budget still reserved after the put (%v: %v)", n, code, err)
+		if n, m := srv.budget.used.Load(), srv.reqBudget.used.Load(); n != 0 || m != 0 {
+			t.Fatalf("%d and %d bytes of the in-flight budgets still reserved after the put (%v: %v)", n, m, code, err)
 		}
 	})
 }

@@ -134,7 +134,6 @@ type inflightStream struct {
 	reserve int64
 	mu      sync.Mutex // RecvMsg is not called concurrently, but done may race an abandoned call
 	held    int64
-	onRecv  func(n int64)
 }
 
 func (w *inflightStream) RecvMsg(m any) error {
@@ -149,9 +148,6 @@ func (w *inflightStream) RecvMsg(m any) error {
 	var n int64
 	if err == nil {
 		n = int64(msgSize(m))
-		if w.onRecv != nil {
-			w.onRecv(n)
-		}
 	}
 	keep := min(n, w.reserve)
 	w.mu.Lock()
