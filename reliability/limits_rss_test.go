@@ -281,11 +281,11 @@ func TestLimitsConcurrentMessages(t *testing.T) {
 	maxRecv, inflight, over := int64(16*mib), int64(32*mib), 20*mib
 	var flags []string
 	if full() {
-		maxRecv, inflight, over = 128*mib, 1024*mib, 160*mib
+		maxRecv, inflight, over = 128*mib, 512*mib, 160*mib
 	} else {
 		flags = []string{"--max-recv-msg-size", strconv.FormatInt(maxRecv, 10), "--max-inflight-bytes", strconv.FormatInt(inflight, 10)}
 	}
-	under := int(maxRecv) - mib
+	under := int(maxRecv) * 15 / 16 // the null's validity bitmap adds 1/64
 	run := func(t *testing.T, size int, want codes.Code) (*rssServer, time.Duration) {
 		r := startRSS(t, flags...)
 		sc, rec := int64Batch(size, want == codes.InvalidArgument)
