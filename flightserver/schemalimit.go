@@ -39,15 +39,15 @@ func (s *Server) depthError() error {
 // Offsets in the vtables of the IPC flatbuffers (format/Message.fbs,
 // format/Schema.fbs).
 const (
-	fbMessageHeaderType     flatbuffers.VOffsetT = 6  // Message.header_type
-	fbMessageHeader                              = 8  // Message.header
-	fbMessageCustomMetadata                      = 12 // Message.custom_metadata
-	fbSchemaFields                               = 6  // Schema.fields
-	fbSchemaCustomMetadata                       = 8  // Schema.custom_metadata
-	fbSchemaFeatures                             = 10 // Schema.features
-	fbFieldChildren                              = 14 // Field.children
-	fbFieldCustomMetadata                        = 16 // Field.custom_metadata
-	fbHeaderSchema                               = 1  // MessageHeader.Schema
+	fbMessageHeaderType     = 6  // Message.header_type
+	fbMessageHeader         = 8  // Message.header
+	fbMessageCustomMetadata = 12 // Message.custom_metadata
+	fbSchemaFields          = 6  // Schema.fields
+	fbSchemaCustomMetadata  = 8  // Schema.custom_metadata
+	fbSchemaFeatures        = 10 // Schema.features
+	fbFieldChildren         = 14 // Field.children
+	fbFieldCustomMetadata   = 16 // Field.custom_metadata
+	fbHeaderSchema          = 1  // MessageHeader.Schema
 )
 
 // fbTable reads the IPC flatbuffers with the flatbuffers library's own
