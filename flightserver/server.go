@@ -26,7 +26,7 @@ const (
 	// must be well above grpc-go's 4 MiB default: a 64 MiB batch passes.
 	// Every receive reserves this much of the in-flight budget
 	// (DefaultMaxInflightBytes), so it also sets how many receives run at
-	// once: 8 with the defaults.
+	// once: 4 with the defaults.
 	DefaultMaxRecvMsgSize = 128 << 20
 	// DefaultMaxSendMsgSize is the size DoGet keeps each message under by
 	// slicing batches: grpc-go clients receive at most 4 MiB by default.
