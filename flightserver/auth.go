@@ -3,6 +3,7 @@ package flightserver
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -267,8 +268,19 @@ type Authenticator struct {
 	path     string
 	now      func() time.Time
 	ttl      time.Duration
+	cacheTTL time.Duration
+	cacheKey [32]byte // HMAC key of the login cache, random per process
 	mu       sync.Mutex
-	sessions map[string]session // by hex SHA-256 of the issued token
+	sessions map[string]session    // by hex SHA-256 of the issued token
+	logins   map[[32]byte]cachedOK // successful password checks, by HMAC of user and password
+}
+
+// cachedOK is a password check that succeeded: it stands while the user's
+// hash in the auth file is still the one it was checked against.
+type cachedOK struct {
+	user    string
+	hash    string
+	expires time.Time
 }
 
 // session is a token the handshake issued to a user. The user's role and
@@ -283,6 +295,12 @@ type session struct {
 // valid.
 const DefaultSessionTTL = 12 * time.Hour
 
+// DefaultLoginCacheTTL is how long a successful password check is
+// remembered: a handshake with the same user and password within it skips
+// bcrypt (and the password limits). A reload of the auth file forgets
+// every entry.
+const DefaultLoginCacheTTL = time.Minute
+
 // AuthOption configures an Authenticator.
 type AuthOption func(*Authenticator)
 
@@ -293,12 +311,25 @@ func WithAuthClock(now func() time.Time) AuthOption { return func(a *Authenticat
 // DefaultSessionTTL).
 func WithSessionTTL(d time.Duration) AuthOption { return func(a *Authenticator) { a.ttl = d } }
 
-// LoadAuthenticator reads the auth file at path.
-func LoadAuthenticator(path string, opts ...AuthOption) (*Authenticator, error) {
-	a := &Authenticator{path: path, now: time.Now, ttl: DefaultSessionTTL, sessions: map[string]session{}}
+// WithLoginCacheTTL sets how long a successful password check is
+// remembered (default DefaultLoginCacheTTL; 0: not at all).
+func WithLoginCacheTTL(d time.Duration) AuthOption { return func(a *Authenticator) { a.cacheTTL = d } }
+
+func newAuthenticator(path string, opts []AuthOption) *Authenticator {
+	a := &Authenticator{path: path, now: time.Now, ttl: DefaultSessionTTL, cacheTTL: DefaultLoginCacheTTL,
+		sessions: map[string]session{}, logins: map[[32]byte]cachedOK{}}
+	if _, err := rand.Read(a.cacheKey[:]); err != nil {
+		a.cacheTTL = 0 // no key, no cache
+	}
 	for _, o := range opts {
 		o(a)
 	}
+	return a
+}
+
+// LoadAuthenticator reads the auth file at path.
+func LoadAuthenticator(path string, opts ...AuthOption) (*Authenticator, error) {
+	a := newAuthenticator(path, opts)
 	if err := a.Reload(); err != nil {
 		return nil, err
 	}
@@ -308,10 +339,7 @@ func LoadAuthenticator(path string, opts ...AuthOption) (*Authenticator, error) 
 // NewAuthenticator returns an Authenticator over an auth file already
 // parsed (Reload then has no file to read and fails).
 func NewAuthenticator(f *AuthFile, opts ...AuthOption) (*Authenticator, error) {
-	a := &Authenticator{now: time.Now, ttl: DefaultSessionTTL, sessions: map[string]session{}}
-	for _, o := range opts {
-		o(a)
-	}
+	a := newAuthenticator("", opts)
 	db, err := compileAuth(f)
 	if err != nil {
 		return nil, err
@@ -345,8 +373,10 @@ func (a *Authenticator) Set(f *AuthFile) error {
 	}
 	a.db.Store(db)
 	// Sessions of users who are gone are dropped now; the lookup checks
-	// again, so a race with a concurrent login cannot resurrect one.
+	// again, so a race with a concurrent login cannot resurrect one. The
+	// login cache is forgotten whole.
 	a.mu.Lock()
+	clear(a.logins)
 	for h, s := range a.sessions {
 		if _, ok := db.users[s.user]; !ok {
 			delete(a.sessions, h)
@@ -366,7 +396,8 @@ func (a *Authenticator) Counts() (users, tokens int) {
 // never which part was wrong.
 var errUnauthenticated = status.Error(codes.Unauthenticated, "invalid or expired credentials")
 
-// Login checks a user's password and issues a session token.
+// Login checks a user's password and issues a session token. A check that
+// succeeded within the login cache TTL is not repeated.
 func (a *Authenticator) Login(user, password string) (string, *Identity, error) {
 	db := a.db.Load()
 	u, ok := db.users[user]
@@ -376,8 +407,11 @@ func (a *Authenticator) Login(user, password string) (string, *Identity, error) 
 		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
 		return "", nil, errUnauthenticated
 	}
-	if bcrypt.CompareHashAndPassword(u.hash, []byte(password)) != nil {
-		return "", nil, errUnauthenticated
+	if !a.cached(user, password) {
+		if bcrypt.CompareHashAndPassword(u.hash, []byte(password)) != nil {
+			return "", nil, errUnauthenticated
+		}
+		a.remember(user, password, u)
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
@@ -395,6 +429,59 @@ func (a *Authenticator) Login(user, password string) (string, *Identity, error) 
 	a.mu.Unlock()
 	id := u.id
 	return tok, &id, nil
+}
+
+// loginKey is the login cache's key of a user and password: an HMAC under
+// a random per-process key, so the cache never holds the password or an
+// unsalted hash of it.
+func (a *Authenticator) loginKey(user, password string) [32]byte {
+	h := hmac.New(sha256.New, a.cacheKey[:])
+	h.Write([]byte(user))
+	h.Write([]byte{0})
+	h.Write([]byte(password))
+	var k [32]byte
+	copy(k[:], h.Sum(nil))
+	return k
+}
+
+// cached reports whether user and password passed a check within the
+// login cache TTL, against the user's current hash.
+func (a *Authenticator) cached(user, password string) bool {
+	if a.cacheTTL <= 0 {
+		return false
+	}
+	u, ok := a.db.Load().users[user]
+	if !ok {
+		return false
+	}
+	k := a.loginKey(user, password)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c, ok := a.logins[k]
+	if !ok {
+		return false
+	}
+	if !a.now().Before(c.expires) || c.user != user || c.hash != string(u.hash) {
+		delete(a.logins, k)
+		return false
+	}
+	return true
+}
+
+func (a *Authenticator) remember(user, password string, u *authUser) {
+	if a.cacheTTL <= 0 {
+		return
+	}
+	k := a.loginKey(user, password)
+	a.mu.Lock()
+	now := a.now()
+	for h, c := range a.logins { // expired entries go at the next success
+		if !now.Before(c.expires) {
+			delete(a.logins, h)
+		}
+	}
+	a.logins[k] = cachedOK{user: user, hash: string(u.hash), expires: now.Add(a.cacheTTL)}
+	a.mu.Unlock()
 }
 
 var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("quiver"), bcrypt.DefaultCost)
@@ -491,6 +578,15 @@ func (s *Server) handshake(ctx context.Context, setHeader func(metadata.MD) erro
 	if !ok {
 		return nil, status.Error(codes.Unauthenticated, "basic auth: want user:password")
 	}
+	if !a.cached(user, pass) {
+		done, err := s.pw.admit(ctx, peerIP(ctx))
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+	} else {
+		s.metrics.pwCached.Inc()
+	}
 	tok, id, err := a.Login(user, pass)
 	if err != nil {
 		return nil, err
@@ -509,6 +605,20 @@ func authHeader(ctx context.Context) (scheme, cred string) {
 	}
 	scheme, cred, _ = strings.Cut(strings.TrimSpace(vals[0]), " ")
 	return scheme, strings.TrimSpace(cred)
+}
+
+// peerIP is the client's IP address (without the port), the key of the
+// per-client password check rate.
+func peerIP(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return "unknown"
+	}
+	host := p.Addr.String()
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return host
 }
 
 // peerHost is the client's address without the port, or with the verified

@@ -22,8 +22,8 @@ type rpcInfo struct {
 	action   atomic.Value // string
 	rows     atomic.Int64
 	bytes    atomic.Int64
-	cause    atomic.Value // error: the error behind an Internal status
-	identity atomic.Value // string: who the RPC ran as
+	cause    atomic.Pointer[error] // the error behind an Internal status
+	identity atomic.Value          // string: who the RPC ran as
 }
 
 type rpcKey struct{}
@@ -38,7 +38,7 @@ func info(ctx context.Context) *rpcInfo {
 
 // fail records err for the log and returns its gRPC status.
 func fail(ctx context.Context, err error) error {
-	info(ctx).cause.Store(err)
+	info(ctx).cause.Store(&err)
 	return statusOf(err)
 }
 
@@ -69,7 +69,7 @@ func (s *Server) streamLog(srv any, ss grpc.ServerStream, si *grpc.StreamServerI
 	ri := &rpcInfo{}
 	start := s.opts.now()
 	name := si.FullMethod[strings.LastIndexByte(si.FullMethod, '/')+1:]
-	if !isHealth(si.FullMethod) {
+	if !isHealth(si.FullMethod) && !s.unary[si.FullMethod] {
 		defer s.metrics.streamOpen(name)()
 	}
 	err := h(srv, &wrappedStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), rpcKey{}, ri)})
@@ -115,8 +115,8 @@ func (s *Server) logRPC(ctx context.Context, method string, ri *rpcInfo, start t
 	ev = ev.Str("status", code.String())
 	if err != nil {
 		ev = ev.Str("error", status.Convert(err).Message())
-		if c, ok := ri.cause.Load().(error); ok && (code == codes.Internal || code == codes.Unknown) {
-			ev = ev.AnErr("cause", c) // the operator's log may name server paths
+		if c := ri.cause.Load(); c != nil && (code == codes.Internal || code == codes.Unknown) {
+			ev = ev.AnErr("cause", *c) // the operator's log may name server paths
 		}
 	}
 	ev.Msg("rpc")

@@ -32,6 +32,18 @@ type metrics struct {
 	authFail    prometheus.Counter
 	denials     *prometheus.CounterVec
 	idle        prometheus.Counter
+	sendIdle    prometheus.Counter
+	panics      *prometheus.CounterVec
+
+	inflight         *prometheus.GaugeVec
+	inflightWaits    *prometheus.CounterVec
+	inflightRefusals *prometheus.CounterVec
+	limitRefusals    *prometheus.CounterVec
+
+	pwChecks   prometheus.Counter
+	pwCached   prometheus.Counter
+	pwRefused  *prometheus.CounterVec
+	pwInFlight prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -56,7 +68,7 @@ func newMetrics() *metrics {
 		}, []string{"direction"}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quiver_bytes_total",
-			Help: "Arrow buffer bytes received by DoPut (direction=in) and sent by DoGet (direction=out).",
+			Help: "IPC message bytes (metadata and body) received by DoPut (direction=in) and sent by DoGet (direction=out).",
 		}, []string{"direction"}),
 		commits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quiver_commits_total",
@@ -95,9 +107,51 @@ func newMetrics() *metrics {
 			Name: "quiver_idle_stream_timeouts_total",
 			Help: "Streams cancelled because no message moved for the idle timeout.",
 		}),
+		sendIdle: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "quiver_send_timeouts_total",
+			Help: "Streams cancelled because the client accepted no message for the send timeout.",
+		}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quiver_panics_total",
+			Help: "Panics recovered in RPCs (answered Internal; the server kept serving), by method.",
+		}, []string{"method"}),
+		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "quiver_inflight_bytes",
+			Help: "Bytes of the in-flight inbound message budgets reserved now, by pool (data: --max-inflight-bytes; request).",
+		}, []string{"pool"}),
+		inflightWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quiver_inflight_waits_total",
+			Help: "Receives that had to wait for room in an in-flight budget, by pool.",
+		}, []string{"pool"}),
+		inflightRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quiver_inflight_refusals_total",
+			Help: "Receives refused ResourceExhausted because an in-flight budget stayed full, by pool.",
+		}, []string{"pool"}),
+		limitRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quiver_limit_refusals_total",
+			Help: "Puts refused by a schema or decode limit, by limit (columns, depth, decode).",
+		}, []string{"limit"}),
+		pwChecks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "quiver_password_checks_total",
+			Help: "bcrypt password checks run by basic-auth handshakes.",
+		}),
+		pwCached: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "quiver_password_cache_hits_total",
+			Help: "Basic-auth handshakes answered from the cache of recent successful checks.",
+		}),
+		pwRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quiver_password_refusals_total",
+			Help: "Basic-auth handshakes refused before any password check, by reason (peer_rate, global_rate, queue_full, queue_timeout).",
+		}, []string{"reason"}),
+		pwInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "quiver_password_checks_running",
+			Help: "bcrypt password checks running now.",
+		}),
 	}
 	m.reg.MustRegister(m.rpcs, m.durations, m.actions, m.rows, m.bytes, m.commits, m.lockTimeout, m.lockWaits,
 		m.problems, m.verifies, m.streams, m.authFail, m.denials, m.idle,
+		m.sendIdle, m.panics, m.inflight, m.inflightWaits, m.inflightRefusals, m.limitRefusals,
+		m.pwChecks, m.pwCached, m.pwRefused, m.pwInFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, d := range []string{"in", "out"} {
 		m.rows.WithLabelValues(d)
@@ -139,6 +193,10 @@ func (m *metrics) lockWait(d time.Duration, acquired bool) {
 func (m *metrics) denied(op string) { m.denials.WithLabelValues(op).Inc() }
 func (m *metrics) unauthenticated() { m.authFail.Inc() }
 func (m *metrics) idleTimeout()     { m.idle.Inc() }
+func (m *metrics) sendTimeout()     { m.sendIdle.Inc() }
+func (m *metrics) panic(method string) {
+	m.panics.WithLabelValues(method).Inc()
+}
 func (m *metrics) streamOpen(method string) func() {
 	g := m.streams.WithLabelValues(method)
 	g.Inc()

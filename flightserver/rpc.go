@@ -6,42 +6,183 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/quiverdb/quiver/catalog"
 )
 
-// countingReader counts what a DoPut stream carried, for the log line.
-type countingReader struct {
+// validatingReader checks every batch of a DoPut before the store sees it
+// (array.ValidateRecordFull: offsets, lengths, buffer sizes, UTF-8, child
+// arrays; and no null in a non-nullable top-level column), and counts the
+// rows for the log line. A bad batch ends the stream with
+// catalog.ErrInvalid: the store then commits nothing.
+type validatingReader struct {
 	*flight.Reader
-	ri *rpcInfo
+	s   *Server
+	ri  *rpcInfo
+	rs  *recvErrStream
+	n   int
+	err error
 }
 
-func (r *countingReader) Next() bool {
-	if !r.Reader.Next() {
+func (r *validatingReader) Next() bool {
+	if r.err != nil || !r.Reader.Next() {
 		return false
 	}
 	rec := r.Reader.RecordBatch()
+	r.n++
+	if err := validateBatch(rec, r.rs.lastBody); err != nil {
+		r.err = fmt.Errorf("%w: batch %d of the stream is malformed: %v", catalog.ErrInvalid, r.n, err)
+		return false
+	}
 	r.ri.rows.Add(rec.NumRows())
-	r.ri.bytes.Add(recordSize(rec))
+	if r.n == 1 {
+		r.s.hook("DoPut")
+	}
 	return true
+}
+
+// Err is the validation error, else the reader's.
+func (r *validatingReader) Err() error {
+	if r.err != nil {
+		return r.err
+	}
+	return r.Reader.Err()
+}
+
+// maxValidationMessage caps a validation error in a client's message: it
+// may quote field names, which are the client's bytes.
+const maxValidationMessage = 512
+
+// slackRows is how many rows a batch may claim beyond what its body could
+// hold at one bit per row (see validateBatch).
+const slackRows = 1 << 16
+
+// validateBatch checks one incoming batch fully. arrow-go's validation is
+// written not to panic on bad data, but it reads client bytes, so a panic
+// is caught here and reported as a malformed batch rather than left to the
+// recovery interceptor.
+//
+// The row count is checked against the message's body first: every column
+// but a null-typed one costs at least a bit per row, while the row count is
+// a free number the writer would spend memory on per row (a null column of
+// 2^40 rows validates, and costs nothing until Parquet's levels are built).
+func validateBatch(rec arrow.RecordBatch, bodyBytes int) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("validation failed: %s", truncate(v))
+		}
+	}()
+	if rows := rec.NumRows(); rows < 0 || rows > 8*int64(bodyBytes)+slackRows {
+		return fmt.Errorf("it claims %d rows in a body of %d bytes", rows, bodyBytes)
+	}
+	for i, col := range rec.Columns() {
+		if int64(col.Len()) != rec.NumRows() {
+			return fmt.Errorf("column %d has %d rows, the batch %d", i, col.Len(), rec.NumRows())
+		}
+	}
+	if err := validateColumns(rec); err != nil {
+		msg := err.Error()
+		if len(msg) > maxValidationMessage {
+			msg = msg[:maxValidationMessage] + "…"
+		}
+		return errors.New(msg)
+	}
+	for i, f := range rec.Schema().Fields() {
+		if !f.Nullable && rec.Column(i).NullN() > 0 {
+			return fmt.Errorf("column %d is not nullable but holds %d nulls", i, rec.Column(i).NullN())
+		}
+	}
+	return nil
+}
+
+// validateColumns runs array.ValidateFull on every column. arrow-go's IPC
+// reader gives a null-typed array no buffer while its validator expects the
+// layout's one (always nil) slot, so such arrays, anywhere in a column, are
+// given that slot in a copy of the column's data first.
+func validateColumns(rec arrow.RecordBatch) error {
+	for i, col := range rec.Columns() {
+		d, changed := withNullSlots(col.Data())
+		a := col
+		if changed {
+			a = array.MakeFromData(d)
+			d.Release()
+		}
+		err := array.ValidateFull(a)
+		if changed {
+			a.Release()
+		}
+		if err != nil {
+			return fmt.Errorf("column %d (%s): %w", i, rec.Schema().Field(i).Name, err)
+		}
+	}
+	return nil
+}
+
+// withNullSlots returns d, or a copy (to Release) in which every null-typed
+// array data without buffers has the nil buffer slot of its layout.
+func withNullSlots(d arrow.ArrayData) (arrow.ArrayData, bool) {
+	if d.DataType().ID() == arrow.NULL && len(d.Buffers()) == 0 {
+		return array.NewData(d.DataType(), d.Len(), []*memory.Buffer{nil}, nil, d.NullN(), d.Offset()), true
+	}
+	children := d.Children()
+	var fixed []arrow.ArrayData
+	for i, c := range children {
+		fc, ok := withNullSlots(c)
+		if !ok {
+			continue
+		}
+		if fixed == nil {
+			fixed = append([]arrow.ArrayData(nil), children...)
+		}
+		fixed[i] = fc
+	}
+	if fixed == nil {
+		return d, false
+	}
+	out := array.NewData(d.DataType(), d.Len(), d.Buffers(), fixed, d.NullN(), d.Offset())
+	for i, c := range fixed {
+		if c != children[i] {
+			c.Release() // out retains it
+		}
+	}
+	if dict := d.Dictionary(); dict != nil {
+		out.SetDictionary(dict)
+	}
+	return out, true
 }
 
 // DoPut streams one put (an append by default, a write with mode "write")
 // into the profile the descriptor names and answers exactly one PutResult
 // whose app_metadata is the JSON commit record. A stream that fails or is
-// cancelled commits nothing.
+// cancelled commits nothing. Before the store sees anything, the schema is
+// checked against the column and depth limits (on the message bytes, then
+// parsed) and every batch is validated; buffers the IPC reader allocates
+// (decompression) are charged to the in-flight budget.
 func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 	ctx := stream.Context()
 	ri := info(ctx)
-	rs := &recvErrStream{FlightService_DoPutServer: stream}
-	rdr, err := flight.NewRecordReader(rs, ipc.WithAllocator(s.opts.mem))
+	rs := &recvErrStream{FlightService_DoPutServer: stream, s: s, ri: ri}
+	mem := s.opts.mem
+	var ba *budgetAllocator
+	if s.budget != nil {
+		ba = &budgetAllocator{Allocator: mem, b: s.budget}
+		defer ba.close() // after the reader's Release below
+		mem = ba
+	}
+	rdr, err := flight.NewRecordReader(rs, ipc.WithAllocator(mem))
 	if err != nil {
+		if rs.limit != nil {
+			return fail(ctx, rs.limit)
+		}
 		cause := rs.cause(err)
 		if _, ok := status.FromError(unwrapStatus(cause)); !ok {
 			// Not the transport's failure: the first message was not a
@@ -51,6 +192,9 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 		return fail(ctx, s.streamError(cause, "DoPut stream did not start with a schema"))
 	}
 	defer rdr.Release()
+	if err := s.checkSchema(rdr.Schema()); err != nil {
+		return fail(ctx, err)
+	}
 	req, err := catalog.ParseDescriptor(rdr.LatestFlightDescriptor())
 	if err == nil {
 		err = req.CheckPut()
@@ -64,12 +208,26 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 	}
 	opts := req.PutOptions()
 	opts.Writer = IdentityFrom(ctx).Name // who wrote it goes into the commit record
-	cr, err := s.st.Put(ctx, req.Keys, &countingReader{Reader: rdr, ri: ri}, opts)
-	if err == nil && rdr.Err() != nil {
+	vr := &validatingReader{Reader: rdr, s: s, ri: ri, rs: rs}
+	cr, err := s.st.Put(ctx, req.Keys, vr, opts)
+	if err == nil && vr.Err() != nil {
 		// The store checks the reader itself; this guards the contract.
-		err = fmt.Errorf("put %s: %w", req.Path(), rdr.Err())
+		err = fmt.Errorf("put %s: %w", req.Path(), vr.Err())
 	}
 	if err != nil {
+		switch {
+		case rs.limit != nil:
+			return fail(ctx, rs.limit)
+		case ba != nil && ba.exceeded.Load():
+			s.metrics.limitRefusals.WithLabelValues("decode").Inc()
+			return fail(ctx, status.Errorf(codes.ResourceExhausted,
+				"put %s: a batch decompresses to more than the server's in-flight budget has room for (%d bytes, --max-inflight-bytes); send smaller batches; nothing was committed",
+				req.Path(), s.budget.capacity))
+		case vr.err != nil && !errors.Is(err, vr.err):
+			// The store reported the stream's failure its own way; the
+			// client learns what was wrong with its batch.
+			return fail(ctx, fmt.Errorf("put %s: %w", req.Path(), vr.err))
+		}
 		return s.failed(ctx, s.streamError(rs.cause(err), "put "+req.Path()))
 	}
 	if !cr.Replayed {
@@ -94,18 +252,50 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 
 // recvErrStream remembers the transport's own receive error: the IPC
 // reader reports it with %v, losing its gRPC status (a message over the
-// size limit must stay ResourceExhausted, not become Internal).
+// size limit must stay ResourceExhausted, not become Internal). It checks
+// the schema of every schema message against the column and depth limits
+// before the IPC reader parses it (limit), and counts the IPC message
+// bytes received for the log line.
 type recvErrStream struct {
 	flight.FlightService_DoPutServer
-	err error
+	s     *Server
+	ri    *rpcInfo
+	err   error
+	limit error
+	// lastBody is the body size of the last message received: the batch
+	// the IPC reader returns next was decoded from it.
+	lastBody int
 }
 
 func (r *recvErrStream) Recv() (*flight.FlightData, error) {
-	d, err := r.FlightService_DoPutServer.Recv()
-	if err != nil && !errors.Is(err, io.EOF) && r.err == nil {
-		r.err = err
+	if r.limit != nil {
+		return nil, r.limit
 	}
-	return d, err
+	d, err := r.FlightService_DoPutServer.Recv()
+	if err != nil {
+		if !errors.Is(err, io.EOF) && r.err == nil {
+			r.err = err
+		}
+		return d, err
+	}
+	r.ri.bytes.Add(int64(len(d.DataHeader) + len(d.DataBody)))
+	r.lastBody = len(d.DataBody)
+	if err := r.s.checkSchemaMessage(d.DataHeader); err != nil {
+		if status.Code(err) == codes.ResourceExhausted {
+			r.s.metrics.limitRefusals.WithLabelValues(limitName(err)).Inc()
+		}
+		r.limit = err
+		return nil, err
+	}
+	return d, nil
+}
+
+// limitName is the metric label of a schema limit error.
+func limitName(err error) string {
+	if strings.Contains(status.Convert(err).Message(), "--max-depth") {
+		return "depth"
+	}
+	return "columns"
 }
 
 // cause is err, or the receive error behind it when that carries a gRPC
@@ -125,7 +315,7 @@ func (r *recvErrStream) cause(err error) error {
 
 // streamError gives transport errors a message a client can act on.
 func (s *Server) streamError(err error, what string) error {
-	if st, ok := status.FromError(unwrapStatus(err)); ok && st.Code() == codes.ResourceExhausted {
+	if st, ok := status.FromError(unwrapStatus(err)); ok && st.Code() == codes.ResourceExhausted && strings.Contains(st.Message(), "larger than max") {
 		return status.Errorf(codes.ResourceExhausted,
 			"%s: a message exceeds the server's limit of %d bytes (%s); send smaller batches or raise --max-recv-msg-size",
 			what, s.opts.maxRecv, st.Message())
@@ -165,7 +355,7 @@ func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServ
 		return fail(ctx, err)
 	}
 	defer rdr.Release()
-	w := flight.NewRecordWriter(stream, ipc.WithSchema(rdr.Schema()), ipc.WithAllocator(s.opts.mem))
+	w := flight.NewRecordWriter(&sendCounter{FlightService_DoGetServer: stream, ri: ri}, ipc.WithSchema(rdr.Schema()), ipc.WithAllocator(s.opts.mem))
 	defer func() {
 		if cerr := w.Close(); cerr != nil && err == nil {
 			err = fail(ctx, fmt.Errorf("close stream of %s: %w", req.Path(), cerr))
@@ -178,10 +368,26 @@ func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServ
 		if err := s.writeSliced(w, rdr.RecordBatch(), ri); err != nil {
 			return fail(ctx, fmt.Errorf("send %s: %w", req.Path(), err))
 		}
+		s.hook("DoGet")
 	}
 	if err := rdr.Err(); err != nil {
 		return fail(ctx, err)
 	}
+	return nil
+}
+
+// sendCounter counts the IPC message bytes (metadata and body) a DoGet
+// sent, for the log line and the metrics.
+type sendCounter struct {
+	flight.FlightService_DoGetServer
+	ri *rpcInfo
+}
+
+func (c *sendCounter) Send(d *flight.FlightData) error {
+	if err := c.FlightService_DoGetServer.Send(d); err != nil {
+		return err
+	}
+	c.ri.bytes.Add(int64(len(d.DataHeader) + len(d.DataBody)))
 	return nil
 }
 
@@ -192,7 +398,6 @@ func (s *Server) writeSliced(w *flight.Writer, rec arrow.RecordBatch, ri *rpcInf
 	rows := rec.NumRows()
 	size := recordSize(rec)
 	ri.rows.Add(rows)
-	ri.bytes.Add(size)
 	target := int64(s.opts.maxSend) * 3 / 4
 	if size <= target || rows <= 1 {
 		return w.Write(rec)
@@ -214,6 +419,7 @@ func (s *Server) writeSliced(w *flight.Writer, rec arrow.RecordBatch, ri *rpcInf
 // GetFlightInfo plans a read: the schema, totals, and endpoints whose
 // tickets pin the version and the exact committed files.
 func (s *Server) GetFlightInfo(ctx context.Context, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	s.hook("GetFlightInfo")
 	req, err := catalog.ParseDescriptor(desc)
 	if err != nil {
 		return nil, fail(ctx, err)

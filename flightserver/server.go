@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	flightgen "github.com/apache/arrow-go/v18/arrow/flight/gen/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
@@ -23,7 +24,10 @@ const (
 	// DefaultMaxRecvMsgSize is the largest message a client may send (one
 	// IPC batch of a DoPut). pyarrow sends a batch as one message, so it
 	// must be well above grpc-go's 4 MiB default: a 64 MiB batch passes.
-	DefaultMaxRecvMsgSize = 256 << 20
+	// Every receive reserves this much of the in-flight budget
+	// (DefaultMaxInflightBytes), so it also sets how many receives run at
+	// once: 4 with the defaults.
+	DefaultMaxRecvMsgSize = 128 << 20
 	// DefaultMaxSendMsgSize is the size DoGet keeps each message under by
 	// slicing batches: grpc-go clients receive at most 4 MiB by default.
 	DefaultMaxSendMsgSize = 4 << 20
@@ -45,12 +49,18 @@ const flightServiceName = "arrow.flight.protocol.FlightService"
 type Server struct {
 	flight.BaseFlightServer
 
-	st      *store.Store
-	cat     *catalog.Catalog
-	opts    options
-	grpc    *grpc.Server
-	health  *health.Server
-	metrics *metrics
+	st        *store.Store
+	cat       *catalog.Catalog
+	opts      options
+	grpc      *grpc.Server
+	health    *health.Server
+	metrics   *metrics
+	budget    *budget // the data pool
+	reqBudget *budget // the request pool
+	pw        *passwordGate
+	// unary names the methods declared unary that are registered as
+	// streams (see streamify).
+	unary map[string]bool
 }
 
 type options struct {
@@ -65,7 +75,14 @@ type options struct {
 	grpcOpts      []grpc.ServerOption
 	auth          *Authenticator
 	idleTimeout   time.Duration
+	sendTimeout   time.Duration
 	maxStreams    uint32
+	maxColumns    int
+	maxDepth      int
+	maxInflight   int64
+	inflightWait  time.Duration
+	pwLimits      PasswordLimits
+	testHook      func(point string)
 }
 
 // Option configures a Server.
@@ -117,6 +134,33 @@ func WithIdleTimeout(d time.Duration) Option { return func(o *options) { o.idleT
 // at once (default DefaultMaxConcurrentStreams).
 func WithMaxConcurrentStreams(n uint32) Option { return func(o *options) { o.maxStreams = n } }
 
+// WithMaxColumns sets the most leaf columns a put's schema may have
+// (default DefaultMaxColumns).
+func WithMaxColumns(n int) Option { return func(o *options) { o.maxColumns = n } }
+
+// WithMaxDepth sets the deepest nesting a put's schema may have (default
+// DefaultMaxDepth).
+func WithMaxDepth(n int) Option { return func(o *options) { o.maxDepth = n } }
+
+// WithMaxInflightBytes sets the server-wide budget of inbound message
+// bytes (default DefaultMaxInflightBytes; 0 or less: no budget). It is
+// raised to the receive message limit if below it.
+func WithMaxInflightBytes(n int64) Option { return func(o *options) { o.maxInflight = n } }
+
+// WithInflightWait sets how long a receive waits for room in the in-flight
+// budget before failing with ResourceExhausted (default
+// DefaultInflightWait).
+func WithInflightWait(d time.Duration) Option { return func(o *options) { o.inflightWait = d } }
+
+// WithSendTimeout sets how long a DoGet may wait to hand one message to a
+// client that does not read before it is cancelled (default
+// DefaultSendTimeout; 0: only the idle timeout applies).
+func WithSendTimeout(d time.Duration) Option { return func(o *options) { o.sendTimeout = d } }
+
+// WithPasswordLimits bounds the work of basic-auth handshakes (default
+// DefaultPasswordLimits).
+func WithPasswordLimits(l PasswordLimits) Option { return func(o *options) { o.pwLimits = l } }
+
 // New returns a Server over st with its gRPC server built: the Flight
 // service and the standard health service registered, logging, auth and
 // limit interceptors installed.
@@ -131,30 +175,51 @@ func New(st *store.Store, opts ...Option) *Server {
 		sweepAge:      DefaultSweepAge,
 		now:           time.Now,
 		idleTimeout:   DefaultIdleTimeout,
+		sendTimeout:   DefaultSendTimeout,
 		maxStreams:    DefaultMaxConcurrentStreams,
+		maxColumns:    DefaultMaxColumns,
+		maxDepth:      DefaultMaxDepth,
+		maxInflight:   DefaultMaxInflightBytes,
+		inflightWait:  DefaultInflightWait,
+		pwLimits:      DefaultPasswordLimits,
 	}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.maxInflight > 0 && o.maxInflight < int64(o.maxRecv) {
+		o.maxInflight = int64(o.maxRecv)
 	}
 	s := &Server{
 		st:      st,
 		cat:     catalog.New(st, catalog.WithEndpointBytes(o.endpointBytes), catalog.WithAllocator(o.mem)),
 		opts:    o,
 		metrics: newMetrics(),
+		unary:   map[string]bool{},
 	}
+	s.budget = newBudget("data", "--max-inflight-bytes", o.maxInflight, o.inflightWait, s.metrics)
+	if s.budget != nil {
+		s.reqBudget = newBudget("request", "its request pool, 2 × --max-recv-msg-size", requestPoolMessages*int64(o.maxRecv), o.inflightWait, s.metrics)
+	}
+	s.pw = newPasswordGate(o.pwLimits, s.metrics)
 	st.OnLockWait(s.metrics.lockWait)
 	// Logging is outermost so that refused RPCs are logged and counted too;
-	// the idle guard is innermost, around the handler's own stream use.
+	// recovery next, so a panic anywhere below (auth included) becomes an
+	// Internal status that is logged; the in-flight budget after auth, so
+	// a caller without credentials never gets a message read; the idle
+	// guard innermost, around the handler's own stream use. The static
+	// windows bound what a stream buffers while nothing reads it.
 	gopts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(o.maxRecv),
 		grpc.MaxConcurrentStreams(o.maxStreams),
-		grpc.ChainUnaryInterceptor(s.unaryLog, s.unaryAuth),
-		grpc.ChainStreamInterceptor(s.streamLog, s.streamAuth, s.streamIdle),
+		grpc.StaticStreamWindowSize(streamWindow),
+		grpc.StaticConnWindowSize(connWindow),
+		grpc.ChainUnaryInterceptor(s.unaryLog, s.unaryRecover, s.unaryAuth),
+		grpc.ChainStreamInterceptor(s.streamLog, s.streamRecover, s.streamAuth, s.streamInflight, s.streamIdle),
 	}, o.grpcOpts...)
 	s.grpc = grpc.NewServer(gopts...)
-	flight.RegisterFlightServiceServer(s.grpc, s)
+	s.grpc.RegisterService(streamify(flightgen.FlightService_ServiceDesc, s.unary), s)
 	s.health = health.NewServer()
-	healthpb.RegisterHealthServer(s.grpc, s.health)
+	s.grpc.RegisterService(healthService(s.health), s.health)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(flightServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s

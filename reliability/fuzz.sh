@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every Go fuzz target of Quiver's parsers for FUZZTIME each (default
 # 10s; the report setting is FUZZTIME=10m). Targets: client bytes (catalog:
-# tickets, descriptors, action bodies) and on-disk files (store: manifest.json,
-# commit records, .version.json). A crasher is written by `go test` to
+# tickets, descriptors, action bodies; flightserver: whole DoPut IPC streams
+# through an in-process server and store) and on-disk files (store:
+# manifest.json, commit records, .version.json). A crasher is written by `go test` to
 # <pkg>/testdata/fuzz/<Target>/ — keep it there as a seed once fixed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,7 @@ targets=(
   "./catalog/ FuzzParseTicket"
   "./catalog/ FuzzParseDescriptor"
   "./catalog/ FuzzParseAction"
+  "./flightserver/ FuzzDoPut"
   "./store/ FuzzParseManifest"
   "./store/ FuzzParseCommitRecord"
   "./store/ FuzzParseVersionInfo"

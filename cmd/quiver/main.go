@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -72,6 +73,17 @@ type serveConfig struct {
 	metricsAddr    string
 	maxStreams     uint32
 	idleTimeout    time.Duration
+
+	maxColumns    int
+	maxDepth      int
+	maxInflight   string
+	inflightWait  time.Duration
+	sendTimeout   time.Duration
+	authChecks    int
+	authQueue     int
+	authRate      float64
+	authRatePerIP float64
+	loginCacheTTL time.Duration
 }
 
 // parseBytes reads a size such as 268435456, 256MiB, 512MB or 1GiB.
@@ -92,6 +104,39 @@ func parseBytes(v string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size (like 256MiB)", v)
 	}
 	return n * mult, nil
+}
+
+// limitOptions turns the limit flags of serve into server options.
+func limitOptions(c serveConfig) ([]flightserver.Option, error) {
+	if c.maxColumns <= 0 || c.maxDepth <= 0 {
+		return nil, errors.New("--max-columns and --max-depth must be positive")
+	}
+	var inflight int64
+	if strings.TrimSpace(c.maxInflight) != "0" {
+		n, err := parseBytes(c.maxInflight)
+		if err != nil {
+			return nil, fmt.Errorf("--max-inflight-bytes: %w", err)
+		}
+		if n < int64(c.maxRecv) {
+			return nil, fmt.Errorf("--max-inflight-bytes (%d) must be at least --max-recv-msg-size (%d): each receive reserves that much", n, c.maxRecv)
+		}
+		inflight = n
+	}
+	if c.authChecks <= 0 || c.authQueue < 0 || c.authRate < 0 || c.authRatePerIP < 0 {
+		return nil, errors.New("--auth-checks must be positive; --auth-queue, --auth-rate and --auth-rate-per-ip not negative")
+	}
+	pl := flightserver.DefaultPasswordLimits
+	pl.Concurrent, pl.Queue = c.authChecks, c.authQueue
+	pl.Rate, pl.Burst = c.authRate, max(1, int(math.Ceil(2*c.authRate)))
+	pl.PeerRate, pl.PeerBurst = c.authRatePerIP, max(1, int(math.Ceil(2.5*c.authRatePerIP)))
+	return []flightserver.Option{
+		flightserver.WithMaxColumns(c.maxColumns),
+		flightserver.WithMaxDepth(c.maxDepth),
+		flightserver.WithMaxInflightBytes(inflight),
+		flightserver.WithInflightWait(c.inflightWait),
+		flightserver.WithSendTimeout(c.sendTimeout),
+		flightserver.WithPasswordLimits(pl),
+	}, nil
 }
 
 // env returns the QUIVER_* variable or def.
@@ -141,6 +186,16 @@ environment. Once listening, serve prints "quiver: serving <data-dir> on
 	f.StringVar(&c.metricsAddr, "metrics-addr", env("QUIVER_METRICS_ADDR", ""), "serve Prometheus /metrics and /healthz over HTTP on host:port (default off) (env QUIVER_METRICS_ADDR)")
 	f.Uint32Var(&c.maxStreams, "max-concurrent-streams", flightserver.DefaultMaxConcurrentStreams, "RPCs one client connection may have open at once")
 	f.DurationVar(&c.idleTimeout, "idle-timeout", flightserver.DefaultIdleTimeout, "cancel a DoPut/DoGet stream when no message moves for this long (0: never)")
+	f.IntVar(&c.maxColumns, "max-columns", flightserver.DefaultMaxColumns, "most leaf columns a put's schema may have")
+	f.IntVar(&c.maxDepth, "max-depth", flightserver.DefaultMaxDepth, "deepest nesting a put's schema may have (a top-level column is depth 1)")
+	f.StringVar(&c.maxInflight, "max-inflight-bytes", env("QUIVER_MAX_INFLIGHT_BYTES", "512MiB"), "budget of inbound DoPut message bytes across all streams; each receive reserves --max-recv-msg-size (0: no budget) (env QUIVER_MAX_INFLIGHT_BYTES)")
+	f.DurationVar(&c.inflightWait, "inflight-wait", flightserver.DefaultInflightWait, "how long a receive waits for room in the in-flight budget before the RPC fails RESOURCE_EXHAUSTED")
+	f.DurationVar(&c.sendTimeout, "send-timeout", flightserver.DefaultSendTimeout, "cancel a DoGet whose client accepts no message for this long (0: only --idle-timeout)")
+	f.IntVar(&c.authChecks, "auth-checks", flightserver.DefaultPasswordLimits.Concurrent, "bcrypt password checks of basic-auth handshakes run at once")
+	f.IntVar(&c.authQueue, "auth-queue", flightserver.DefaultPasswordLimits.Queue, "handshakes that may wait for a password check; more are refused RESOURCE_EXHAUSTED")
+	f.Float64Var(&c.authRate, "auth-rate", flightserver.DefaultPasswordLimits.Rate, "password checks per second, server-wide (burst 2× this; 0: no limit)")
+	f.Float64Var(&c.authRatePerIP, "auth-rate-per-ip", flightserver.DefaultPasswordLimits.PeerRate, "password checks per second per client IP (burst 2.5× this; 0: no limit)")
+	f.DurationVar(&c.loginCacheTTL, "login-cache-ttl", flightserver.DefaultLoginCacheTTL, "remember a successful password check this long (forgotten on SIGHUP; 0: never)")
 	return cmd
 }
 
@@ -202,7 +257,11 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 	if c.maxStreams == 0 {
 		return errors.New("--max-concurrent-streams must be positive")
 	}
-	srv := flightserver.New(st, append([]flightserver.Option{
+	limits, err := limitOptions(c)
+	if err != nil {
+		return err
+	}
+	srv := flightserver.New(st, append(append([]flightserver.Option{
 		flightserver.WithLogger(log),
 		flightserver.WithMaxRecvMsgSize(c.maxRecv),
 		flightserver.WithMaxSendMsgSize(c.maxSend),
@@ -210,7 +269,7 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 		flightserver.WithEndpointBytes(c.endpointSize),
 		flightserver.WithMaxConcurrentStreams(c.maxStreams),
 		flightserver.WithIdleTimeout(c.idleTimeout),
-	}, sec.opts...)...)
+	}, limits...), sec.opts...)...)
 	if err := checkExposure(c, sec, log, stderr); err != nil {
 		return err
 	}

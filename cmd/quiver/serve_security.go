@@ -28,7 +28,7 @@ type security struct {
 func setupSecurity(c serveConfig, log zerolog.Logger) (*security, error) {
 	sec := &security{}
 	if c.authFile != "" {
-		a, err := flightserver.LoadAuthenticator(c.authFile, flightserver.WithSessionTTL(c.sessionTTL))
+		a, err := flightserver.LoadAuthenticator(c.authFile, flightserver.WithSessionTTL(c.sessionTTL), flightserver.WithLoginCacheTTL(c.loginCacheTTL))
 		if err != nil {
 			return nil, fmt.Errorf("--auth-file: %w", err)
 		}
@@ -53,22 +53,26 @@ func setupSecurity(c serveConfig, log zerolog.Logger) (*security, error) {
 }
 
 // checkExposure refuses to serve without auth on an address other
-// clients can reach, unless --insecure-no-auth says so; without auth on
-// loopback it warns loudly. It runs before listening, so a refused
-// address is never bound.
+// clients can reach, unless --insecure-no-auth says so; without auth it
+// warns loudly, once: in the log, or on stderr when the log level hides
+// warnings. It runs before listening, so a refused address is never bound.
 func checkExposure(c serveConfig, sec *security, log zerolog.Logger, stderr io.Writer) error {
 	if sec.auth != nil {
 		return nil
 	}
+	var msg string
 	switch {
 	case isLoopback(c.addr):
-		log.Warn().Str("addr", c.addr).Msg("NO AUTHENTICATION: every local client is an anonymous admin; give --auth-file to require credentials")
-		fmt.Fprintf(stderr, "quiver: WARNING: no --auth-file: every client on this machine has full (admin) access to %s\n", c.addr)
+		msg = "NO AUTHENTICATION: every client on this machine is an anonymous admin; give --auth-file to require credentials"
 	case c.insecureNoAuth:
-		log.Warn().Str("addr", c.addr).Msg("NO AUTHENTICATION on a non-loopback address (--insecure-no-auth): anyone who can reach it is an anonymous admin")
-		fmt.Fprintf(stderr, "quiver: WARNING: --insecure-no-auth: anyone who can reach %s has full (admin) access\n", c.addr)
+		msg = "NO AUTHENTICATION on a non-loopback address (--insecure-no-auth): anyone who can reach it is an anonymous admin"
 	default:
 		return fmt.Errorf("refusing to serve %s without authentication: give --auth-file, bind a loopback address, or pass --insecure-no-auth", c.addr)
+	}
+	if ev := log.Warn(); ev.Enabled() {
+		ev.Str("addr", c.addr).Msg(msg)
+	} else {
+		fmt.Fprintf(stderr, "quiver: WARNING: %s (%s)\n", msg, c.addr)
 	}
 	return nil
 }

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/quiverdb/quiver/flightserver"
+)
+
+// TestNoAuthWarningOnce: serve without an auth file warns once, in the log,
+// or on stderr when the log level hides warnings.
+func TestNoAuthWarningOnce(t *testing.T) {
+	for _, lvl := range []zerolog.Level{zerolog.InfoLevel, zerolog.ErrorLevel} {
+		var logs, stderr bytes.Buffer
+		c := serveConfig{addr: "127.0.0.1:0"}
+		if err := checkExposure(c, &security{}, zerolog.New(&logs).Level(lvl), &stderr); err != nil {
+			t.Fatal(err)
+		}
+		n := strings.Count(logs.String(), "NO AUTHENTICATION") + strings.Count(stderr.String(), "NO AUTHENTICATION")
+		if n != 1 {
+			t.Fatalf("level %v: warned %d times:\nlog: %s\nstderr: %s", lvl, n, logs.String(), stderr.String())
+		}
+	}
+}
+
+func TestLimitOptions(t *testing.T) {
+	base := serveConfig{maxRecv: flightserver.DefaultMaxRecvMsgSize, maxColumns: 10, maxDepth: 4, maxInflight: "1GiB", authChecks: 1, authRate: 1, authRatePerIP: 1}
+	for _, c := range []struct {
+		name string
+		edit func(*serveConfig)
+		ok   bool
+	}{
+		{"defaults", func(*serveConfig) {}, true},
+		{"no budget", func(c *serveConfig) { c.maxInflight = "0" }, true},
+		{"budget below one message", func(c *serveConfig) { c.maxInflight = "64MiB" }, false},
+		{"not a size", func(c *serveConfig) { c.maxInflight = "lots" }, false},
+		{"zero columns", func(c *serveConfig) { c.maxColumns = 0 }, false},
+		{"zero checks", func(c *serveConfig) { c.authChecks = 0 }, false},
+		{"negative rate", func(c *serveConfig) { c.authRate = -1 }, false},
+	} {
+		cfg := base
+		c.edit(&cfg)
+		if _, err := limitOptions(cfg); (err == nil) != c.ok {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+}
