@@ -22,6 +22,22 @@ func statusOf(err error) error {
 	if err == nil {
 		return nil
 	}
+	return capMessage(statusOfUncapped(err))
+}
+
+// maxMessage caps a status message: messages may quote a client's own
+// bytes (field names, keys), which are not worth sending back in bulk.
+const maxMessage = 2048
+
+func capMessage(err error) error {
+	st, ok := status.FromError(err)
+	if !ok || len(st.Message()) <= maxMessage {
+		return err
+	}
+	return status.Error(st.Code(), st.Message()[:maxMessage]+"…")
+}
+
+func statusOfUncapped(err error) error {
 	if _, ok := status.FromError(err); ok {
 		// Already a status (or wraps one, e.g. a message-too-large error
 		// from the transport surfaced through the IPC reader).

@@ -9,10 +9,8 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -58,29 +56,19 @@ func (r *validatingReader) Err() error {
 	return r.Reader.Err()
 }
 
-// maxValidationMessage caps a validation error in a client's message: it
-// may quote field names, which are the client's bytes.
-const maxValidationMessage = 512
-
 // slackRows is how many rows a batch may claim beyond what its body could
 // hold at one bit per row (see validateBatch).
 const slackRows = 1 << 16
 
-// validateBatch checks one incoming batch fully. arrow-go's validation is
-// written not to panic on bad data, but it reads client bytes, so a panic
-// is caught here and reported as a malformed batch rather than left to the
-// recovery interceptor.
-//
-// The row count is checked against the message's body first: every column
-// but a null-typed one costs at least a bit per row, while the row count is
-// a free number the writer would spend memory on per row (a null column of
-// 2^40 rows validates, and costs nothing until Parquet's levels are built).
-func validateBatch(rec arrow.RecordBatch, bodyBytes int) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("validation failed: %s", truncate(v))
-		}
-	}()
+// validateBatch checks what only the transport can: the row count against
+// the message's body. Every column but a null-typed one costs at least a
+// bit per row, while the row count is a free number the writer would spend
+// memory on per row (a null column of 2^40 rows is otherwise valid, and
+// costs nothing until Parquet's levels are built). The full validation of
+// every column (offsets, lengths, nulls in non-nullable fields at any
+// depth) is the store's, before anything reaches an encoder
+// (codec.ValidateBatch), so that every way into the store gets it once.
+func validateBatch(rec arrow.RecordBatch, bodyBytes int) error {
 	if rows := rec.NumRows(); rows < 0 || rows > 8*int64(bodyBytes)+slackRows {
 		return fmt.Errorf("it claims %d rows in a body of %d bytes", rows, bodyBytes)
 	}
@@ -89,75 +77,7 @@ func validateBatch(rec arrow.RecordBatch, bodyBytes int) (err error) {
 			return fmt.Errorf("column %d has %d rows, the batch %d", i, col.Len(), rec.NumRows())
 		}
 	}
-	if err := validateColumns(rec); err != nil {
-		msg := err.Error()
-		if len(msg) > maxValidationMessage {
-			msg = msg[:maxValidationMessage] + "…"
-		}
-		return errors.New(msg)
-	}
-	for i, f := range rec.Schema().Fields() {
-		if !f.Nullable && rec.Column(i).NullN() > 0 {
-			return fmt.Errorf("column %d is not nullable but holds %d nulls", i, rec.Column(i).NullN())
-		}
-	}
 	return nil
-}
-
-// validateColumns runs array.ValidateFull on every column. arrow-go's IPC
-// reader gives a null-typed array no buffer while its validator expects the
-// layout's one (always nil) slot, so such arrays, anywhere in a column, are
-// given that slot in a copy of the column's data first.
-func validateColumns(rec arrow.RecordBatch) error {
-	for i, col := range rec.Columns() {
-		d, changed := withNullSlots(col.Data())
-		a := col
-		if changed {
-			a = array.MakeFromData(d)
-			d.Release()
-		}
-		err := array.ValidateFull(a)
-		if changed {
-			a.Release()
-		}
-		if err != nil {
-			return fmt.Errorf("column %d (%s): %w", i, rec.Schema().Field(i).Name, err)
-		}
-	}
-	return nil
-}
-
-// withNullSlots returns d, or a copy (to Release) in which every null-typed
-// array data without buffers has the nil buffer slot of its layout.
-func withNullSlots(d arrow.ArrayData) (arrow.ArrayData, bool) {
-	if d.DataType().ID() == arrow.NULL && len(d.Buffers()) == 0 {
-		return array.NewData(d.DataType(), d.Len(), []*memory.Buffer{nil}, nil, d.NullN(), d.Offset()), true
-	}
-	children := d.Children()
-	var fixed []arrow.ArrayData
-	for i, c := range children {
-		fc, ok := withNullSlots(c)
-		if !ok {
-			continue
-		}
-		if fixed == nil {
-			fixed = append([]arrow.ArrayData(nil), children...)
-		}
-		fixed[i] = fc
-	}
-	if fixed == nil {
-		return d, false
-	}
-	out := array.NewData(d.DataType(), d.Len(), d.Buffers(), fixed, d.NullN(), d.Offset())
-	for i, c := range fixed {
-		if c != children[i] {
-			c.Release() // out retains it
-		}
-	}
-	if dict := d.Dictionary(); dict != nil {
-		out.SetDictionary(dict)
-	}
-	return out, true
 }
 
 // DoPut streams one put (an append by default, a write with mode "write")
