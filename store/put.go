@@ -641,7 +641,13 @@ type sink struct {
 	fw     *codec.FileWriter
 	closed bool
 	mem    int64 // bytes charged to the memory budget
+	used   int64 // when it was last written to (for evicting the least recently used)
 }
+
+// perColumnWriter is the memory an open Parquet writer holds per column
+// beyond what its allocator sees (measured: about 16 KiB for a string
+// column with its dictionary; rounded up for the garbage collector's slack).
+const perColumnWriter = 24 << 10
 
 // stream writes rdr through conf into one file per partition directory
 // (more with TargetFileBytes), and commits each file to storage (visible
@@ -680,17 +686,45 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			st.files = st.files[:done]
 		}
 	}()
-	// charge tells the budget what the open writers hold now; over budget,
-	// the put ends its fullest row groups early, and fails if even that
-	// leaves it above the whole budget (too many partitions of too many
-	// columns for the memory allowed).
-	charge := func() error {
+	// Memory: each open writer holds what its encoder buffers (Buffered,
+	// counted through its allocator) plus a fixed cost per column that
+	// does not go through the allocator (column writers, dictionary hash
+	// tables: about 16 KiB a column, measured). Both are charged to the
+	// store-wide budget. Over budget, the put ends its fullest row groups
+	// early and then finishes its least recently used files (the rows that
+	// follow for their partitions start new files), keeping one open: the
+	// budget bounds memory whatever the number of partitions.
+	overhead := int64(len(fileSchema.Fields())+1) * perColumnWriter
+	var tick int64
+	charge := func() {
 		var now int64
 		for _, k := range sinks {
-			k.mem = k.fw.Buffered()
+			k.mem = k.fw.Buffered() + overhead
 			now += k.mem
 		}
 		charged += s.budget.adjust(now - charged)
+	}
+	var finish func(k *sink) error
+	// evict finishes the least recently used open file but keep.
+	evict := func(keep *sink) (bool, error) {
+		var lru *sink
+		for _, k := range sinks {
+			if k != keep && (lru == nil || k.used < lru.used) {
+				lru = k
+			}
+		}
+		if lru == nil {
+			return false, nil
+		}
+		delete(sinks, lru.dir)
+		if err := finish(lru); err != nil {
+			return false, err
+		}
+		charge()
+		return true, nil
+	}
+	relieve := func(keep *sink) error {
+		charge()
 		if !s.budget.over() {
 			return nil
 		}
@@ -700,19 +734,18 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		}
 		sort.Slice(open, func(i, j int) bool { return open[i].mem > open[j].mem })
 		for _, k := range open {
-			if !s.budget.over() {
+			if !s.budget.over() || k.fw.Buffered() == 0 {
 				break
 			}
 			if err := k.fw.EndRowGroup(); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+		}
+		charge()
+		for s.budget.over() {
+			if ok, err := evict(keep); err != nil || !ok {
 				return err
 			}
-			after := k.fw.Buffered()
-			charged += s.budget.adjust(after - k.mem)
-			k.mem = after
-		}
-		if charged > s.budget.limit {
-			return fmt.Errorf("%w: %s: the put's %d open files need %d MiB of memory even with every row group flushed, more than the put memory budget (%d MiB); put fewer partitions at once, or raise --put-memory",
-				ErrTooLarge, p, len(sinks), charged>>20, s.budget.limit>>20)
 		}
 		return nil
 	}
@@ -720,8 +753,20 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		if k, ok := sinks[dir]; ok {
 			return k, nil
 		}
-		if len(sinks) >= s.opts.partitionLimit {
+		if _, seen := st.dirSeqs[dir]; !seen && len(st.dirSeqs) >= s.opts.partitionLimit {
 			return nil, fmt.Errorf("%w: a put may touch at most %d partitions", ErrInvalidArgument, s.opts.partitionLimit)
+		}
+		// Make room for the new file's fixed cost first.
+		s.budget.adjust(overhead)
+		over := s.budget.over()
+		s.budget.adjust(-overhead)
+		for over && len(sinks) > 0 {
+			if _, err := evict(nil); err != nil {
+				return nil, err
+			}
+			s.budget.adjust(overhead)
+			over = s.budget.over()
+			s.budget.adjust(-overhead)
 		}
 		k := &sink{dir: dir, values: values, seq: st.dirSeqs[dir]}
 		st.dirSeqs[dir]++
@@ -748,9 +793,10 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		k.w, k.fw = w, fw
 		sinks[dir] = k
 		order = append(order, k)
+		charge()
 		return k, nil
 	}
-	finish := func(k *sink) error {
+	finish = func(k *sink) error {
 		k.closed = true
 		if err := k.fw.Close(); err != nil {
 			_ = k.w.Abort()
@@ -766,6 +812,8 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		return nil
 	}
 	writeTo := func(k *sink, rec arrow.RecordBatch) error {
+		tick++
+		k.used = tick
 		before := k.fw.Size()
 		if err := k.fw.Write(rec); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
@@ -782,9 +830,10 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		if st.o.TargetFileBytes > 0 && st.mode == ModeWrite && st.format == FormatParquet && k.fw.Size()+k.fw.RowGroupBytes() >= st.o.TargetFileBytes {
 			// Roll over: the next rows of this directory start a new file.
 			delete(sinks, k.dir)
-			s.budget.release(k.mem)
-			charged -= k.mem
-			return finish(k)
+			if err := finish(k); err != nil {
+				return err
+			}
+			charge()
 		}
 		return nil
 	}
@@ -844,7 +893,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			}
 		}
 		if st.format == FormatParquet {
-			if err := charge(); err != nil {
+			if err := relieve(nil); err != nil {
 				return wrapWrite(p, err)
 			}
 		}

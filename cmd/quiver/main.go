@@ -23,6 +23,7 @@ import (
 
 	"github.com/quiverdb/quiver/flightserver"
 	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/codec"
 	"github.com/quiverdb/quiver/store/maint"
 )
 
@@ -46,6 +47,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newPut(stdout, stderr), newGet(stdout, stderr), newLs(stdout, stderr))
 	root.AddCommand(newVersions(stdout, stderr), newSchema(stdout, stderr), newLineage(stdout, stderr), newVerify(stdout, stderr))
 	root.AddCommand(newGC(stdout, stderr), newCompact(stdout, stderr), newSweep(stdout, stderr), newBreakLock(stdout, stderr))
+	root.AddCommand(newKeygen(stdout))
 	return root
 }
 
@@ -59,6 +61,11 @@ type serveConfig struct {
 	maxSend      int
 	maxPutBytes  int64
 	memoryLimit  string
+	putMemory    string
+	signingKey   string
+	verifyReads  bool
+	compression  string
+	lockStale    time.Duration
 	grace        time.Duration
 	stopTimeout  time.Duration
 	lockTimeout  time.Duration
@@ -173,6 +180,11 @@ environment. Once listening, serve prints "quiver: serving <data-dir> on
 	f.IntVar(&c.maxSend, "max-send-msg-size", flightserver.DefaultMaxSendMsgSize, "DoGet slices batches to keep each message under this many bytes")
 	f.Int64Var(&c.maxPutBytes, "max-put-bytes", 0, "largest encoded size of one put, bytes (0: no limit)")
 	f.StringVar(&c.memoryLimit, "memory-limit", env("QUIVER_MEMORY_LIMIT", ""), "soft limit of the Go heap, e.g. 256MiB: the garbage collector works harder near it (a 1 GB put then peaks under 300 MB RSS, about 25% slower); empty: GOMEMLIMIT or none (env QUIVER_MEMORY_LIMIT)")
+	f.StringVar(&c.putMemory, "put-memory", env("QUIVER_PUT_MEMORY", "256MiB"), "memory all puts' Parquet writers may hold together; over it they flush row groups early and finish the files of their least recently written partitions (env QUIVER_PUT_MEMORY)")
+	f.StringVar(&c.signingKey, "signing-key", env("QUIVER_SIGNING_KEY", ""), "ed25519 private key file (from quiver keygen): sign every commit record; auditors check with quiver verify --public-key (env QUIVER_SIGNING_KEY)")
+	f.BoolVar(&c.verifyReads, "verify-reads", false, "check each file's SHA-256 against its commit record before any of it is sent (a read of altered data fails with DATA_LOSS)")
+	f.StringVar(&c.compression, "compression", env("QUIVER_COMPRESSION", "zstd"), "compression of the Parquet files the server writes: zstd, lz4_raw, snappy or none (env QUIVER_COMPRESSION)")
+	f.DurationVar(&c.lockStale, "lock-stale-after", 10*time.Minute, "a manifest lock older than this is taken over even when its owner cannot be proven gone (another host)")
 	f.DurationVar(&c.grace, "grace", flightserver.DefaultGrace, "default grace period of remove-old-versions")
 	f.DurationVar(&c.stopTimeout, "stop-timeout", 30*time.Second, "on SIGTERM, how long in-flight RPCs may finish before they are cancelled")
 	f.DurationVar(&c.lockTimeout, "lock-timeout", 10*time.Second, "how long a writer waits for a manifest lock")
@@ -216,6 +228,41 @@ func newLogger(c serveConfig, stderr io.Writer) (zerolog.Logger, error) {
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
 }
 
+// storeOptions turns the serve flags that belong to the store into
+// options.
+func storeOptions(c serveConfig) ([]store.Option, error) {
+	opts := []store.Option{store.WithMaxPutBytes(c.maxPutBytes), store.WithLockTimeout(c.lockTimeout),
+		store.WithVerifyReads(c.verifyReads)}
+	if c.lockStale <= 0 {
+		return nil, errors.New("--lock-stale-after must be positive")
+	}
+	opts = append(opts, store.WithLockStaleAfter(c.lockStale))
+	if c.putMemory != "" {
+		n, err := parseBytes(c.putMemory)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("--put-memory %q: want a size such as 256MiB", c.putMemory)
+		}
+		opts = append(opts, store.WithPutMemory(n))
+	}
+	comp, err := codec.ParseCompression(c.compression)
+	if err != nil {
+		return nil, fmt.Errorf("--compression: %w", err)
+	}
+	opts = append(opts, store.WithCompression(comp))
+	if c.signingKey != "" {
+		b, err := os.ReadFile(c.signingKey)
+		if err != nil {
+			return nil, fmt.Errorf("--signing-key: %w", err)
+		}
+		key, err := store.ParseSigningKey(b)
+		if err != nil {
+			return nil, fmt.Errorf("--signing-key: %w", err)
+		}
+		opts = append(opts, store.WithSigningKey(key))
+	}
+	return opts, nil
+}
+
 func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -234,7 +281,11 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 		}
 		debug.SetMemoryLimit(n)
 	}
-	st, err := store.Open(c.dataDir, store.WithLogger(log), store.WithMaxPutBytes(c.maxPutBytes), store.WithLockTimeout(c.lockTimeout))
+	sopts, err := storeOptions(c)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(c.dataDir, append(sopts, store.WithLogger(log))...)
 	if err != nil {
 		return fmt.Errorf("open data dir %s: %w", c.dataDir, err)
 	}
