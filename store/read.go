@@ -13,6 +13,11 @@ import (
 	"github.com/quiverdb/quiver/store/codec"
 )
 
+// readBatchBytes bounds the size of a batch a reader yields (besides
+// WithReadBatchRows), so a DoGet whose client stops reading holds a few
+// MiB, not 64 Ki rows of a wide table.
+const readBatchBytes = 4 << 20
+
 // ReadOptions select what Read streams.
 type ReadOptions struct {
 	SnapshotOptions
@@ -186,7 +191,7 @@ func (r *snapshotReader) open(df DataFile) error {
 	if err != nil {
 		return err
 	}
-	ropts := codec.ReadOptions{BatchRows: r.s.opts.readBatchRows, Allocator: r.s.opts.mem}
+	ropts := codec.ReadOptions{BatchRows: r.s.opts.readBatchRows, BatchBytes: readBatchBytes, Allocator: r.s.opts.mem}
 	if r.sn.Format == FormatCSV {
 		of.close = func() { _ = f.Close() }
 		rr, err := codec.NewCSVReader(f, r.sn.Schema, fileCols, ropts)

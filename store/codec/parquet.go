@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/arrow/util"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -56,6 +57,11 @@ func footerOf(pr *file.Reader) *Footer {
 type ReadOptions struct {
 	// BatchRows is the most rows of one batch (64 Ki if 0).
 	BatchRows int64
+	// BatchBytes, when set, also bounds a batch by its (uncompressed)
+	// size: a Parquet file's batches hold about this many bytes, judged
+	// from the row groups' sizes, so a wide table does not make 64 Ki-row
+	// batches of hundreds of MiB.
+	BatchBytes int64
 	// Allocator for the decoded batches (memory.DefaultAllocator if nil).
 	Allocator memory.Allocator
 }
@@ -139,6 +145,9 @@ func (f *ParquetFile) Records(ctx context.Context, cols []string) (array.RecordR
 	for _, name := range cols {
 		leaves = appendLeaves(leaves, &f.fr.Manifest.Fields[f.schema.FieldIndices(name)[0]])
 	}
+	if err := f.sizeBatches(ctx, leaves); err != nil {
+		return nil, err
+	}
 	rr, err := f.fr.GetRecordReader(ctx, leaves, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read Parquet columns: %w", err)
@@ -160,6 +169,38 @@ func (f *ParquetFile) Records(ctx context.Context, cols []string) (array.RecordR
 	r := &projectReader{rr: rr, src: src, schema: arrow.NewSchema(fields, &md)}
 	r.refs.Store(1)
 	return r, nil
+}
+
+// probeRows is how many rows sizeBatches decodes to learn a row's size.
+const probeRows = 256
+
+// sizeBatches bounds the batches of a reader of leaves by BatchBytes. The
+// size of a decoded row cannot be told from the file's metadata (a
+// dictionary-encoded column of long strings is tiny in the file and large
+// in memory), so the first rows are decoded once to measure it.
+func (f *ParquetFile) sizeBatches(ctx context.Context, leaves []int) error {
+	rows := f.o.batchRows()
+	f.fr.Props.BatchSize = rows
+	if f.o.BatchBytes <= 0 || f.footer.Rows <= probeRows || f.pr.NumRowGroups() == 0 {
+		return nil
+	}
+	f.fr.Props.BatchSize = probeRows
+	rr, err := f.fr.GetRecordReader(ctx, leaves, []int{0})
+	if err != nil {
+		return fmt.Errorf("read Parquet columns: %w", err)
+	}
+	defer rr.Release()
+	f.fr.Props.BatchSize = rows
+	if !rr.Next() {
+		return rr.Err()
+	}
+	rec := rr.RecordBatch()
+	if n := rec.NumRows(); n > 0 {
+		if size := util.TotalRecordSize(rec); size > 0 {
+			f.fr.Props.BatchSize = max(probeRows, min(rows, f.o.BatchBytes*n/size))
+		}
+	}
+	return nil
 }
 
 func appendLeaves(out []int, f *pqarrow.SchemaField) []int {
