@@ -202,6 +202,9 @@ func (s *Store) deleteVersionFiles(ctx context.Context, p profile, v int, keepYo
 		return left == 0, nil
 	}
 	vdir := p.vdir(v)
+	if _, err := s.fs.Stat(ctx, vdir); isNotExist(err) {
+		return nil, nil // nothing left
+	}
 	empty, err := walk(vdir, 0)
 	if err != nil {
 		return removed, err
