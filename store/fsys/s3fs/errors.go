@@ -118,6 +118,9 @@ func clean(err error, redact ...string) error {
 		return &transportError{msg: transportText(err, redact)}
 	}
 	switch {
+	case se.code == "NoSuchBucket":
+		// A configuration error, never "no such object": a missing
+		// manifest would read as a missing profile.
 	case se.status == 404 || se.code == "NoSuchKey" || se.code == "NotFound" || se.code == "NoSuchUpload":
 		se.kind = fsys.ErrNotExist
 	case se.status == 412 || se.code == "PreconditionFailed":

@@ -89,6 +89,12 @@ type Config struct {
 	// because every data file name is claimed first (an exclusive claim
 	// marker or a version directory's Mkdir), but other users are not.
 	NoConditionalComplete bool
+	// HTTPClient sends the requests (nil: the SDK's default), for tests
+	// and proxies.
+	HTTPClient aws.HTTPClient
+	// ClientOptions change the SDK client's options last (middleware for
+	// tests, settings this Config does not cover).
+	ClientOptions []func(*s3.Options)
 	// HideUploads leaves in-progress multipart uploads out of List (one
 	// request less per List). By default List shows each as a hidden temp
 	// (".<name>.upload-<id>.tmp", dated by its newest part), so that sweep
@@ -211,6 +217,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	if cfg.Credentials != nil {
 		opts = append(opts, config.WithCredentialsProvider(cfg.Credentials))
 	}
+
 	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("s3fs: load AWS configuration: %w", err)
@@ -223,6 +230,12 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}
 		o.UsePathStyle = cfg.PathStyle
+		if cfg.HTTPClient != nil {
+			o.HTTPClient = cfg.HTTPClient
+		}
+		for _, fn := range cfg.ClientOptions {
+			fn(o)
+		}
 		o.DisableLogOutputChecksumValidationSkipped = true
 	})
 	return f, nil
