@@ -204,12 +204,24 @@ func TestMultipartCommitRace(t *testing.T) {
 // does with a stale one) aborts it, and the writer's Commit then fails.
 func TestUploadTempDelete(t *testing.T) {
 	srv := s3test.Start(t)
-	f := srv.FS(t, smallParts)
+	// Wait for each part to be stored before aborting: versitygw may
+	// bring an upload back that is aborted while a part is arriving (a
+	// writer's parts stop long before sweep deems its upload stale).
+	parts := make(chan struct{}, 10)
+	h := newHook()
+	h.after = func(r *http.Request, resp *http.Response, err error) (*http.Response, error) {
+		if kind(r) == "PUT part" {
+			parts <- struct{}{}
+		}
+		return resp, err
+	}
+	f := srv.FS(t, smallParts, withHook(h))
 	ctx := t.Context()
 	w, err := write(ctx, f, "v1/0.parquet", pattern(s3fs.MinPartSize+1, 1), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
+	<-parts
 	entries, err := f.List(ctx, "v1")
 	if err != nil || len(entries) != 1 || !fsys.IsTemp(entries[0].Name) {
 		t.Fatalf("List(v1) = %+v, %v; want one upload", entries, err)
@@ -235,6 +247,7 @@ func TestUploadTempDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	<-parts
 	if err := f.CreateExclusive(ctx, "v2/.version.json", []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
