@@ -172,6 +172,29 @@ func fsRoundTrip(t *testing.T, f fsys.FS) {
 	if err != nil || len(vs) != 2 {
 		t.Fatalf("Versions = %d, %v, %v", latest, vs, err)
 	}
+	// A partitioned version: hive directories whose names need escaping.
+	pk := []string{"sales", "by_region"}
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "region", Type: arrow.BinaryTypes.String}}, nil)
+	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, sc, strings.NewReader(`[{"id":1,"region":"eu west"},{"id":2,"region":"us/east"},{"id":3,"region":"eu west"},{"id":4,"region":"ü%"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prdr, _ := array.NewRecordReader(sc, []arrow.RecordBatch{rec})
+	rec.Release()
+	pr, err := s.Write(t.Context(), pk, prdr, store.PutOptions{PartitionBy: []string{"region"}})
+	prdr.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pr.Files) != 3 {
+		t.Errorf("partitioned write: %d files, want 3", len(pr.Files))
+	}
+	got := readIDsOf(t, s, pk, store.Latest)
+	slices.Sort(got)
+	if !slices.Equal(got, []int64{1, 2, 3, 4}) {
+		t.Fatalf("partitioned read %v", got)
+	}
+
 	// A second store on the same storage (another server) sees it all.
 	s2 := openOn(t, f)
 	if got := readIDsOf(t, s2, k, store.Latest); !slices.Equal(got, []int64{10, 11}) {

@@ -121,9 +121,22 @@ func TestMultipart(t *testing.T) {
 	f := srv.FS(t, withHook(h), smallParts)
 	ctx := t.Context()
 	data := pattern(3*s3fs.MinPartSize+12345, 7)
-	w, err := write(ctx, f, "d/big.parquet", data, 100_000)
+	w, err := f.Create(ctx, "d/big.parquet")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Memory stays within two parts however much is written.
+	peak := int64(0)
+	for rest := data; len(rest) > 0; {
+		k := min(100_000, len(rest))
+		if _, err := w.Write(rest[:k]); err != nil {
+			t.Fatal(err)
+		}
+		rest = rest[k:]
+		peak = max(peak, w.(interface{ Buffered() int64 }).Buffered())
+	}
+	if peak > 2*s3fs.MinPartSize || peak < s3fs.MinPartSize {
+		t.Errorf("writer held up to %d bytes; want between one and two parts (%d)", peak, s3fs.MinPartSize)
 	}
 	if _, err := f.Stat(ctx, "d/big.parquet"); !errors.Is(err, fsys.ErrNotExist) {
 		t.Errorf("Stat before Commit: %v, want ErrNotExist", err)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -51,6 +53,9 @@ const (
 	// part (ListParts) rather than its start, so that a long write does
 	// not look abandoned.
 	uploadAgeCheck = time.Minute
+	// responseTimeout bounds the wait for a response's headers once the
+	// request is sent (a part upload's body included).
+	responseTimeout = time.Minute
 )
 
 // Config says which bucket and prefix hold the data directory and how to
@@ -216,6 +221,15 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	}
 	if cfg.Credentials != nil {
 		opts = append(opts, config.WithCredentialsProvider(cfg.Credentials))
+	}
+	if cfg.HTTPClient == nil {
+		opts = append(opts, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			// A request the service never answers fails (and is retried)
+			// rather than hanging a commit that holds the manifest lock.
+			tr.ResponseHeaderTimeout = responseTimeout
+			// Many concurrent requests go to one host.
+			tr.MaxIdleConnsPerHost = 100
+		})))
 	}
 
 	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)

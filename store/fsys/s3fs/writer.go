@@ -156,6 +156,17 @@ func (w *writer) wait() error {
 	return nil
 }
 
+// Buffered is the memory the writer holds now: the part filling and the
+// one uploading (at most two parts). The store may charge it to its put
+// memory budget.
+func (w *writer) Buffered() int64 {
+	n := int64(cap(w.buf) + cap(w.spare))
+	if w.inflight != nil {
+		n += w.fs.partSize
+	}
+	return n
+}
+
 // Commit implements fsys.Writer.
 func (w *writer) Commit(ctx context.Context) error {
 	const op = "commit"
