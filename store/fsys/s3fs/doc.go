@@ -66,6 +66,6 @@
 //     dated by its newest part; a killed writer's upload stays (and is
 //     billed) until sweep aborts it or a bucket lifecycle rule
 //     (AbortIncompleteMultipartUpload) does.
-//   - ModTime is the service's Last-Modified: on AWS, for an object written
-//     by multipart upload, the time the upload started.
+//   - ModTime is the service's Last-Modified, which for an object written
+//     by multipart upload may be the time the upload started.
 package s3fs
