@@ -30,6 +30,9 @@ type hook struct {
 	before func(*http.Request)
 	// after may replace the response or error (drop an answer).
 	after func(*http.Request, *http.Response, error) (*http.Response, error)
+	// instead, when it answers, answers in the server's place (the
+	// request is not sent).
+	instead func(*http.Request) *http.Response
 	count map[string]int // "METHOD kind", kind from classify
 }
 
@@ -37,11 +40,16 @@ func newHook() *hook { return &hook{inner: awshttp.NewBuildableClient(), count: 
 
 func (h *hook) Do(r *http.Request) (*http.Response, error) {
 	h.mu.Lock()
-	before, after := h.before, h.after
+	before, after, instead := h.before, h.after, h.instead
 	h.count[kind(r)]++
 	h.mu.Unlock()
 	if before != nil {
 		before(r)
+	}
+	if instead != nil {
+		if resp := instead(r); resp != nil {
+			return resp, nil
+		}
 	}
 	resp, err := h.inner.Do(r)
 	if after != nil {
@@ -457,6 +465,38 @@ func TestLostAnswer(t *testing.T) {
 	drop.Store(0)
 	if err := f.CreateExclusive(ctx, "other", []byte("mine")); !errors.Is(err, fsys.ErrExist) {
 		t.Errorf("CreateExclusive over another's object: %v, want ErrExist", err)
+	}
+}
+
+// TestConflictRetried: AWS answers 409 ConditionalRequestConflict to a
+// conditional write racing another on the same key; nothing was written,
+// so the write is tried again.
+func TestConflictRetried(t *testing.T) {
+	srv := s3test.Start(t)
+	h := newHook()
+	f := srv.FS(t, withHook(h))
+	var conflicts atomic.Int32
+	conflicts.Store(2)
+	h.instead = func(r *http.Request) *http.Response {
+		if r.Method != http.MethodPut || conflicts.Add(-1) < 0 {
+			return nil
+		}
+		body := `<?xml version="1.0" encoding="UTF-8"?><Error><Code>ConditionalRequestConflict</Code><Message>A conflicting conditional operation is currently in progress against this resource.</Message><RequestId>R</RequestId></Error>`
+		return &http.Response{
+			StatusCode: http.StatusConflict, Status: "409 Conflict", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: http.Header{"Content-Type": {"application/xml"}}, Body: io.NopCloser(strings.NewReader(body)),
+			ContentLength: int64(len(body)), Request: r,
+		}
+	}
+	ctx := t.Context()
+	if err := f.CreateExclusive(ctx, "lock", []byte("me")); err != nil {
+		t.Fatalf("CreateExclusive after two conflicts: %v", err)
+	}
+	if got, _, err := f.ReadFile(ctx, "lock"); err != nil || string(got) != "me" {
+		t.Fatalf("ReadFile = %q, %v", got, err)
+	}
+	if c := h.counts(); c["PUT"] != 3 {
+		t.Errorf("PUTs = %d, want 3 (two conflicts, then the write)", c["PUT"])
 	}
 }
 
