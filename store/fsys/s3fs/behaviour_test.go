@@ -33,7 +33,7 @@ type hook struct {
 	// instead, when it answers, answers in the server's place (the
 	// request is not sent).
 	instead func(*http.Request) *http.Response
-	count map[string]int // "METHOD kind", kind from classify
+	count   map[string]int // "METHOD kind", kind from classify
 }
 
 func newHook() *hook { return &hook{inner: awshttp.NewBuildableClient(), count: map[string]int{}} }
