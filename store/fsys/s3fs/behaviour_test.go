@@ -669,3 +669,26 @@ func TestParseURL(t *testing.T) {
 		t.Error("IsURL")
 	}
 }
+
+// FuzzParseURL: what ParseURL accepts is a bucket and a clean prefix that
+// name the same place again.
+func FuzzParseURL(f *testing.F) {
+	for _, s := range []string{"s3://bucket/a/b", "s3://b.c-d/", "s3://bucket/../x", "s3://bucket//x", "s3://x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, p, err := s3fs.ParseURL(s)
+		if err != nil {
+			if !errors.Is(err, s3fs.ErrBadURL) {
+				t.Fatalf("ParseURL(%q): %v is not ErrBadURL", s, err)
+			}
+			return
+		}
+		if p != "" && !fsys.ValidName(p) || strings.Contains(b, "/") {
+			t.Fatalf("ParseURL(%q) = %q, %q", s, b, p)
+		}
+		if b2, p2, err := s3fs.ParseURL("s3://" + b + "/" + p); err != nil || b2 != b || p2 != p {
+			t.Fatalf("ParseURL of its own result %q/%q = %q, %q, %v", b, p, b2, p2, err)
+		}
+	})
+}
