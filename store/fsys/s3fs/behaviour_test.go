@@ -500,6 +500,40 @@ func TestConflictRetried(t *testing.T) {
 	}
 }
 
+// TestDeleteIfMatch: a conditional delete removes only the state it was
+// given.
+func TestDeleteIfMatch(t *testing.T) {
+	srv := s3test.Start(t)
+	f := srv.FS(t)
+	ctx := t.Context()
+	if err := f.CreateExclusive(ctx, "lock", []byte("mine")); err != nil {
+		t.Fatal(err)
+	}
+	_, mine, _ := f.ReadFile(ctx, "lock")
+	if err := f.Replace(ctx, "lock", []byte("taken over"), mine); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.DeleteIfMatch(ctx, "lock", mine); !errors.Is(err, fsys.ErrPrecondition) {
+		t.Errorf("DeleteIfMatch with a stale ETag: %v, want ErrPrecondition", err)
+	}
+	got, theirs, err := f.ReadFile(ctx, "lock")
+	if err != nil || string(got) != "taken over" {
+		t.Fatalf("after a refused delete: %q, %v", got, err)
+	}
+	if err := f.DeleteIfMatch(ctx, "lock", theirs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Stat(ctx, "lock"); !errors.Is(err, fsys.ErrNotExist) {
+		t.Errorf("Stat after DeleteIfMatch: %v", err)
+	}
+	if err := f.DeleteIfMatch(ctx, "lock", theirs); err != nil {
+		t.Errorf("DeleteIfMatch of a missing object: %v", err)
+	}
+	if err := f.DeleteIfMatch(ctx, "lock", ""); err == nil {
+		t.Errorf("DeleteIfMatch without a token: %v", err)
+	}
+}
+
 // TestProbeIgnoredConditions: a service that ignores the conditional
 // headers is found out by Probe and refused by Require; one that ignores
 // them only on CompleteMultipartUpload gets the HEAD-then-complete

@@ -601,6 +601,28 @@ func (f *FS) Delete(ctx context.Context, name string) error {
 	return nil
 }
 
+// DeleteIfMatch deletes name only if its ETag is tok (DeleteObject with
+// If-Match), else fails with fsys.ErrPrecondition; a missing object is
+// not an error. It is not part of fsys.FS: it lets a lock holder release
+// its lock without deleting a lock taken over meanwhile (the store's
+// release reads, compares and deletes). Probe reports whether the
+// service honours it (Support.ConditionalDelete).
+func (f *FS) DeleteIfMatch(ctx context.Context, name string, tok fsys.Token) error {
+	const op = "delete"
+	if err := f.begin(ctx, fsys.ValidName(name)); err != nil {
+		return pathErr(op, name, err)
+	}
+	if tok == "" {
+		return pathErr(op, name, errors.New("no token to match"))
+	}
+	key := f.key(name)
+	_, err := f.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &f.bucket, Key: &key, IfMatch: aws.String(string(tok))})
+	if err = f.clean(err); err != nil && !errors.Is(err, fsys.ErrNotExist) {
+		return pathErr(op, name, err)
+	}
+	return nil
+}
+
 // deleteKeys deletes up to 1000 keys in one request. Failures to delete
 // the key lenient (a directory marker) are ignored.
 func (f *FS) deleteKeys(ctx context.Context, keys []string, lenient string) error {
