@@ -468,6 +468,61 @@ func TestLostAnswer(t *testing.T) {
 	}
 }
 
+// cutBody breaks off after n bytes, as a dropped connection does.
+type cutBody struct {
+	r io.ReadCloser
+	n int
+}
+
+func (c *cutBody) Read(p []byte) (int, error) {
+	if c.n <= 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	k, err := c.r.Read(p[:min(len(p), c.n)])
+	c.n -= k
+	return k, err
+}
+
+func (c *cutBody) Close() error { return c.r.Close() }
+
+// TestBodyCutRetried: a GET whose body breaks off is sent again; the
+// reader gets the whole object.
+func TestBodyCutRetried(t *testing.T) {
+	srv := s3test.Start(t)
+	h := newHook()
+	f := srv.FS(t, withHook(h), func(c *s3fs.Config) { c.ReadAhead = 64 << 10 })
+	ctx := t.Context()
+	data := pattern(1<<20, 5)
+	if err := f.CreateExclusive(ctx, "obj", data); err != nil {
+		t.Fatal(err)
+	}
+	var cuts atomic.Int32
+	h.after = func(r *http.Request, resp *http.Response, err error) (*http.Response, error) {
+		if err == nil && r.Method == http.MethodGet && resp.StatusCode/100 == 2 && cuts.Add(-1) >= 0 {
+			resp.Body = &cutBody{r: resp.Body, n: 1000}
+		}
+		return resp, err
+	}
+	cuts.Store(2)
+	if got, _, err := f.ReadFile(ctx, "obj"); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("ReadFile with two broken bodies: %d bytes, %v", len(got), err)
+	}
+	r, err := f.Open(ctx, "obj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cuts.Store(2)
+	b := make([]byte, 256<<10)
+	if _, err := r.ReadAt(b, 100); err != nil || !bytes.Equal(b, data[100:100+len(b)]) {
+		t.Errorf("ReadAt with two broken bodies: %v", err)
+	}
+	cuts.Store(100)
+	if _, err := r.ReadAt(b, 200); err == nil {
+		t.Error("ReadAt succeeded although every body broke off")
+	}
+}
+
 // TestConflictRetried: AWS answers 409 ConditionalRequestConflict to a
 // conditional write racing another on the same key; nothing was written,
 // so the write is tried again.

@@ -191,20 +191,18 @@ func (r *file) fetch(p []byte, off int64) error {
 	if r.etag != "" {
 		in.IfMatch = &r.etag
 	}
-	out, err := r.fs.client.GetObject(r.ctx, in)
-	if err != nil {
-		err = r.fs.clean(err)
-		if errors.Is(err, fsys.ErrPrecondition) || errors.Is(err, fsys.ErrNotExist) {
-			err = fmt.Errorf("object replaced or deleted since it was opened: %w", err)
-		}
-		return pathErr("read", r.name, err)
-	}
-	defer out.Body.Close()
-	if _, err := io.ReadFull(out.Body, p); err != nil {
+	err := r.fs.get(r.ctx, in, func(out *s3.GetObjectOutput) error {
+		_, err := io.ReadFull(out.Body, p)
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return pathErr("read", r.name, r.fs.clean(err))
+		return err
+	})
+	if errors.Is(err, fsys.ErrPrecondition) || errors.Is(err, fsys.ErrNotExist) {
+		err = fmt.Errorf("object replaced or deleted since it was opened: %w", err)
+	}
+	if err != nil {
+		return pathErr("read", r.name, err)
 	}
 	return nil
 }

@@ -414,19 +414,48 @@ func (f *FS) ReadFile(ctx context.Context, name string) ([]byte, fsys.Token, err
 		return nil, "", pathErr(op, name, err)
 	}
 	key := f.key(name)
-	out, err := f.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &f.bucket, Key: &key})
+	var (
+		buf bytes.Buffer
+		tok fsys.Token
+	)
+	err := f.get(ctx, &s3.GetObjectInput{Bucket: &f.bucket, Key: &key}, func(out *s3.GetObjectOutput) error {
+		buf.Reset()
+		if n := aws.ToInt64(out.ContentLength); n > 0 && n < 1<<30 {
+			buf.Grow(int(n))
+		}
+		tok = fsys.Token(aws.ToString(out.ETag))
+		_, err := buf.ReadFrom(out.Body)
+		return err
+	})
 	if err != nil {
-		return nil, "", pathErr(op, name, f.clean(err))
+		return nil, "", pathErr(op, name, err)
 	}
-	defer out.Body.Close()
-	var buf bytes.Buffer
-	if n := aws.ToInt64(out.ContentLength); n > 0 && n < 1<<30 {
-		buf.Grow(int(n))
+	return buf.Bytes(), tok, nil
+}
+
+// get sends a GET and reads its answer with read, sending it again when
+// the body breaks off (the SDK retries a request only until its headers
+// arrive). The error is cleaned.
+func (f *FS) get(ctx context.Context, in *s3.GetObjectInput, read func(*s3.GetObjectOutput) error) error {
+	for attempt := 1; ; attempt++ {
+		out, err := f.client.GetObject(ctx, in)
+		if err != nil {
+			return f.clean(err)
+		}
+		err = read(out)
+		out.Body.Close()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case attempt >= f.maxAttempts || !errors.Is(err, io.ErrUnexpectedEOF) && f.retryable.IsErrorRetryable(err) != aws.TrueTernary:
+			return f.clean(err)
+		}
+		if err := sleep(ctx, backoff(attempt)); err != nil {
+			return err
+		}
 	}
-	if _, err := buf.ReadFrom(out.Body); err != nil {
-		return nil, "", pathErr(op, name, f.clean(err))
-	}
-	return buf.Bytes(), fsys.Token(aws.ToString(out.ETag)), nil
 }
 
 // Replace implements fsys.FS: PutObject with If-Match: <ETag>, or
