@@ -36,7 +36,7 @@
 // # Retries
 //
 // Reads, lists and deletes are retried by the SDK (throttling, 5xx,
-// dropped connections). Conditional writes are retried here: after an
+// dropped connections); a GET whose body breaks off is sent again. Conditional writes are retried here: after an
 // attempt whose outcome is unknown, a retry that finds the condition
 // failed checks the object's write id (x-amz-meta-quiver-write-id, random
 // per call) to tell its own landed attempt from another writer's, so that

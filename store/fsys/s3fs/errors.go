@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"strconv"
 	"strings"
@@ -24,8 +25,9 @@ var (
 	// If-Match on PutObject, without which no lock or commit is safe
 	// (found by Probe).
 	ErrNoConditionalWrites = errors.New("s3fs: the object store does not support conditional writes (If-None-Match/If-Match on PutObject)")
-	// ErrClosed: the FS, Writer or File was closed or finished.
-	ErrClosed = errors.New("s3fs: closed")
+	// ErrClosed: the FS, Writer or File was closed or finished. It is
+	// fs.ErrClosed, as Local's.
+	ErrClosed = fs.ErrClosed
 )
 
 // pathError is an error of one operation on one name (relative to the
