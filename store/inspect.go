@@ -87,7 +87,7 @@ func (s *Store) Inspect(ctx context.Context, keys []string) (*Inspection, error)
 			in.Latest, in.ManifestErr = -1, err
 		}
 		// A private state: nothing cached stands in for what is on storage.
-		ps := &profileState{p: p, log: newLogView(), infos: map[int]*versionHead{}, ours: map[string]fileFacts{}, nextIndex: map[int]int{}}
+		ps := newProfileState(p)
 		in.Temps, in.Links, in.Unknown, in.Discarded, in.LogProblems = nil, nil, nil, nil, nil
 		segs, err := s.inspectLog(ctx, ps, in)
 		if err != nil {

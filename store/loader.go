@@ -137,11 +137,10 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 	logRecs := append([]*CommitRecord(nil), ps.log.byVersion[v]...)
 	ps.mu.Unlock()
 
-	entries, lerr := s.fs.List(ctx, p.vdir(v))
-	if lerr != nil && !isNotExist(lerr) {
+	entries, dirExists, lerr := s.listVersion(ctx, ps, v, vs.Write != nil && mode == loadRead)
+	if lerr != nil {
 		return nil, fmt.Errorf("list %s %s: %w", p, vname, lerr)
 	}
-	dirExists := lerr == nil
 	if !dirExists && vs.Write == nil && vs.Retired == nil && len(logRecs) == 0 {
 		return nil, fmt.Errorf("%w: %s has no version %s", ErrVersionNotFound, p, vname)
 	}
@@ -286,6 +285,58 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 		}
 	}
 	return vs, nil
+}
+
+// listVersion lists a version directory for the loader. A reader of a
+// version Quiver wrote (it has a write record) needs the listing only to
+// find files pyrosome appended at its root; the list is cached by the
+// directory's modification time where the storage has one (local disks),
+// and skipped on object storage, which pyrosome does not write to — so a
+// read does not cost a listing of the whole history.
+func (s *Store) listVersion(ctx context.Context, ps *profileState, v int, logWritten bool) (entries []fsys.Entry, exists bool, err error) {
+	vdir := ps.p.vdir(v)
+	if logWritten {
+		if _, local := s.fs.(*fsys.Local); !local {
+			return nil, true, nil
+		}
+		st, err := s.fs.Stat(ctx, vdir)
+		if isNotExist(err) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		ps.mu.Lock()
+		c, ok := ps.lists[v]
+		ps.mu.Unlock()
+		if ok && c.mtime.Equal(st.ModTime) && !st.ModTime.IsZero() {
+			return c.entries, true, nil
+		}
+		entries, err := s.fs.List(ctx, vdir)
+		if isNotExist(err) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		// Keep only what a reader looks at: root data files and legacy
+		// records.
+		kept := entries[:0:0]
+		for _, e := range entries {
+			if dataFileRe.MatchString(e.Name) || legacyRecRe.MatchString(e.Name) {
+				kept = append(kept, e)
+			}
+		}
+		ps.mu.Lock()
+		ps.lists[v] = dirList{mtime: st.ModTime, entries: kept}
+		ps.mu.Unlock()
+		return kept, true, nil
+	}
+	entries, err = s.fs.List(ctx, vdir)
+	if isNotExist(err) {
+		return nil, false, nil
+	}
+	return entries, err == nil, err
 }
 
 func withDir(e fsys.Entry, dir string) fsys.Entry {

@@ -7,6 +7,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -29,8 +30,16 @@ type profileState struct {
 	nextIndex map[int]int
 	// headTok is the token of .log/HEAD as this process last wrote it.
 	headTok fsys.Token
+	// lists caches the root listing of versions by directory mtime.
+	lists map[int]dirList
 
 	commit committer
+}
+
+// dirList is a cached listing of a version directory's root.
+type dirList struct {
+	mtime   time.Time
+	entries []fsys.Entry
 }
 
 // fileFacts are facts read once from an immutable file's footer.
@@ -47,6 +56,13 @@ type versionHead struct {
 	schema *arrow.Schema
 }
 
+func newProfileState(p profile) *profileState {
+	ps := &profileState{p: p, log: newLogView(), infos: map[int]*versionHead{}, ours: map[string]fileFacts{},
+		nextIndex: map[int]int{}, lists: map[int]dirList{}}
+	ps.commit.ps = ps
+	return ps
+}
+
 // state returns the process-wide state of profile p.
 func (s *Store) state(p profile) *profileState {
 	key := p.dir
@@ -54,8 +70,7 @@ func (s *Store) state(p profile) *profileState {
 	defer s.mu.Unlock()
 	ps := s.profiles[key]
 	if ps == nil {
-		ps = &profileState{p: p, log: newLogView(), infos: map[int]*versionHead{}, ours: map[string]fileFacts{}, nextIndex: map[int]int{}}
-		ps.commit.ps = ps
+		ps = newProfileState(p)
 		s.profiles[key] = ps
 	}
 	return ps

@@ -364,8 +364,21 @@ func (s *Store) stageAppend(ctx context.Context, ps *profileState, rdr array.Rec
 	if err := s.syncLog(ctx, ps); err != nil {
 		return nil, err
 	}
-	vs, err := s.loadVersion(ctx, ps, latest, latest, loadRead)
+	// A version Quiver wrote is known from its .version.json (cached) and
+	// its write record: no listing of its files, whose number grows with
+	// every append. Others (pyrosome's, CSV) are loaded.
+	var vs *VersionState
+	h, err := s.head(ctx, ps, latest)
 	if err != nil {
+		return nil, err
+	}
+	ps.mu.Lock()
+	w, retired := ps.log.writes[latest], ps.log.retired[latest]
+	ps.mu.Unlock()
+	if h != nil && w != nil && retired == nil && h.info.Format == FormatParquet {
+		vs = &VersionState{Keys: p.keys, Version: latest, Info: h.info, Format: h.info.Format, Schema: h.schema,
+			PartitionBy: h.info.PartitionBy, SchemaVersion: h.info.SchemaVersion, Write: w, Committed: true}
+	} else if vs, err = s.loadVersion(ctx, ps, latest, latest, loadRead); err != nil {
 		return nil, err
 	}
 	if vs.Retired != nil || (vs.Write == nil && vs.Legacy == 0 && len(vs.Files) == 0) {

@@ -528,6 +528,10 @@ func TestAppendConvergesUnderBackToBackWrites(t *testing.T) {
 	k := []string{"hot"}
 	put(t, s, ModeWrite, k, ids(0), PutOptions{})
 	var writes int
+	// A write the hook stopped waiting for still runs: wait for it before
+	// the temp dir is removed.
+	var bg sync.WaitGroup
+	defer bg.Wait()
 	// Each time the append claims its index (it has staged into the
 	// latest version), another server writes a new version. The write
 	// gets up to 300 ms: an append that commits holding the lock makes it
@@ -537,7 +541,9 @@ func TestAppendConvergesUnderBackToBackWrites(t *testing.T) {
 			return
 		}
 		done := make(chan error, 1)
+		bg.Add(1)
 		go func() {
+			defer bg.Done()
 			rdr := ids(int64(100 + writes))
 			defer rdr.Release()
 			_, err := writer.Write(context.Background(), k, rdr, PutOptions{})
