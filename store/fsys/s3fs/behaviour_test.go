@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -75,6 +76,8 @@ func kind(r *http.Request) string {
 	switch {
 	case r.Method == http.MethodGet && r.Header.Get("Range") != "":
 		return "GET range"
+	case r.Method == http.MethodGet && q.Has("uploadId"):
+		return "GET parts"
 	case r.Method == http.MethodGet && q.Has("uploads"):
 		return "GET uploads"
 	case r.Method == http.MethodGet && q.Has("list-type"):
@@ -283,6 +286,48 @@ func TestUploadTempDelete(t *testing.T) {
 		t.Error("Commit into a deleted directory's aborted upload succeeded")
 	}
 	_ = w.Abort()
+}
+
+// TestUploadDatedByNewestPart: a long write's upload is dated by its
+// newest part, not its start, so that it does not look abandoned.
+func TestUploadDatedByNewestPart(t *testing.T) {
+	srv := s3test.Start(t)
+	parts := make(chan struct{}, 10)
+	h := newHook()
+	h.after = func(r *http.Request, resp *http.Response, err error) (*http.Response, error) {
+		if kind(r) == "PUT part" {
+			parts <- struct{}{}
+		}
+		return resp, err
+	}
+	f := srv.FS(t, smallParts, withHook(h))
+	ctx := t.Context()
+	w, err := write(ctx, f, "d/x", pattern(s3fs.MinPartSize+1, 1), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	<-parts
+	first := time.Now()
+	time.Sleep(2100 * time.Millisecond)
+	if _, err := w.Write(pattern(s3fs.MinPartSize, 2)); err != nil {
+		t.Fatal(err)
+	}
+	<-parts
+	// (versitygw's Initiated is its upload directory's mtime, which each
+	// part moves: there the listing alone would do.)
+	defer s3fs.SetUploadAgeCheck(s3fs.SetUploadAgeCheck(0))
+	h.counts()
+	entries, err := f.List(ctx, "d")
+	if c := h.counts(); c["GET parts"] != 1 {
+		t.Errorf("List requests %v: want the upload's parts listed", c)
+	}
+	if err != nil || len(entries) != 1 || !fsys.IsTemp(entries[0].Name) {
+		t.Fatalf("List(d) = %+v, %v", entries, err)
+	}
+	if dated := entries[0].ModTime; dated.Before(first.Truncate(time.Second).Add(time.Second)) {
+		t.Errorf("upload dated %v; its first part landed at %v and its second 2 s later", dated, first)
+	}
 }
 
 // TestHiddenUploads: with HideUploads List makes one request and shows

@@ -49,14 +49,15 @@ const (
 	writeIDKey = "quiver-write-id"
 	// cacheBlocks is how many read-ahead windows a File keeps.
 	cacheBlocks = 4
-	// uploadAgeCheck: an upload older than this is dated by its newest
-	// part (ListParts) rather than its start, so that a long write does
-	// not look abandoned.
-	uploadAgeCheck = time.Minute
 	// responseTimeout bounds the wait for a response's headers once the
 	// request is sent (a part upload's body included).
 	responseTimeout = time.Minute
 )
+
+// uploadAgeCheck: an upload older than this is dated by its newest part
+// (ListParts) rather than its start, so that a long write does not look
+// abandoned. A variable for tests.
+var uploadAgeCheck = time.Minute
 
 // Config says which bucket and prefix hold the data directory and how to
 // reach the service. Credentials come from the AWS SDK's standard chain
