@@ -37,6 +37,15 @@ var (
 	binErr  error
 )
 
+// TestMain removes the binary quiverBinary built, if any.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 // quiverBinary builds this command once per test binary.
 func quiverBinary(t *testing.T) string {
 	t.Helper()
