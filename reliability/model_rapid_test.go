@@ -22,7 +22,7 @@ import (
 
 // seqKeys are the keys of the sequential test (under a per-check prefix):
 // nesting families, layout names, a sane pair.
-var seqKeys = []string{"a", "a/b", "a/b/c", "n", "n/v0", "v1", "e", "e/manifest.json", "e/x", "data/one", "data/two"}
+var seqKeys = []string{"a", "a/b", "a/b/c", "n", "n/v0", "v1", "e", "e/manifest.json", "e/x", "e/V2", "e/0.CSV", "e/.h", "data/one", "data/two"}
 
 // seqModel is the state of one rapid check.
 type seqModel struct {
@@ -38,13 +38,16 @@ type seqModel struct {
 
 func (s *seqModel) path(rt *rapid.T) (string, keyKind) {
 	k := rapid.SampledFrom(seqKeys).Draw(rt, "key")
-	kind := keyGood
-	for _, seg := range keySplit(k) {
-		if strings.HasPrefix(seg, "v") && len(seg) > 1 && strings.Trim(seg[1:], "0123456789") == "" || seg == "manifest.json" {
-			kind = keyReserved
-		}
+	p := s.prefix + "/" + k
+	return p, keyKindOf(p)
+}
+
+// refusedKey: a call with a reserved key must be refused with
+// InvalidArgument, whatever exists around it.
+func refusedKey(rt *rapid.T, p string, st outStatus, code, what string) {
+	if st != stRejected || code != "InvalidArgument" {
+		rt.Fatalf("%s: %q is reserved (%s): every call with it must be refused with InvalidArgument", what, p, reservedWhy(p))
 	}
-	return s.prefix + "/" + k, kind
 }
 
 func (s *seqModel) state(p string) *mState {
@@ -116,9 +119,12 @@ func (s *seqModel) put(rt *rapid.T, mode string, bad string) {
 	switch {
 	case o.St == stUnknown:
 		rt.Fatalf("%s: no faults are injected, yet the outcome is unknown", what)
-	case kind == keyReserved || bad != "":
+	case kind == keyReserved:
+		refusedKey(rt, p, o.St, o.Code, what)
+		return
+	case bad != "":
 		if o.St != stRejected || o.Code != "InvalidArgument" {
-			rt.Fatalf("%s: bad input (%s) must be refused with InvalidArgument", what, map[bool]string{true: "reserved key", false: bad}[bad == ""])
+			rt.Fatalf("%s: bad input (%s) must be refused with InvalidArgument", what, bad)
 		}
 		return
 	case s.nested(p) != "":
@@ -131,7 +137,7 @@ func (s *seqModel) put(rt *rapid.T, mode string, bad string) {
 }
 
 func (s *seqModel) read(rt *rapid.T, version bool) {
-	p, _ := s.path(rt)
+	p, kind := s.path(rt)
 	o := &mop{genOp: genOp{Kind: opRead, Path: p, Read: "info"}, Ver: -1}
 	if version {
 		o.Kind, o.Read = opReadV, "json"
@@ -162,6 +168,10 @@ func (s *seqModel) read(rt *rapid.T, version bool) {
 	}
 	what := fmt.Sprintf("%s %q v%d → %s %s ids=%v", o.Kind, p, o.ReadVer, o.St, trim(o.Err, 200), o.IDs)
 	rt.Log(what)
+	if kind == keyReserved {
+		refusedKey(rt, p, o.St, o.Code, what)
+		return
+	}
 	if o.St == stRejected && s.nested(p) != "" {
 		return // reading a directory of profiles
 	}
@@ -169,10 +179,10 @@ func (s *seqModel) read(rt *rapid.T, version bool) {
 }
 
 func (s *seqModel) maint(rt *rapid.T, kind string) {
-	p, _ := s.path(rt)
+	p, kk := s.path(rt)
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
-	in := mInput{Kind: kind}
+	in := mInput{Kind: kind, From: -1}
 	out := mOutput{Ver: -1, Rows: -1}
 	var err error
 	switch kind {
@@ -182,7 +192,14 @@ func (s *seqModel) maint(rt *rapid.T, kind string) {
 		if err == nil && len(res) == 1 {
 			var x map[string]any
 			_ = jsonUnmarshal(res[0], &x)
-			out.Ver = parseVer(x["version"])
+			o := &mop{Ver: -1}
+			compactResult(o, x)
+			out.Ver, out.Rows = o.Ver, o.ResRows
+			if o.From != nil {
+				in.From = *o.From
+			} else {
+				rt.Fatalf("compact %q: the result names no compacted_from: %s", p, res[0])
+			}
 		}
 	case opRetain:
 		in.Keep = rapid.IntRange(1, 2).Draw(rt, "keep")
@@ -213,6 +230,10 @@ func (s *seqModel) maint(rt *rapid.T, kind string) {
 	out.St = classify(err, false)
 	what := fmt.Sprintf("%s %q keep=%d → %s %v v%d removed=%v rows=%d", kind, p, in.Keep, out.St, err, out.Ver, out.Removed, out.Rows)
 	rt.Log(what)
+	if kk == keyReserved {
+		refusedKey(rt, p, out.St, codeName(err), what)
+		return
+	}
 	if out.St == stRejected && s.nested(p) != "" {
 		return
 	}

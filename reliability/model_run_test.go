@@ -269,7 +269,50 @@ func (m *modelRun) exec(ctx context.Context, r *rand.Rand, phase, client int, g 
 		m.doAction(ctx, r, o, "sweep", map[string]any{"older_than_s": 3600})
 	case opList:
 		m.doList(ctx, r, o, -1)
+	case opBadKey:
+		m.doBadKey(ctx, r, o)
 	}
+}
+
+// badKeyRPCs are the calls a badkey op makes with a reserved key: every
+// one must answer InvalidArgument.
+var badKeyRPCs = []string{"info", "json", "bare", "readv", "schema", "list-versions", "lineage", "compact", "remove-old-versions", "break-lock", "verify"}
+
+// doBadKey calls one RPC other than DoPut (o.Mode) with a reserved key.
+func (m *modelRun) doBadKey(ctx context.Context, r *rand.Rand, o *mop) {
+	slot, cl, _ := m.pick(r, -1)
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	o.Call = m.now()
+	var err error
+	switch o.Mode {
+	case "info":
+		_, _, _, err = m.h.readInfo(rctx, cl, o)
+	case "json":
+		_, _, err = readRows(rctx, cl, js(map[string]any{"path": o.Path}), false)
+	case "bare":
+		_, _, err = readRows(rctx, cl, []byte(o.Path), false)
+	case "readv":
+		_, _, err = readRows(rctx, cl, js(map[string]any{"path": o.Path, "version": "v0"}), false)
+	case "schema":
+		_, err = cl.GetSchema(rctx, cmdDesc(map[string]any{"path": o.Path}))
+	case "remove-old-versions":
+		_, err = action(rctx, cl, o.Mode, map[string]any{"path": o.Path, "keep": 1, "grace_s": 0})
+	default:
+		_, err = action(rctx, cl, o.Mode, map[string]any{"path": o.Path})
+	}
+	o.Ret = m.now()
+	o.Code = codeName(err)
+	o.Attempts = []mattempt{{Server: slot, Start: o.Call, End: o.Ret, Code: o.Code}}
+	if err != nil {
+		o.Err = err.Error()
+		o.Attempts[0].Err = o.Err
+	}
+	o.St = classify(err, false)
+	if o.St == stUnknown {
+		o.Ret = -1
+	}
+	m.h.addOp(o)
 }
 
 // pick chooses a server (slot -1: a random one that is not restarting).
@@ -672,10 +715,7 @@ func (m *modelRun) doAction(ctx context.Context, r *rand.Rand, o *mop, typ strin
 		if err := json.Unmarshal(res[0], &x); err == nil {
 			switch typ {
 			case "compact":
-				o.Ver = parseVer(x["version"])
-				if s, ok := x["seq"].(float64); ok {
-					o.Seq = int64(s)
-				}
+				compactResult(o, x)
 			case "remove-old-versions":
 				o.Removed = []int{}
 				rm, _ := x["removed"].([]any)
@@ -691,6 +731,25 @@ func (m *modelRun) doAction(ctx context.Context, r *rand.Rand, o *mop, typ strin
 	m.h.addOp(o)
 	m.noteVersion(o.Path, o.Ver)
 	return res
+}
+
+// compactResult reads a compact action's result into o: the version, the
+// commit's seq, its rows and the version it compacted.
+func compactResult(o *mop, x map[string]any) {
+	o.Ver = parseVer(x["version"])
+	if s, ok := x["seq"].(float64); ok {
+		o.Seq = int64(s)
+	}
+	if n, ok := x["rows"].(float64); ok {
+		o.ResRows = int64(n)
+	}
+	if md, ok := x["metadata"].(map[string]any); ok {
+		if f, ok := md["compacted_from"].(string); ok {
+			if v := parseVer(f); v >= 0 {
+				o.From = &v
+			}
+		}
+	}
 }
 
 // doList runs ListFlights and returns profile → total records. Two
@@ -1097,28 +1156,44 @@ func (m *modelRun) checkProfile(ctx context.Context, r *rand.Rand, phase, client
 	}
 	seen := map[string]int{}
 	lin := map[string]int{}
+	var all []linRec
 	for _, b := range recs {
-		var rec map[string]any
+		var rec struct {
+			Seq       int64           `json:"seq"`
+			Version   string          `json:"version"`
+			Mode      string          `json:"mode"`
+			RequestID string          `json:"request_id"`
+			Committed time.Time       `json:"committed"`
+			Metadata  json.RawMessage `json:"metadata"`
+		}
 		if err := json.Unmarshal(b, &rec); err != nil {
 			m.h.f.add("lineage-failed", p, nil, "record %q: %v", trim(string(b), 100), err)
 			continue
 		}
-		rid, _ := rec["request_id"].(string)
-		if rid == "" {
-			continue
+		lr := linRec{Seq: rec.Seq, Version: parseVer(rec.Version), Mode: rec.Mode, RequestID: rec.RequestID, From: -1, At: rec.Committed.UnixNano() - m.t0.UnixNano()}
+		if rec.RequestID == "" && rec.Mode == "write" && len(rec.Metadata) > 0 {
+			var md struct {
+				From string `json:"compacted_from"`
+			}
+			if json.Unmarshal(rec.Metadata, &md) == nil && md.From != "" {
+				lr.From = parseVer(md.From)
+			}
 		}
-		if mode, _ := rec["mode"].(string); mode == "retire" {
+		all = append(all, lr)
+		rid := rec.RequestID
+		if rid == "" || rec.Mode == "retire" {
 			continue
 		}
 		seen[rid]++
 		if seen[rid] == 2 {
-			m.h.f.add("request-id-committed-twice", p, nil, "lineage holds two records with request_id %s (v%d and %v)", rid, lin[rid], rec["version"])
+			m.h.f.add("request-id-committed-twice", p, nil, "lineage holds two records with request_id %s (v%d and %s)", rid, lin[rid], rec.Version)
 		}
-		lin[rid] = parseVer(rec["version"])
+		lin[rid] = lr.Version
 	}
 	if final {
 		m.h.mu.Lock()
 		m.h.lineage[p] = lin
+		m.h.records[p] = all
 		m.h.mu.Unlock()
 	}
 }
@@ -1269,14 +1344,14 @@ func (m *modelRun) summarize(lin []linResult) {
 	report(t, "outcomes: %s", outcomes.String())
 	report(t, "refusals of puts as nested profiles, by code: %s", nested.String())
 	report(t, "porcupine: %d profiles linearizable, %d not, %d timed out", linOK, linBad, linUnknown)
+	report(t, "appends answered after an overlapping write or compaction, committed before it (by seq; a race of answers, legal): %s", m.h.ackRaces)
+	report(t, "unknown outcomes resolved: %s", m.h.resolvedCounts())
 	fs := m.h.f.all()
 	if len(fs) == 0 {
 		return
 	}
-	if err := os.MkdirAll(m.outDir, 0o755); err == nil {
-		if b, err := json.MarshalIndent(map[string]any{"seed": m.seed, "config": m.cfg, "findings": fs, "ops": m.h.ops}, "", " "); err == nil {
-			_ = os.WriteFile(filepath.Join(m.outDir, "history.json"), b, 0o644)
-		}
+	if err := m.h.dump(filepath.Join(m.outDir, "history.json"), m.seed, m.cfg); err != nil {
+		t.Logf("history: %v", err)
 	}
 	defer func() { // visualizations last: they are a help, not the verdict
 		for i, l := range lin {
