@@ -594,6 +594,13 @@ type observation struct {
 	ret int64
 }
 
+// killEvent is one SIGKILL of a server.
+type killEvent struct {
+	At       int64 `json:"at_ns"`
+	Server   int   `json:"server"`
+	InFlight int64 `json:"in_flight"`
+}
+
 // linRec is one commit record of a profile's lineage, as the checker
 // uses it.
 type linRec struct {
@@ -621,7 +628,8 @@ type history struct {
 	changed map[int64]bool // puts already reported as value-changed
 	// runFindings: findings made during the run, before checkHistory.
 	runFindings int
-	ackRaces    ackRaces // set by checkOrder
+	ackRaces    ackRaces    // set by checkOrder
+	kills       []killEvent // when the run killed which server (for reading a history)
 	// clockSlack: how much later than a record's commit time (the
 	// server's wall clock) the request that made it may have started by
 	// the run's clock (monotonic since the start): clock reads, and a
@@ -1061,7 +1069,10 @@ func (h *history) porcupineOps(path string) []porcupine.Operation {
 				}
 			}
 		case stNotFound:
-			if (o.Kind == opRead || o.Kind == opLatest) && h.retentionOverlaps(path, o.Call, o.Ret) {
+			// A read, or a compaction reading its source, may find the
+			// version it reads removed by a retention with grace 0
+			// (DESIGN §3.1: grace_s 0 removes at once). It had no effect.
+			if (o.Kind == opRead || o.Kind == opLatest || o.Kind == opCompact) && h.retentionOverlaps(path, o.Call, o.Ret) {
 				continue
 			}
 		}
@@ -1878,12 +1889,13 @@ type savedHistory struct {
 	FinalAt     int64                      `json:"final_at_ns"`
 	Lineage     map[string]map[string]int  `json:"lineage"`
 	Records     map[string][]linRec        `json:"records"`
+	Kills       []killEvent                `json:"kills"`
 }
 
 // dump writes the history (with the findings so far) to file.
 func (h *history) dump(file string, seed uint64, cfg genConfig) error {
 	h.mu.Lock()
-	sh := savedHistory{Seed: seed, Config: cfg, Findings: h.f.all(), RunFindings: h.runFindings, Ops: h.ops, Final: h.final, FinalAt: h.finalAt, Lineage: h.lineage, Records: h.records}
+	sh := savedHistory{Seed: seed, Config: cfg, Findings: h.f.all(), RunFindings: h.runFindings, Ops: h.ops, Final: h.final, FinalAt: h.finalAt, Lineage: h.lineage, Records: h.records, Kills: h.kills}
 	for _, p := range h.puts {
 		sh.Puts = append(sh.Puts, savedPut{PID: p.PID, Path: p.Path, Fam: p.Fam, Mode: p.Mode, Bad: p.Bad, PartBy: p.PartBy, Rows: len(p.Rows), Regions: p.Regions, EmptyRegion: p.EmptyRegion})
 	}
@@ -1936,6 +1948,7 @@ func loadHistory(file string) (*history, *savedHistory, error) {
 	if sh.Records != nil {
 		h.records = sh.Records
 	}
+	h.kills = sh.Kills
 	h.finalAt = sh.FinalAt
 	// Findings made while the run went on (rows, schemas, verify) stay;
 	// the checker's own are made again.

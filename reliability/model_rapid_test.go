@@ -10,6 +10,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"pgregory.net/rapid"
 )
 
@@ -137,11 +139,20 @@ func (s *seqModel) put(rt *rapid.T, mode string, bad string) {
 }
 
 func (s *seqModel) read(rt *rapid.T, version bool) {
-	p, kind := s.path(rt)
+	p, _ := s.path(rt)
+	v := 0
+	if version {
+		v = rapid.IntRange(0, 4).Draw(rt, "version")
+	}
+	s.readAt(rt, p, version, v)
+}
+
+func (s *seqModel) readAt(rt *rapid.T, p string, version bool, v int) {
+	kind := keyKindOf(p)
 	o := &mop{genOp: genOp{Kind: opRead, Path: p, Read: "info"}, Ver: -1}
 	if version {
 		o.Kind, o.Read = opReadV, "json"
-		o.ReadVer = rapid.IntRange(0, 4).Draw(rt, "version")
+		o.ReadVer = v
 	}
 	rctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
@@ -179,10 +190,19 @@ func (s *seqModel) read(rt *rapid.T, version bool) {
 }
 
 func (s *seqModel) maint(rt *rapid.T, kind string) {
-	p, kk := s.path(rt)
+	p, _ := s.path(rt)
+	keep := 0
+	if kind == opRetain {
+		keep = rapid.IntRange(1, 2).Draw(rt, "keep")
+	}
+	s.maintAt(rt, p, kind, keep)
+}
+
+func (s *seqModel) maintAt(rt *rapid.T, p, kind string, keep int) {
+	kk := keyKindOf(p)
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
-	in := mInput{Kind: kind, From: -1}
+	in := mInput{Kind: kind, From: -1, Keep: keep}
 	out := mOutput{Ver: -1, Rows: -1}
 	var err error
 	switch kind {
@@ -202,7 +222,6 @@ func (s *seqModel) maint(rt *rapid.T, kind string) {
 			}
 		}
 	case opRetain:
-		in.Keep = rapid.IntRange(1, 2).Draw(rt, "keep")
 		var res [][]byte
 		res, err = action(ctx, s.cl, "remove-old-versions", map[string]any{"path": p, "keep": in.Keep, "grace_s": 0})
 		if err == nil && len(res) == 1 {
@@ -238,6 +257,47 @@ func (s *seqModel) maint(rt *rapid.T, kind string) {
 		return
 	}
 	s.apply(rt, p, in, out, what)
+}
+
+// abandon starts a write, lets the server reserve its version and write
+// its first files, looks at the profile meanwhile (list-versions, a read
+// of the version being written), and abandons the stream: nothing
+// changes, and whatever the look saw of the abandoned version must not
+// outlive it (its number is given back).
+func (s *seqModel) abandon(rt *rapid.T) {
+	p, kind := s.path(rt)
+	if kind == keyReserved {
+		return
+	}
+	fam := rapid.IntRange(0, len(families)-1).Filter(func(f int) bool { return families[f].name != "wide" }).Draw(rt, "fam")
+	s.pid++
+	d := buildPut(dataSpec{pid: s.pid, fam: fam, rows: 4, batches: 2, seed: uint64(s.pid)})
+	defer d.release()
+	s.h.addPut(&putInfo{PID: s.pid, Path: p, Fam: fam, Mode: "write", Rows: d.rows, Regions: d.regions})
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	stream, err := s.cl.DoPut(sctx)
+	if err != nil {
+		rt.Fatalf("DoPut: %v", err)
+	}
+	w := flight.NewRecordWriter(stream, ipc.WithSchema(d.schema))
+	w.SetFlightDescriptor(cmdDesc(map[string]any{"path": p, "mode": "write", "request_id": reqID(s.pid)}))
+	if err := w.Write(d.batches[0]); err != nil {
+		rt.Fatalf("write the first batch: %v", err)
+	}
+	time.Sleep(100 * time.Millisecond) // the version is reserved and its first file written
+	next := 0
+	if st := s.state(p); len(st.vers) > 0 {
+		next = slices.Max(slices.Collect(maps.Keys(st.vers))) + 1
+	}
+	rt.Logf("abandon a write of %s to %q after one batch; meanwhile list-versions and a read of v%d", families[fam].name, p, next)
+	s.maintAt(rt, p, opLatest, 0)
+	s.readAt(rt, p, true, next)
+	scancel()
+	_, _ = stream.Recv()
+	time.Sleep(100 * time.Millisecond) // the server removes what it wrote
 }
 
 // check: ListFlights under the prefix lists exactly the profiles that exist.
@@ -317,6 +377,15 @@ func TestModelSequential(t *testing.T) {
 	// Compaction and retention too.
 	run("maintenance", func(s *seqModel) map[string]func(*rapid.T) {
 		a := puts(s)
+		a["compact"] = func(rt *rapid.T) { s.maint(rt, opCompact) }
+		a["retain"] = func(rt *rapid.T) { s.maint(rt, opRetain) }
+		return a
+	})
+	// Writes abandoned mid-stream while the version they reserved is
+	// looked at, among puts, compaction and retention.
+	run("abandon", func(s *seqModel) map[string]func(*rapid.T) {
+		a := puts(s)
+		a["abandon"] = s.abandon
 		a["compact"] = func(rt *rapid.T) { s.maint(rt, opCompact) }
 		a["retain"] = func(rt *rapid.T) { s.maint(rt, opRetain) }
 		return a

@@ -304,6 +304,7 @@ func (m *modelRun) doBadKey(ctx context.Context, r *rand.Rand, o *mop) {
 	o.Ret = m.now()
 	o.Code = codeName(err)
 	o.Attempts = []mattempt{{Server: slot, Start: o.Call, End: o.Ret, Code: o.Code}}
+	m.captureInternal(slot, o, o.Code)
 	if err != nil {
 		o.Err = err.Error()
 		o.Attempts[0].Err = o.Err
@@ -338,6 +339,9 @@ func (m *modelRun) killRestart(i int) (int64, error) {
 	inflight := m.c.inflight[i].Load()
 	m.c.mu.Unlock()
 	old.kill()
+	m.h.mu.Lock()
+	m.h.kills = append(m.h.kills, killEvent{At: m.now(), Server: i, InFlight: inflight})
+	m.h.mu.Unlock()
 	p, err := startProc(m.c.dataDir, m.c.extra...)
 	if err != nil {
 		return inflight, err
@@ -405,6 +409,7 @@ func (m *modelRun) doPut(ctx context.Context, r *rand.Rand, o *mop, first *mop) 
 			at.Err = err.Error()
 		}
 		o.Attempts = append(o.Attempts, at)
+		m.captureInternal(slot, o, at.Code)
 		o.Code, o.Err = at.Code, at.Err
 		if g.Kind == opCancel {
 			o.St, o.Ret = stRejected, end
@@ -545,6 +550,7 @@ func (m *modelRun) doRead(ctx context.Context, r *rand.Rand, o *mop, slot int) {
 	o.Ret = m.now()
 	o.Code = codeName(err)
 	o.Attempts = []mattempt{{Server: slot, Start: o.Call, End: o.Ret, Code: o.Code}}
+	m.captureInternal(slot, o, o.Code)
 	if err != nil {
 		o.Err = err.Error()
 		o.Attempts[0].Err = o.Err
@@ -667,6 +673,7 @@ func (m *modelRun) doLatest(ctx context.Context, r *rand.Rand, o *mop, slot int)
 	o.Ret = m.now()
 	o.Code = codeName(err)
 	o.Attempts = []mattempt{{Server: slot, Start: o.Call, End: o.Ret, Code: o.Code}}
+	m.captureInternal(slot, o, o.Code)
 	if err != nil {
 		o.Err = err.Error()
 	}
@@ -703,6 +710,7 @@ func (m *modelRun) doAction(ctx context.Context, r *rand.Rand, o *mop, typ strin
 	o.Ret = m.now()
 	o.Code = codeName(err)
 	o.Attempts = []mattempt{{Server: slot, Start: o.Call, End: o.Ret, Code: o.Code}}
+	m.captureInternal(slot, o, o.Code)
 	if err != nil {
 		o.Err = err.Error()
 	}
@@ -776,6 +784,7 @@ func (m *modelRun) doList(ctx context.Context, r *rand.Rand, o *mop, slot int) m
 	o.Code = codeName(err)
 	o.St = classify(err, false)
 	o.Attempts = []mattempt{{Server: slot, Start: o.Call, End: o.Ret, Code: o.Code}}
+	m.captureInternal(slot, o, o.Code)
 	if err != nil {
 		o.Err = err.Error()
 		out = nil
@@ -794,6 +803,31 @@ func (m *modelRun) doList(ctx context.Context, r *rand.Rand, o *mop, slot int) m
 		}
 	}
 	return out
+}
+
+// captureInternal keeps the log of the server that answered Internal
+// (its message says only "see server log"): its error lines go to the
+// op's note, the log's tail to internal-<client>-<call>.log in the output
+// directory.
+func (m *modelRun) captureInternal(slot int, o *mop, code string) {
+	if code != "Internal" {
+		return
+	}
+	m.c.mu.Lock()
+	logs := m.c.procs[slot].logs.String()
+	m.c.mu.Unlock()
+	var errs []string
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, `"level":"error"`) || strings.Contains(l, "panic") {
+			errs = append(errs, l)
+		}
+	}
+	if len(errs) > 0 {
+		o.Note = "server log: " + trim(errs[len(errs)-1], 400)
+	}
+	if os.MkdirAll(m.outDir, 0o755) == nil {
+		_ = os.WriteFile(filepath.Join(m.outDir, fmt.Sprintf("internal-c%d-%d.log", o.Client, o.Call)), []byte(logs[max(0, len(logs)-64<<10):]), 0o644)
+	}
 }
 
 // ---- clients, kills, phases ---------------------------------------------------
