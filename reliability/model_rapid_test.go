@@ -214,7 +214,10 @@ func (s *seqModel) maintAt(rt *rapid.T, p, kind string, keep int) {
 			_ = jsonUnmarshal(res[0], &x)
 			o := &mop{Ver: -1}
 			compactResult(o, x)
-			out.Ver, out.Rows = o.Ver, o.ResRows
+			out.Ver = o.Ver
+			if o.ResRows > 0 {
+				out.Rows = o.ResRows
+			}
 			if o.From != nil {
 				in.From = *o.From
 			} else {
