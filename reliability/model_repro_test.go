@@ -207,3 +207,72 @@ func TestModelReproManifestLag(t *testing.T) {
 		t.Errorf("v1 is committed and readable, yet the latest is %s", vl.Latest)
 	}
 }
+
+// TestModelReproLogReloadDuplicates: a server process reads a profile's
+// commit log the first time it needs it. If that first read is cut short
+// (here: the request's deadline passes while it reads the segments), the
+// records read so far stay in the process's view, and the next read
+// appends them all again: lineage then answers records twice and reads
+// return their rows twice (found by the model test as
+// request-id-committed-twice right after a restart).
+func TestModelReproLogReloadDuplicates(t *testing.T) {
+	requireStress(t)
+	dir := t.TempDir()
+	p := mustStart(t, dir)
+	cl := mustDial(t, p.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	const profiles, appends = 8, 120
+	for i := 0; i < profiles; i++ {
+		for j := 0; j < appends; j++ {
+			pid := int64(i*appends + j + 1)
+			d := buildPut(dataSpec{pid: pid, fam: 0, rows: 1, batches: 1, seed: 1})
+			_, err := putStream(ctx, cl, cmdDesc(map[string]any{"path": fmt.Sprintf("dup/p%d", i), "mode": "append", "request_id": reqID(pid)}), d.schema, d.batches, false)
+			d.release()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p.stop(t)
+	p = mustStart(t, dir) // a fresh process: no profile's log is loaded
+	cl = mustDial(t, p.addr)
+	dups := 0
+	for i := 0; i < profiles; i++ {
+		path := fmt.Sprintf("dup/p%d", i)
+		// A read whose deadline passes while the log is being loaded.
+		for d := 200 * time.Microsecond; d < 20*time.Millisecond; d *= 2 {
+			sctx, scancel := context.WithTimeout(ctx, d)
+			_, err := listVersions(sctx, cl, path)
+			scancel()
+			if err == nil {
+				break
+			}
+		}
+		recs, err := action(ctx, cl, "lineage", map[string]any{"path": path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		n := 0
+		for _, b := range recs {
+			var r struct {
+				RequestID string `json:"request_id"`
+			}
+			_ = json.Unmarshal(b, &r)
+			if seen[r.RequestID] {
+				n++
+			}
+			seen[r.RequestID] = true
+		}
+		rows, _, err := readRows(ctx, cl, js(map[string]any{"path": path}), false)
+		t.Logf("%s: %d records, %d of them a second time; reading the latest: %d rows (%d appended), %v", path, len(recs), n, len(rows), appends, err)
+		dups += n
+		if err == nil && len(rows) != appends {
+			t.Errorf("%s: the latest version reads %d rows; %d were appended", path, len(rows), appends)
+		}
+	}
+	if dups > 0 {
+		t.Errorf("lineage answered %d records twice after a first load of the log was cut short", dups)
+	}
+}
