@@ -1188,9 +1188,15 @@ func (m *modelRun) checkProfile(ctx context.Context, r *rand.Rand, phase, client
 		m.h.f.add("lineage-failed", p, nil, "after phase %d: %v", phase, err)
 		return
 	}
-	seen := map[string]int{}
+	// The records follow each other by seq (1, 2, 3…); a request id is
+	// committed once. A record answered twice (the same seq again) is
+	// reported once per call and left out, so that it is not also taken
+	// for a second commit or a retention nobody asked for.
+	seqOf := map[string]int64{}
 	lin := map[string]int{}
 	var all []linRec
+	var last int64
+	repeated, firstBad := 0, ""
 	for _, b := range recs {
 		var rec struct {
 			Seq       int64           `json:"seq"`
@@ -1203,6 +1209,18 @@ func (m *modelRun) checkProfile(ctx context.Context, r *rand.Rand, phase, client
 		if err := json.Unmarshal(b, &rec); err != nil {
 			m.h.f.add("lineage-failed", p, nil, "record %q: %v", trim(string(b), 100), err)
 			continue
+		}
+		if rec.Seq > 0 {
+			if rec.Seq != last+1 {
+				repeated++
+				if firstBad == "" {
+					firstBad = fmt.Sprintf("record %d (%s %s %s) after record %d", rec.Seq, rec.Mode, rec.Version, rec.RequestID, last)
+				}
+			}
+			if rec.Seq <= last {
+				continue
+			}
+			last = rec.Seq
 		}
 		lr := linRec{Seq: rec.Seq, Version: parseVer(rec.Version), Mode: rec.Mode, RequestID: rec.RequestID, From: -1, At: rec.Committed.UnixNano() - m.t0.UnixNano()}
 		if rec.RequestID == "" && rec.Mode == "write" && len(rec.Metadata) > 0 {
@@ -1218,11 +1236,14 @@ func (m *modelRun) checkProfile(ctx context.Context, r *rand.Rand, phase, client
 		if rid == "" || rec.Mode == "retire" {
 			continue
 		}
-		seen[rid]++
-		if seen[rid] == 2 {
-			m.h.f.add("request-id-committed-twice", p, nil, "lineage holds two records with request_id %s (v%d and %s)", rid, lin[rid], rec.Version)
+		if s, ok := seqOf[rid]; ok && s != rec.Seq {
+			m.h.f.add("request-id-committed-twice", p, nil, "lineage holds two records with request_id %s (seq %d in v%d, seq %d in %s)", rid, s, lin[rid], rec.Seq, rec.Version)
 		}
+		seqOf[rid] = rec.Seq
 		lin[rid] = lr.Version
+	}
+	if repeated > 0 {
+		m.h.f.add("lineage-out-of-order", p, nil, "after phase %d lineage answered %d of %d records out of seq order (first: %s)", phase, repeated, len(recs), firstBad)
 	}
 	if final {
 		m.h.mu.Lock()
