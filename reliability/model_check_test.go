@@ -7,8 +7,11 @@ package reliability
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -36,6 +39,17 @@ func (s outStatus) String() string {
 
 // MarshalText makes statuses readable in the history dump.
 func (s outStatus) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads a status of a saved history back.
+func (s *outStatus) UnmarshalText(b []byte) error {
+	for st := stOK; st <= stUnknown; st++ {
+		if st.String() == string(b) {
+			*s = st
+			return nil
+		}
+	}
+	return fmt.Errorf("status %q", b)
+}
 
 // mattempt is one try of an operation (puts are retried with the same
 // request_id after an unknown outcome).
@@ -70,6 +84,7 @@ type mop struct {
 	ResRows  int64      `json:"result_rows,omitempty"` // puts: the result's rows; latest: the latest version's rows
 	Removed  []int      `json:"removed,omitempty"`
 	ReadVer  int        `json:"read_ver,omitempty"` // readv: the version asked for
+	From     *int       `json:"from,omitempty"`     // compact: the version it says it compacted (compacted_from)
 	Filter   *string    `json:"filter,omitempty"`   // part reads: the region asked for
 	Note     string     `json:"note,omitempty"`
 
@@ -111,6 +126,9 @@ func (o *mop) String() string {
 	if o.Kind == opReadV {
 		fmt.Fprintf(&b, " v%d", o.ReadVer)
 	}
+	if o.Kind == opBadKey {
+		fmt.Fprintf(&b, " call=%s", o.Mode)
+	}
 	if o.Read != "" {
 		fmt.Fprintf(&b, " via=%s", o.Read)
 	}
@@ -139,8 +157,11 @@ func (o *mop) String() string {
 	if o.Removed != nil {
 		fmt.Fprintf(&b, " removed=%v", o.Removed)
 	}
-	if o.Kind == opLatest && o.St == stOK {
+	if o.Kind == opLatest && o.St == stOK || o.Kind == opCompact && o.ResRows > 0 {
 		fmt.Fprintf(&b, " rows=%d", o.ResRows)
+	}
+	if o.From != nil {
+		fmt.Fprintf(&b, " from=v%d", *o.From)
 	}
 	if o.resolved {
 		fmt.Fprintf(&b, " (unknown outcome, resolved by observation at %s)", fmtNS(o.resolvedAt))
@@ -238,6 +259,7 @@ type mInput struct {
 	Filter    *string // read with a region filter
 	Filtered  bool
 	Contested bool // a profile inside or above this one exists: a refused first put is allowed
+	From      int  // compact: the source version it names (-1: not known)
 	// EmptyRegion: the put holds a region "", so it may be refused when
 	// partitioned by region.
 	EmptyRegion bool
@@ -438,13 +460,25 @@ func step(s *mState, in mInput, out mOutput, rows map[int64]int64, regions map[i
 	case opCompact:
 		switch out.St {
 		case stOK:
-			if s.latest < 0 || out.Ver < 0 {
+			// It commits only while its source is the latest, and holds
+			// exactly the source's rows at that moment (appends to the
+			// source after its snapshot are carried in).
+			if s.latest < 0 || out.Ver < 0 || (in.From >= 0 && in.From != s.latest) {
 				return false, s
 			}
 			if _, used := s.vers[out.Ver]; used {
 				return false, s
 			}
 			lv := s.vers[s.latest]
+			if out.Rows >= 0 {
+				var n int64
+				for _, id := range lv.ids {
+					n += rows[id]
+				}
+				if n != out.Rows {
+					return false, s
+				}
+			}
 			return true, s.with(out.Ver, &mVer{fam: lv.fam, part: lv.part, ids: lv.ids, compacted: true}, max(s.latest, out.Ver))
 		case stNotFound:
 			return s.latest < 0, s
@@ -560,6 +594,24 @@ type observation struct {
 	ret int64
 }
 
+// killEvent is one SIGKILL of a server.
+type killEvent struct {
+	At       int64 `json:"at_ns"`
+	Server   int   `json:"server"`
+	InFlight int64 `json:"in_flight"`
+}
+
+// linRec is one commit record of a profile's lineage, as the checker
+// uses it.
+type linRec struct {
+	Seq       int64  `json:"seq"`
+	Version   int    `json:"version"`
+	Mode      string `json:"mode"`
+	RequestID string `json:"request_id,omitempty"`
+	From      int    `json:"from"`  // a compaction's source version; -1: not a compaction
+	At        int64  `json:"at_ns"` // its commit time on the run's clock
+}
+
 // history is everything the run recorded.
 type history struct {
 	mu   sync.Mutex
@@ -571,14 +623,25 @@ type history struct {
 	final   map[string]map[int][]int64
 	finalAt int64
 	lineage map[string]map[string]int
-	changed map[int64]bool  // puts already reported as value-changed
-	model   porcupine.Model // set by checkLinearizable
-	f       findings
+	// records: per profile, its commit records at the end (lineage).
+	records map[string][]linRec
+	changed map[int64]bool // puts already reported as value-changed
+	// runFindings: findings made during the run, before checkHistory.
+	runFindings int
+	ackRaces    ackRaces    // set by checkOrder
+	kills       []killEvent // when the run killed which server (for reading a history)
+	// clockSlack: how much later than a record's commit time (the
+	// server's wall clock) the request that made it may have started by
+	// the run's clock (monotonic since the start): clock reads, and a
+	// wall clock slewed by NTP.
+	clockSlack int64
+	model      porcupine.Model // set by checkLinearizable
+	f          findings
 }
 
 func newHistory() *history {
 	return &history{puts: map[int64]*putInfo{}, obs: map[int64][]observation{},
-		final: map[string]map[int][]int64{}, lineage: map[string]map[string]int{}, changed: map[int64]bool{}}
+		final: map[string]map[int][]int64{}, lineage: map[string]map[string]int{}, records: map[string][]linRec{}, changed: map[int64]bool{}, clockSlack: int64(5 * time.Millisecond)}
 }
 
 func (h *history) addOp(o *mop) {
@@ -616,12 +679,13 @@ func (h *history) opsOf(path string) []*mop {
 	return out
 }
 
-// resolve gives each put whose outcome was unknown the outcome the reads
-// observed: the version its rows were seen in (lineage first, then the
-// lowest version a read named), and as its return time the first read that
-// saw it. Puts nobody saw are left unresolved: they had no visible effect,
-// and porcupine is not given them. Unknown compactions and retentions are
-// resolved from the versions present at the end.
+// resolve gives each operation whose outcome was unknown the outcome the
+// run can prove. A put: the version its rows were seen in (its commit
+// record first, then the lowest version a read named), and as its return
+// time the first read that saw it; a put nobody saw is left unresolved (it
+// had no visible effect, and porcupine is not given it). Compactions and
+// retentions: from the profile's commit records when the run fetched them
+// (resolveByRecords), else from what the reads saw.
 func (h *history) resolve() {
 	for _, o := range h.ops {
 		if !o.isPut() || o.St != stUnknown {
@@ -647,100 +711,274 @@ func (h *history) resolve() {
 			}
 		}
 	}
-	// Compactions: a version at the end that is no put's home.
-	byPath := map[string][]*mop{}
+	paths := map[string]bool{}
 	for _, o := range h.ops {
-		if o.Kind == opCompact && o.St == stUnknown {
-			byPath[o.Path] = append(byPath[o.Path], o)
+		if (o.Kind == opCompact || o.Kind == opRetain) && o.St == stUnknown {
+			paths[o.Path] = true
 		}
 	}
-	for path, cs := range byPath {
-		homes := map[int]bool{}
-		for _, o := range h.opsOf(path) {
-			if o.isPut() && (o.St == stOK || o.resolved) && o.Ver >= 0 {
-				homes[o.Ver] = true
-			}
-			if o.Kind == opCompact && o.St == stOK {
-				homes[o.Ver] = true
-			}
+	for p := range h.records {
+		paths[p] = true // records no request accounts for are findings
+	}
+	for _, path := range sortedKeys(paths) {
+		if recs, ok := h.records[path]; ok {
+			h.resolveByRecords(path, recs)
+			continue
 		}
-		// Versions some read saw (or present at the end) that no put made.
-		firstSeen := map[int]int64{}
-		end := h.finalAt
-		if end <= 0 {
-			end = math.MaxInt64
+		h.resolveCompactionsByReads(path)
+		h.resolveRetentionsByReads(path)
+	}
+}
+
+// resolvedCounts says, by kind, how many unknown outcomes were resolved
+// (took effect) and how many were left out (no effect seen).
+func (h *history) resolvedCounts() string {
+	var c counter
+	for _, o := range h.ops {
+		if o.St == stUnknown && (o.isPut() || o.Kind == opCompact || o.Kind == opRetain) {
+			c.inc(fmt.Sprintf("%s:%v", o.Kind, map[bool]string{true: "resolved", false: "left-out"}[o.resolved]))
 		}
+	}
+	return c.String()
+}
+
+// end is the time the run ended (the final check), or "never".
+func (h *history) end() int64 {
+	if h.finalAt > 0 {
+		return h.finalAt
+	}
+	return math.MaxInt64
+}
+
+// seenAt: per version of path, the earliest time it is known to have
+// existed: the return of a read, list-versions or put that named it, the
+// resolution of an unknown put or compaction in it, and (withFinal) the
+// end for versions present at the end.
+func (h *history) seenAt(path string, withFinal bool) map[int]int64 {
+	seen := map[int]int64{}
+	note := func(v int, t int64) {
+		if old, ok := seen[v]; v >= 0 && (!ok || t < old) {
+			seen[v] = t
+		}
+	}
+	if withFinal {
 		for v := range h.final[path] {
-			firstSeen[v] = end
+			note(v, h.end())
 		}
+	}
+	for _, o := range h.opsOf(path) {
+		switch {
+		case o.St == stOK && o.Ver >= 0 && (o.Kind == opReadV || o.Kind == opRead || o.Kind == opLatest || o.isPut() || o.Kind == opCompact):
+			note(o.Ver, o.Ret)
+		case o.resolved && o.Ver >= 0 && (o.isPut() || o.Kind == opCompact):
+			note(o.Ver, o.resolvedAt)
+		}
+	}
+	return seen
+}
+
+// pickUnknown is the unresolved operation of ops that started last at or
+// before bound (nil: none).
+func pickUnknown(ops []*mop, bound int64) *mop {
+	var best *mop
+	for _, o := range ops {
+		if !o.resolved && o.Call <= bound && (best == nil || o.Call > best.Call) {
+			best = o
+		}
+	}
+	return best
+}
+
+// resolveByRecords resolves the unknown compactions and retentions of path
+// from its commit records. A compaction record (a write with
+// compacted_from and no request id) that no acknowledged compaction
+// answered was made by an unknown one: the one that started last before
+// the record's commit time and before its version was first seen. The
+// retire records of one retention share one commit time; a group that no
+// acknowledged retention answered goes to the unknown retention that
+// started last before it. A record no request can account for is a
+// finding. Unknown operations left are those that committed nothing.
+func (h *history) resolveByRecords(path string, recs []linRec) {
+	seen := h.seenAt(path, true)
+	var comps, rets []*mop
+	ackedComp := map[int]bool{}
+	var ackedRet []string
+	for _, o := range h.opsOf(path) {
+		switch {
+		case o.Kind == opCompact && o.St == stOK:
+			ackedComp[o.Ver] = true
+		case o.Kind == opCompact && o.St == stUnknown:
+			comps = append(comps, o)
+		case o.Kind == opRetain && o.St == stOK && len(o.Removed) > 0:
+			ackedRet = append(ackedRet, fmt.Sprint(sortedInts(o.Removed)))
+		case o.Kind == opRetain && o.St == stUnknown:
+			rets = append(rets, o)
+		}
+	}
+	slack := h.clockSlack
+	for _, r := range recs {
+		if r.From < 0 || ackedComp[r.Version] {
+			continue
+		}
+		bound := r.At + slack
+		t, ok := seen[r.Version]
+		if ok {
+			bound = min(bound, t)
+		}
+		c := pickUnknown(comps, bound)
+		if c == nil {
+			h.f.add("compaction-unaccounted", path, nil, "the commit log holds compaction #%d into v%d (from v%d) at %s, which no unanswered compact request can have made", r.Seq, r.Version, r.From, fmtNS(r.At))
+			continue
+		}
+		from := r.From
+		c.resolved, c.Ver, c.From, c.resolvedAt = true, r.Version, &from, h.end()
+		if ok {
+			c.resolvedAt = t
+		}
+	}
+	// Retire records, grouped by retention (one segment, one time).
+	type group struct {
+		at   int64
+		seq  int64
+		vers []int
+	}
+	var groups []*group
+	for _, r := range recs {
+		if r.Mode != "retire" {
+			continue
+		}
+		if n := len(groups); n > 0 && groups[n-1].at == r.At && groups[n-1].seq+int64(len(groups[n-1].vers)) == r.Seq {
+			groups[n-1].vers = append(groups[n-1].vers, r.Version)
+			continue
+		}
+		groups = append(groups, &group{at: r.At, seq: r.Seq, vers: []int{r.Version}})
+	}
+	for _, g := range groups {
+		key := fmt.Sprint(sortedInts(g.vers))
+		if i := slices.Index(ackedRet, key); i >= 0 {
+			ackedRet = slices.Delete(ackedRet, i, i+1)
+			continue
+		}
+		r := pickUnknown(rets, g.at+slack)
+		if r == nil {
+			h.f.add("retire-unaccounted", path, nil, "the commit log retires %v at %s (records from #%d), which no unanswered retention can have done", g.vers, fmtNS(g.at), g.seq)
+			continue
+		}
+		r.resolved, r.Removed, r.resolvedAt = true, sortedInts(g.vers), h.end()
+		// A read that found one of them gone bounds when it happened.
 		for _, o := range h.opsOf(path) {
-			if (o.Kind == opReadV || o.Kind == opRead || o.Kind == opLatest) && o.St == stOK && o.Ver >= 0 {
-				if t, ok := firstSeen[o.Ver]; !ok || o.Ret < t {
-					firstSeen[o.Ver] = o.Ret
-				}
-			}
-		}
-		var orphans []int
-		for v := range firstSeen {
-			if !homes[v] {
-				orphans = append(orphans, v)
-			}
-		}
-		// Earliest seen first, each to the unknown compaction that started
-		// last before it was seen.
-		sort.Slice(orphans, func(a, b int) bool { return firstSeen[orphans[a]] < firstSeen[orphans[b]] })
-		for _, v := range orphans {
-			var best *mop
-			for _, c := range cs {
-				if !c.resolved && c.Call < firstSeen[v] && (best == nil || c.Call > best.Call) {
-					best = c
-				}
-			}
-			if best != nil {
-				best.resolved, best.Ver, best.resolvedAt = true, v, firstSeen[v]
+			if o.Kind == opReadV && o.St == stNotFound && o.Call > r.Call && slices.Contains(g.vers, o.ReadVer) && o.Ret < r.resolvedAt {
+				r.resolvedAt = o.Ret
 			}
 		}
 	}
-	// Retentions: versions once seen that are gone at the end, or that a
-	// later read did not find, and that no acknowledged retention removed,
-	// blamed on the last unknown one.
-	byPath = map[string][]*mop{}
-	for _, o := range h.ops {
-		if o.Kind == opRetain && o.St == stUnknown {
-			byPath[o.Path] = append(byPath[o.Path], o)
+}
+
+func sortedInts(xs []int) []int {
+	out := slices.Clone(xs)
+	slices.Sort(out)
+	return out
+}
+
+// resolveCompactionsByReads (no commit records): a version some read saw,
+// or present at the end, that no write, no acknowledged compaction and no
+// first append made, goes to the unknown compaction that started last
+// before it was first seen, earliest seen first.
+func (h *history) resolveCompactionsByReads(path string) {
+	var cs []*mop
+	homes := map[int]bool{}
+	seen := h.seenAt(path, true)
+	lowest := math.MaxInt // the profile's first version: an append may have made it
+	for v := range seen {
+		lowest = min(lowest, v)
+	}
+	for _, o := range h.opsOf(path) {
+		switch {
+		case o.Kind == opCompact && o.St == stUnknown:
+			cs = append(cs, o)
+		case o.Kind == opCompact && o.St == stOK:
+			homes[o.Ver] = true
+		case o.isPut() && (o.St == stOK || o.resolved) && o.Ver >= 0 && (o.putMode() == "write" || o.Ver == lowest):
+			homes[o.Ver] = true
 		}
 	}
-	for path, rs := range byPath {
-		last := rs[len(rs)-1]
-		removed := map[int]bool{}
-		seen := map[int]bool{}
-		missing := map[int]bool{}
+	var orphans []int
+	for v := range seen {
+		if !homes[v] {
+			orphans = append(orphans, v)
+		}
+	}
+	sort.Slice(orphans, func(a, b int) bool {
+		if seen[orphans[a]] != seen[orphans[b]] {
+			return seen[orphans[a]] < seen[orphans[b]]
+		}
+		return orphans[a] < orphans[b]
+	})
+	for _, v := range orphans {
+		if c := pickUnknown(cs, seen[v]-1); c != nil {
+			c.resolved, c.Ver, c.resolvedAt = true, v, seen[v]
+		}
+	}
+}
+
+// resolveRetentionsByReads (no commit records): a version once seen that
+// a later pinned read did not find, or that is gone at the end, and that
+// no acknowledged retention removed, goes to the unknown retention that
+// started last before the first evidence of its removal.
+func (h *history) resolveRetentionsByReads(path string) {
+	var rs []*mop
+	removed := map[int]bool{}
+	for _, o := range h.opsOf(path) {
+		switch {
+		case o.Kind == opRetain && o.St == stOK:
+			for _, r := range o.Removed {
+				removed[r] = true
+			}
+		case o.Kind == opRetain && o.St == stUnknown:
+			rs = append(rs, o)
+		}
+	}
+	seen := h.seenAt(path, false)
+	final, known := h.final[path]
+	got := map[*mop][]int{}
+	at := map[*mop]int64{}
+	for _, v := range sortedIntKeys(seen) {
+		if removed[v] {
+			continue
+		}
+		evidence := int64(-1)
 		for _, o := range h.opsOf(path) {
-			if o.Kind == opRetain && o.St == stOK {
-				for _, r := range o.Removed {
-					removed[r] = true
-				}
-			}
-			if (o.St == stOK || o.resolved) && o.Ver >= 0 && o.Kind != opRetain {
-				seen[o.Ver] = true
-			}
-			if o.Kind == opReadV && o.St == stNotFound && o.Call > rs[0].Call {
-				missing[o.ReadVer] = true
+			if o.Kind == opReadV && o.ReadVer == v && o.St == stNotFound && o.Call > seen[v] && (evidence < 0 || o.Ret < evidence) {
+				evidence = o.Ret
 			}
 		}
-		final, known := h.final[path]
-		var gone []int
-		for v := range seen {
-			_, present := final[v]
-			if !removed[v] && !(known && present) && (missing[v] || known) {
-				gone = append(gone, v)
-			}
+		if _, present := final[v]; evidence < 0 && known && !present {
+			evidence = h.end()
 		}
-		sort.Ints(gone)
-		if len(gone) > 0 { // else it removed nothing anyone noticed: left out
-			last.resolved, last.Removed, last.resolvedAt = true, gone, h.finalAt
+		if evidence < 0 {
+			continue
+		}
+		r := pickUnknown(rs, evidence-1)
+		if r == nil {
+			continue // nothing can have removed it: the model will say so
+		}
+		got[r] = append(got[r], v)
+		if t, ok := at[r]; !ok || evidence < t {
+			at[r] = evidence
 		}
 	}
+	for r, vs := range got {
+		r.resolved, r.Removed, r.resolvedAt = true, sortedInts(vs), at[r]
+	}
+}
+
+func sortedIntKeys[V any](m map[int]V) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Ints(out)
+	return out
 }
 
 // contested: whether a profile inside or above path ever existed.
@@ -764,16 +1002,22 @@ func (h *history) retentionOverlaps(path string, call, ret int64) bool {
 }
 
 // porcupineOps turns the history of one profile into porcupine operations.
-// Left out: refused bad puts and cancelled puts (checked directly: never
-// visible), unresolved unknown outcomes, reads that told nothing (unknown)
+// Left out: reserved paths and calls with reserved keys (checked
+// directly: always refused), refused bad puts and cancelled puts (checked
+// directly: never visible), unresolved unknown outcomes, reads that told nothing (unknown)
 // or failed while a retention ran (documented), global actions.
 func (h *history) porcupineOps(path string) []porcupine.Operation {
-	maybe := keyKindOf(path) == keyMaybe
-	contested := h.contested(path) || maybe // a maybe key may be refused as invalid
+	if keyKindOf(path) == keyReserved {
+		return nil // every call must be refused: checked directly
+	}
+	contested := h.contested(path)
 	var out []porcupine.Operation
 	for _, o := range h.opsOf(path) {
 		in := mInput{Kind: o.Kind, PID: o.PID, Fam: o.Fam, PartBy: o.PartBy, Ver: o.ReadVer, Keep: o.Keep,
-			Filter: o.Filter, Filtered: o.Read == "part", Contested: contested, Op: o}
+			Filter: o.Filter, Filtered: o.Read == "part", Contested: contested, From: -1, Op: o}
+		if o.From != nil {
+			in.From = *o.From
+		}
 		if p := h.puts[o.PID]; p != nil && o.isPut() {
 			in.EmptyRegion = p.EmptyRegion
 		}
@@ -788,10 +1032,14 @@ func (h *history) porcupineOps(path string) []porcupine.Operation {
 			if o.Kind == opBad && o.St != stOK && !o.resolved {
 				continue
 			}
-		case opCancel, opSweep, opList, opLineage:
+		case opCancel, opSweep, opList, opLineage, opBadKey:
 			continue
 		case opLatest:
 			res.Rows = o.ResRows
+		case opCompact:
+			if o.St == stOK && o.ResRows > 0 {
+				res.Rows = o.ResRows
+			}
 		case opRetain:
 			if o.resolved {
 				in.Keep = 0
@@ -821,12 +1069,11 @@ func (h *history) porcupineOps(path string) []porcupine.Operation {
 				}
 			}
 		case stNotFound:
-			if (o.Kind == opRead || o.Kind == opLatest) && h.retentionOverlaps(path, o.Call, o.Ret) {
+			// A read, or a compaction reading its source, may find the
+			// version it reads removed by a retention with grace 0
+			// (DESIGN §3.1: grace_s 0 removes at once). It had no effect.
+			if (o.Kind == opRead || o.Kind == opLatest || o.Kind == opCompact) && h.retentionOverlaps(path, o.Call, o.Ret) {
 				continue
-			}
-		case stRejected:
-			if maybe && !o.isPut() {
-				continue // a read of a key the server finds invalid
 			}
 		}
 		if ret < 0 {
@@ -980,6 +1227,10 @@ func (h *history) directChecks() {
 				f.add("bad-input-wrong-code", o.Path, []int{o.ID}, "%s put (%s) refused with %s; want InvalidArgument", o.Bad, badWhy(o), o.Code)
 			}
 		}
+		// Every call with a reserved key is refused with InvalidArgument.
+		if o.Kind == opBadKey && o.St != stUnknown && o.Code != "InvalidArgument" {
+			f.add("reserved-key-not-refused", o.Path, []int{o.ID}, "%s of %q (%s) answered %s; want InvalidArgument", o.Mode, trim(o.Path, 60), badWhy(o), o.Code)
+		}
 		for _, a := range o.Attempts {
 			if a.Code == "Internal" || a.Code == "DataLoss" && o.Kind != opRead && o.Kind != opReadV {
 				k := o.Path + "\x00" + o.Kind + "\x00" + a.Code
@@ -1021,31 +1272,41 @@ func (h *history) directChecks() {
 	h.checkNested()
 }
 
-// keyKindOf is the kind of a key of the pool (fresh keys are good).
+// keyKindOf is the kind of a profile path: reserved if the server must
+// refuse it (reservedWhy).
 func keyKindOf(path string) keyKind {
-	for _, k := range modelKeys {
-		if k.path == path {
-			return k.kind
-		}
+	if reservedWhy(path) != "" {
+		return keyReserved
 	}
 	return keyGood
 }
 
 func badWhy(o *mop) string {
-	if o.Bad == "reserved-key" {
+	if o.Bad == "reserved-key" || o.Kind == opBadKey {
 		for _, k := range modelKeys {
 			if k.path == o.Path {
 				return k.why
 			}
 		}
+		return reservedWhy(o.Path)
 	}
 	return o.Bad
 }
 
 // checkOrder: a write that starts after a version was observed gets a
-// higher version (versions are claimed, never reused); an append
-// acknowledged after a write was acknowledged lands in that write's
-// version or a later one (DESIGN invariant 6).
+// higher version (versions are claimed, never reused); an append that
+// lands below a write's (or compaction's) version started before that was
+// acknowledged and committed before it (DESIGN invariant 6: the commit
+// order is the log's, and an append commits into the version latest at
+// its commit).
+//
+// An append that overlaps a write, commits first (lower seq) and is
+// acknowledged after it is a race of two concurrent acknowledgements, not
+// a violation: the linearization puts the append first, as its seq says
+// (a batch's appends commit one cycle before its writes, and the answers
+// travel on different streams). Those are counted in h.ackRaces, not
+// reported. Without seq numbers the order of acknowledgements is all
+// there is, and it is held to.
 func (h *history) checkOrder() {
 	f := &h.f
 	type seen struct {
@@ -1080,6 +1341,7 @@ func (h *history) checkOrder() {
 			}
 		}
 	}
+	h.ackRaces = ackRaces{}
 	for _, a := range appends {
 		for _, w := range writes {
 			if w.Path != a.Path || a.Ver >= w.Ver {
@@ -1089,17 +1351,46 @@ func (h *history) checkOrder() {
 			if w.Kind == opCompact {
 				what = "compaction"
 			}
+			seqs := a.Seq > 0 && w.Seq > 0
 			switch {
 			case a.Call > w.Ret:
 				f.add("append-after-"+what, a.Path, []int{w.ID, a.ID}, "append started after %s #%d (v%d) was acknowledged, yet landed in v%d", what, w.ID, w.Ver, a.Ver)
-			case a.Ret > w.Ret && len(a.Attempts) <= 1 && !a.Replayed:
+			case seqs && a.Seq > w.Seq:
+				f.add("append-committed-after-"+what, a.Path, []int{w.ID, a.ID}, "append committed after %s #%d (seq %d > %d), yet landed in the older v%d, not in v%d or later", what, w.ID, a.Seq, w.Seq, a.Ver, w.Ver)
+			case a.Ret > w.Ret && len(a.Attempts) <= 1 && !seqs:
 				// (A retried append whose first attempt committed before
 				// the write, its answer lost, is answered its first record:
 				// it took effect before the write.)
-				f.add("append-acked-after-"+what, a.Path, []int{w.ID, a.ID}, "append acknowledged after %s #%d (v%d) was acknowledged landed in v%d (concurrent with it; its rows are not in the latest)", what, w.ID, w.Ver, a.Ver)
+				f.add("append-acked-after-"+what, a.Path, []int{w.ID, a.ID}, "append acknowledged after %s #%d (v%d) was acknowledged landed in v%d (concurrent with it; no seq numbers tell which committed first)", what, w.ID, w.Ver, a.Ver)
+			case a.Ret > w.Ret && len(a.Attempts) <= 1:
+				h.ackRaces.add(a, w)
 			}
 		}
 	}
+}
+
+// ackRaces counts appends acknowledged after an overlapping write or
+// compaction was, that landed below its version and committed before it
+// (lower seq): legal, reported as a figure.
+type ackRaces struct {
+	N       int
+	MaxLag  int64 // the longest delay of such an append's answer after the write's
+	Example string
+}
+
+func (r *ackRaces) add(a, w *mop) {
+	r.N++
+	if lag := a.Ret - w.Ret; lag > r.MaxLag {
+		r.MaxLag = lag
+		r.Example = fmt.Sprintf("append #%d (seq %d, v%d) answered %s after %s #%d (seq %d, v%d)", a.ID, a.Seq, a.Ver, time.Duration(lag), w.Kind, w.ID, w.Seq, w.Ver)
+	}
+}
+
+func (r ackRaces) String() string {
+	if r.N == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d (longest: %s)", r.N, r.Example)
 }
 
 // checkLatestBelow: the latest version is the highest committed one, so
@@ -1519,6 +1810,18 @@ func (h *history) report(lin []linResult, maxExamples int) string {
 			fmt.Fprintf(&b, "     %s\n", o)
 		}
 		fmt.Fprintf(&b, "   the model's state after it: %s\n", trim(l.State, 600))
+		var res []*mop
+		for _, o := range h.opsOf(l.Path) {
+			if o.resolved {
+				res = append(res, o)
+			}
+		}
+		if len(res) > 0 {
+			fmt.Fprintf(&b, "   unknown outcomes resolved (%d; the last ones):\n", len(res))
+			for _, o := range res[max(0, len(res)-4):] {
+				fmt.Fprintf(&b, "     %s\n", o)
+			}
+		}
 		fmt.Fprintf(&b, "   could not be placed after it (earliest first):\n")
 		for i, o := range l.Stuck {
 			if i == 6 {
@@ -1534,6 +1837,7 @@ func (h *history) report(lin []linResult, maxExamples int) string {
 // checkHistory runs every check and porcupine (with a timeout per
 // profile) over a finished history.
 func (h *history) checkHistory(ctx context.Context, timeout time.Duration) []linResult {
+	h.runFindings = len(h.f.all())
 	h.resolve()
 	h.directChecks()
 	if ctx.Err() != nil {
@@ -1553,4 +1857,101 @@ func (h *history) checkHistory(ctx context.Context, timeout time.Duration) []lin
 		}
 	}
 	return lin
+}
+
+// ---- saving a history and checking it again ----------------------------------
+
+// savedPut is what the checker needs of a put (its rows by count only).
+type savedPut struct {
+	PID         int64     `json:"pid"`
+	Path        string    `json:"path"`
+	Fam         int       `json:"fam"`
+	Mode        string    `json:"mode,omitempty"`
+	Bad         string    `json:"bad,omitempty"`
+	PartBy      []string  `json:"partition_by,omitempty"`
+	Rows        int       `json:"rows"`
+	Regions     []*string `json:"regions,omitempty"`
+	EmptyRegion bool      `json:"empty_region,omitempty"`
+}
+
+// savedHistory is the file a failed run leaves (history.json): enough to
+// run the checker on it again (QUIVER_MODEL_RECHECK) after changing it.
+type savedHistory struct {
+	Seed     uint64    `json:"seed"`
+	Config   genConfig `json:"config"`
+	Findings []finding `json:"findings"`
+	// RunFindings: how many of Findings were made during the run (the
+	// rest are the checker's).
+	RunFindings int                        `json:"run_findings"`
+	Ops         []*mop                     `json:"ops"`
+	Puts        []savedPut                 `json:"puts"`
+	Final       map[string]map[int][]int64 `json:"final"`
+	FinalAt     int64                      `json:"final_at_ns"`
+	Lineage     map[string]map[string]int  `json:"lineage"`
+	Records     map[string][]linRec        `json:"records"`
+	Kills       []killEvent                `json:"kills"`
+}
+
+// dump writes the history (with the findings so far) to file.
+func (h *history) dump(file string, seed uint64, cfg genConfig) error {
+	h.mu.Lock()
+	sh := savedHistory{Seed: seed, Config: cfg, Findings: h.f.all(), RunFindings: h.runFindings, Ops: h.ops, Final: h.final, FinalAt: h.finalAt, Lineage: h.lineage, Records: h.records, Kills: h.kills}
+	for _, p := range h.puts {
+		sh.Puts = append(sh.Puts, savedPut{PID: p.PID, Path: p.Path, Fam: p.Fam, Mode: p.Mode, Bad: p.Bad, PartBy: p.PartBy, Rows: len(p.Rows), Regions: p.Regions, EmptyRegion: p.EmptyRegion})
+	}
+	h.mu.Unlock()
+	sort.Slice(sh.Puts, func(a, b int) bool { return sh.Puts[a].PID < sh.Puts[b].PID })
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return fmt.Errorf("save history: %w", err)
+	}
+	b, err := json.Marshal(sh)
+	if err != nil {
+		return fmt.Errorf("save history: %w", err)
+	}
+	return os.WriteFile(file, b, 0o644)
+}
+
+// loadHistory reads a dumped history back as it was before the final
+// check: the operations, the puts (rows as placeholders: reads are not
+// checked again), what the reads observed, the end state.
+func loadHistory(file string) (*history, *savedHistory, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load history: %w", err)
+	}
+	var sh savedHistory
+	if err := json.Unmarshal(b, &sh); err != nil {
+		return nil, nil, fmt.Errorf("load history %s: %w", filepath.Base(file), err)
+	}
+	h := newHistory()
+	for _, p := range sh.Puts {
+		h.puts[p.PID] = &putInfo{PID: p.PID, Path: p.Path, Fam: p.Fam, Mode: p.Mode, Bad: p.Bad, PartBy: p.PartBy, Rows: make([]string, p.Rows), Regions: p.Regions, EmptyRegion: p.EmptyRegion}
+	}
+	h.ops = sh.Ops
+	for i, o := range h.ops {
+		o.ID = i
+		if (o.Kind == opRead || o.Kind == opReadV) && o.St == stOK {
+			if o.IDs == nil {
+				o.IDs = []int64{}
+			}
+			for _, id := range o.IDs {
+				h.observe(id, observation{op: o.ID, ver: o.Ver, ret: o.Ret})
+			}
+		}
+	}
+	if sh.Final != nil {
+		h.final = sh.Final
+	}
+	if sh.Lineage != nil {
+		h.lineage = sh.Lineage
+	}
+	if sh.Records != nil {
+		h.records = sh.Records
+	}
+	h.kills = sh.Kills
+	h.finalAt = sh.FinalAt
+	// Findings made while the run went on (rows, schemas, verify) stay;
+	// the checker's own are made again.
+	h.f.list = append(h.f.list, sh.Findings[:min(sh.RunFindings, len(sh.Findings))]...)
+	return h, &sh, nil
 }

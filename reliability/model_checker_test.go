@@ -25,7 +25,11 @@ type hb struct {
 	h *history
 }
 
-func newHB() *hb { return &hb{h: newHistory()} }
+func newHB() *hb {
+	h := newHistory()
+	h.clockSlack = 0 // the hand-written histories' times are not nanoseconds
+	return &hb{h: h}
+}
 
 // putRows registers put pid with n rows of family fam.
 func (b *hb) putRows(pid int64, fam, n int) {
@@ -398,6 +402,107 @@ func TestModelCheckerEmptyRegion(t *testing.T) {
 			lin := b.h.checkLinearizable(10 * time.Second)
 			if got := lin[0].Result == porcupine.Ok; got != tc.legal {
 				t.Errorf("linearizable = %v, want %v\n%s", got, tc.legal, b.h.report(lin, 10))
+			}
+		})
+	}
+}
+
+// TestModelKeyPool: every key of the pool has the kind reservedWhy gives
+// it, and reservedWhy follows the rules at their edges.
+func TestModelKeyPool(t *testing.T) {
+	for _, k := range modelKeys {
+		if got := keyKindOf(k.path); got != k.kind {
+			t.Errorf("%q (%s): pool says %s, reservedWhy %q", trim(k.path, 40), k.why, k.kind, reservedWhy(k.path))
+		}
+	}
+	for _, tc := range []struct {
+		p        string
+		reserved bool
+	}{
+		{"v", false}, {"v1", true}, {"V12", true}, {"v1a", false}, {"av1", false}, {"v-1", false},
+		{"0.parquet", true}, {"0.Parquet", true}, {"1.csv", true}, {"a.parquet", false}, {"0.parquet.tmp", false}, {"1.CSV.x", false},
+		{"manifest.json", true}, {"MANIFEST.json", true}, {"manifest.json.write_lock", true}, {"manifest.json.tmp", false}, {"manifest", false},
+		{".x", true}, {"x.", false}, {"a=b", true}, {`a\b`, true}, {"a\x01", true}, {"a\x7f", true}, {"é", false},
+		{strings.Repeat("k", 255), false}, {strings.Repeat("k", 256), true}, {"", true}, {"a//b", true}, {"a/./b", true}, {"..", true},
+		{strings.Repeat("k/", 31) + "k", false}, {strings.Repeat("k/", 32) + "k", true},
+		{strings.Repeat("k", 200) + "/" + strings.Repeat("k", 200) + "/" + strings.Repeat("k", 200) + "/" + strings.Repeat("k", 200) + "/" + strings.Repeat("k", 220), false}, // 1024
+		{strings.Repeat("k", 200) + "/" + strings.Repeat("k", 200) + "/" + strings.Repeat("k", 200) + "/" + strings.Repeat("k", 200) + "/" + strings.Repeat("k", 221), true},  // 1025
+	} {
+		if got := reservedWhy(tc.p) != ""; got != tc.reserved {
+			t.Errorf("reservedWhy(%q) = %q; want reserved=%v", trim(tc.p, 40), reservedWhy(tc.p), tc.reserved)
+		}
+	}
+}
+
+func withFrom(o *mop, v int) *mop { o.From = &v; return o }
+func withRows(o *mop, n int64) *mop {
+	o.ResRows = n
+	return o
+}
+
+// TestModelCheckerResolve: unknown compactions and retentions are given
+// the effect the commit records (or, without them, the reads) prove, and
+// the model holds a compaction to its source and row count.
+func TestModelCheckerResolve(t *testing.T) {
+	rec := func(seq int64, v int, mode, rid string, from int, at int64) linRec {
+		return linRec{Seq: seq, Version: v, Mode: mode, RequestID: rid, From: from, At: at}
+	}
+	// Put 1 written to v0, an unknown compaction into v1, an append into v1.
+	compactThenAppend := []*mop{opW(1, 0, 10, 0), opUnknown(opCompact, 0, 20), opA(2, 30, 40, 1), opRV(50, 60, 1, 1, 2), opR(70, 80, 1, 1, 2)}
+	// Two unknown retentions; the first removed v0 (a read finds it gone
+	// before the second started).
+	twoRetentions := []*mop{opW(1, 0, 5, 0), opW(2, 6, 9, 1), opUnknown(opRetain, 0, 20), opRVNotFound(30, 35, 0), opW(3, 36, 38, 2), opUnknown(opRetain, 0, 40), opR(50, 60, 2, 3)}
+	cases := []struct {
+		name  string
+		ops   []*mop
+		final map[int][]int64
+		recs  []linRec // nil: the run fetched no records
+		legal bool
+		inv   string // a finding that must be made ("" none)
+	}{
+		{"an unknown compaction whose version later appends went to, by reads", compactThenAppend, map[int][]int64{0: {1}, 1: {1, 2}}, nil, true, ""},
+		{"an unknown compaction whose version later appends went to, by records", compactThenAppend, map[int][]int64{0: {1}, 1: {1, 2}},
+			[]linRec{rec(1, 0, "write", "m-1", -1, 5), rec(2, 1, "write", "", 0, 25), rec(3, 1, "append", "m-2", -1, 35)}, true, ""},
+		{"a compaction record nobody asked for", []*mop{opW(1, 0, 10, 0), opR(50, 60, 0, 1)}, map[int][]int64{0: {1}},
+			[]linRec{rec(1, 0, "write", "m-1", -1, 5), rec(2, 1, "write", "", 0, 25)}, true, "compaction-unaccounted"},
+		{"an unknown compaction that committed nothing, by records", []*mop{opW(1, 0, 10, 0), opUnknown(opCompact, 0, 20), opR(70, 80, 0, 1)}, map[int][]int64{0: {1}},
+			[]linRec{rec(1, 0, "write", "m-1", -1, 5)}, true, ""},
+		{"two unknown retentions, the first removed v0, by reads", twoRetentions, map[int][]int64{1: {2}, 2: {3}}, nil, true, ""},
+		{"two unknown retentions, the first removed v0, by records", twoRetentions, map[int][]int64{1: {2}, 2: {3}},
+			[]linRec{rec(1, 0, "write", "m-1", -1, 2), rec(2, 1, "write", "m-2", -1, 8), rec(3, 0, "retire", "", -1, 25), rec(4, 2, "write", "m-3", -1, 37)}, true, ""},
+		{"retire records nobody asked for", []*mop{opW(1, 0, 5, 0), opW(2, 6, 9, 1), opR(50, 60, 1, 2)}, map[int][]int64{1: {2}},
+			[]linRec{rec(1, 0, "write", "m-1", -1, 2), rec(2, 1, "write", "m-2", -1, 8), rec(3, 0, "retire", "", -1, 25)}, true, "retire-unaccounted"},
+		{"a compaction of the source it names", []*mop{opW(1, 0, 10, 0), withRows(withFrom(opC(20, 30, 1), 0), 2)}, nil, nil, true, ""},
+		{"a compaction of a source that is not the latest", []*mop{opW(1, 0, 10, 0), opW(2, 11, 19, 1), withFrom(opC(20, 30, 2), 0)}, nil, nil, false, ""},
+		{"a compaction with the wrong row count", []*mop{opW(1, 0, 10, 0), opA(2, 11, 19, 0), withRows(withFrom(opC(20, 30, 1), 0), 2)}, nil, nil, false, ""},
+		{"an append answered after an overlapping write, committed first", []*mop{withSeq(opW(1, 0, 10, 0), 1), withSeq(opW(2, 20, 30, 1), 3), withSeq(opA(3, 21, 35, 0), 2)}, nil, nil, true, ""},
+		{"an append committed after an overlapping write into the old version", []*mop{withSeq(opW(1, 0, 10, 0), 1), withSeq(opW(2, 20, 30, 1), 2), withSeq(opA(3, 21, 35, 0), 3)}, nil, nil, true, "append-committed-after-write"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHB()
+			for _, o := range tc.ops {
+				c := *o // the tables share ops
+				b.add(&c)
+			}
+			if tc.final != nil {
+				b.h.final[tp] = tc.final
+				b.h.finalAt = 1000
+			}
+			if tc.recs != nil {
+				b.h.records[tp] = tc.recs
+			}
+			lin := b.h.checkHistory(context.Background(), 10*time.Second)
+			if got := lin[0].Result == porcupine.Ok; got != tc.legal {
+				t.Errorf("linearizable = %v, want %v\n%s", got, tc.legal, b.h.report(lin, 10))
+			}
+			for _, x := range b.h.f.all() {
+				if x.Inv != tc.inv && x.Inv != "linearizability" {
+					t.Errorf("unexpected finding %s: %s", x.Inv, x.Detail)
+				}
+			}
+			if tc.inv != "" && b.h.f.count(tc.inv) == 0 {
+				t.Errorf("no %s finding:%s", tc.inv, b.h.report(lin, 10))
 			}
 		})
 	}

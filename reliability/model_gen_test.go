@@ -12,10 +12,12 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -45,15 +47,51 @@ type keyKind int
 const (
 	// keyGood must be accepted, unless a profile above or below it exists.
 	keyGood keyKind = iota
-	// keyReserved must be refused with InvalidArgument and change nothing.
+	// keyReserved must be refused with InvalidArgument by every RPC (puts,
+	// reads, list-versions, compaction, retention) and change nothing.
 	keyReserved
-	// keyMaybe may be refused with InvalidArgument; if accepted it must
-	// behave like any profile. Anything else (Internal) is a finding.
-	keyMaybe
 )
 
 func (k keyKind) String() string {
-	return [...]string{"good", "reserved", "maybe"}[k]
+	return [...]string{"good", "reserved"}[k]
+}
+
+// reservedRe: the names the layout uses itself, in any case.
+var reservedRe = regexp.MustCompile(`(?i)^(v[0-9]+|[0-9]+\.(parquet|csv)|manifest\.json|manifest\.json\.write_lock)$`)
+
+// reservedWhy says why the server must refuse the profile path p
+// (docs/architecture.md, "Profiles and keys"), or "" if it must accept it:
+// an empty, "." or ".." key; a key that is a name of the layout (vN,
+// N.parquet, N.csv, manifest.json, manifest.json.write_lock; any case),
+// starts with '.', holds '=', '\\' or a control character, is longer than
+// 255 bytes or not UTF-8; more than 32 keys; a path longer than 1024 bytes.
+func reservedWhy(p string) string {
+	keys := keySplit(p)
+	if len(keys) > 32 {
+		return "more than 32 keys"
+	}
+	if len(p) > 1024 {
+		return "a path longer than 1024 bytes"
+	}
+	for _, k := range keys {
+		switch {
+		case k == "" || k == "." || k == "..":
+			return fmt.Sprintf("key %q", k)
+		case len(k) > 255:
+			return "a key longer than 255 bytes"
+		case !utf8.ValidString(k):
+			return "a key that is not UTF-8"
+		case strings.HasPrefix(k, "."):
+			return "a hidden key (starts with '.')"
+		case strings.ContainsAny(k, "=\\"):
+			return "a key holding '=' or '\\'"
+		case strings.IndexFunc(k, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0:
+			return "a key holding a control character"
+		case reservedRe.MatchString(k):
+			return fmt.Sprintf("key %q is a name of the layout", k)
+		}
+	}
+	return ""
 }
 
 // keySpec is one entry of the key pool.
@@ -65,8 +103,10 @@ type keySpec struct {
 }
 
 // keyPool: sane names, names that nest into each other, names that collide
-// with the layout's own (vN, manifest.json, lock, claim, temp), unicode
-// and 255-byte names. A profile name here is the slash-joined keys.
+// with the layout's own (vN, manifest.json, lock, claim, temp) in any
+// case, unicode, 255-byte keys and paths around the 1024-byte limit. A
+// profile name here is the slash-joined keys. TestModelKeyPool checks each
+// kind against reservedWhy.
 func keyPool() []keySpec {
 	long255 := strings.Repeat("k", 255)
 	uni255 := strings.Repeat("é", 127) + "x" // 255 bytes of UTF-8
@@ -74,6 +114,8 @@ func keyPool() []keySpec {
 	for i := 0; i < 20; i++ {
 		deep = append(deep, fmt.Sprintf("%02d", i)+strings.Repeat("d", 200))
 	}
+	p1024 := strings.Join([]string{strings.Repeat("P", 255), strings.Repeat("p", 255), strings.Repeat("p", 255), strings.Repeat("p", 254), "q"}, "/")
+	p1025 := strings.Join([]string{strings.Repeat("Q", 255), strings.Repeat("q", 255), strings.Repeat("q", 255), strings.Repeat("q", 255), "q"}, "/")
 	return []keySpec{
 		{"events", keyGood, "sane", 10},
 		{"sales/orders", keyGood, "sane, two keys", 10},
@@ -87,11 +129,15 @@ func keyPool() []keySpec {
 		{"with space/and-dash_", keyGood, "spaces", 2},
 		{long255, keyGood, "255-byte key", 3},
 		{"u/" + uni255, keyGood, "255-byte unicode key", 2},
+		{p1024, keyGood, "a 1024-byte path", 1},
 		{"v", keyGood, "v without digits", 2},
-		{"V1/v1a", keyReserved, "a version directory name in another case (refused: case-insensitive file systems)", 2},
 		{"vx/v1a", keyGood, "version-like but not vN", 2},
 		{"manifest", keyGood, "manifest without .json", 1},
 		{"x", keyGood, "parent of the layout-named keys x/…", 3},
+		{"tmp/foo.tmp", keyGood, "temp-like name", 1},
+		{"tmp/0.parquet.tmp", keyGood, "data-file-like name with a suffix", 1},
+		{"tmp/v1.csv", keyGood, "version-like, data-file-like", 1},
+		{"manifest.json.tmp", keyGood, "manifest-temp-like name", 1},
 		// Nesting: whichever of a family is created first wins, the rest
 		// must be refused (InvalidArgument or FailedPrecondition).
 		{"a", keyGood, "nests: a, a/b, a/b/c", 3},
@@ -101,15 +147,22 @@ func keyPool() []keySpec {
 		{"n/m", keyGood, "nests: n, n/m", 2},
 		{"events/sub", keyGood, "nests under events", 1},
 		{"sales", keyGood, "above sales/orders", 1},
-		// Reserved: the layout's own names, and invalid keys.
+		// Reserved: the layout's own names (any case), and invalid keys.
 		{"v0", keyReserved, "version directory name", 2},
 		{"a/v1", keyReserved, "version directory name under a", 2},
 		{"events/v1", keyReserved, "version directory name under events", 2},
 		{"n/v0", keyReserved, "version directory name under n", 2},
 		{"r/v01", keyReserved, "parses as version directory v1", 1},
+		{"V1/v1a", keyReserved, "a version directory name in another case (case-insensitive file systems)", 2},
+		{"x/V7", keyReserved, "a version directory name in another case", 1},
 		{"manifest.json", keyReserved, "the manifest's name", 2},
 		{"events/manifest.json", keyReserved, "the manifest's name", 1},
+		{"x/Manifest.JSON", keyReserved, "the manifest's name in another case", 1},
 		{"x/manifest.json.write_lock", keyReserved, "the lock's name", 2},
+		{"x/MANIFEST.JSON.WRITE_LOCK", keyReserved, "the lock's name in another case", 1},
+		{"x/0.parquet", keyReserved, "a data file's name", 1},
+		{"x/1.csv", keyReserved, "a data file's name", 1},
+		{"x/12.PARQUET", keyReserved, "a data file's name in another case", 1},
 		{"x/.requests", keyReserved, "hidden name", 1},
 		{"x/.1.parquet.claim", keyReserved, "claim name", 1},
 		{"x/.0.commit.json", keyReserved, "commit record name", 1},
@@ -118,15 +171,12 @@ func keyPool() []keySpec {
 		{"a/../b", keyReserved, "dot-dot key", 1},
 		{"sales//orders", keyReserved, "empty key", 1},
 		{strings.Repeat("k", 256), keyReserved, "256-byte key", 1},
+		{p1025, keyReserved, "a 1025-byte path", 1},
+		{strings.Join(deep, "/"), keyReserved, "a 4 KiB path", 1},
 		{"x/y=z", keyReserved, "'=' (hive)", 1},
 		{"tab\tkey", keyReserved, "control character", 1},
+		{"x/del\x7fkey", keyReserved, "DEL", 1},
 		{`back\slash`, keyReserved, "backslash", 1},
-		// Maybe: layout-like names that are not the layout's own.
-		{"x/0.parquet", keyMaybe, "data-file-like name", 1},
-		{"x/1.csv", keyMaybe, "data-file-like name", 1},
-		{"x/foo.tmp", keyMaybe, "temp-like name", 1},
-		{"manifest.json.tmp", keyMaybe, "manifest-temp-like name", 1},
-		{strings.Join(deep, "/"), keyMaybe, "a 4 KiB path (over PATH_MAX with the data dir)", 1},
 	}
 }
 
@@ -485,6 +535,7 @@ const (
 	opBad     = "bad"     // a put that must be refused with InvalidArgument
 	opList    = "list"    // ListFlights
 	opLineage = "lineage" // lineage action (check phase only)
+	opBadKey  = "badkey"  // a call other than DoPut (Mode) with a reserved key: InvalidArgument
 )
 
 // genOp is one generated operation.
@@ -497,7 +548,7 @@ type genOp struct {
 	Rows    int      `json:"rows,omitempty"`
 	Batches int      `json:"batches,omitempty"`
 	Bad     string   `json:"bad,omitempty"`
-	Mode    string   `json:"mode,omitempty"` // of a bad put
+	Mode    string   `json:"mode,omitempty"` // of a bad put; the call of a badkey op
 	Keep    int      `json:"keep,omitempty"`
 	Read    string   `json:"read,omitempty"` // info, json, bare, cols, part
 	Seed    uint64   `json:"seed"`
@@ -655,7 +706,7 @@ func (g *generator) one() genOp {
 		kind string
 		w    int
 	}{{opAppend, 34}, {opWrite, 9}, {opRead, 16}, {opReadV, 6}, {opLatest, 5}, {opCompact, 3}, {opRetain, 3},
-		{opSweep, 1}, {opCancel, 3}, {opDup, 4}, {opBad, 10}, {opList, 2}}
+		{opSweep, 1}, {opCancel, 3}, {opDup, 4}, {opBad, 10}, {opList, 2}, {opBadKey, 2}}
 	total := 0
 	for _, e := range w {
 		total += e.w
@@ -695,6 +746,9 @@ func (g *generator) one() genOp {
 		op.Keep = 1 + g.r.IntN(3)
 	case opBad:
 		g.badOp(&op)
+	case opBadKey:
+		op.Path = g.pickKey(g.bad)
+		op.Mode = badKeyRPCs[g.r.IntN(len(badKeyRPCs))]
 	}
 	return op
 }

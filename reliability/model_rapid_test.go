@@ -10,6 +10,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -17,12 +18,13 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"pgregory.net/rapid"
 )
 
 // seqKeys are the keys of the sequential test (under a per-check prefix):
 // nesting families, layout names, a sane pair.
-var seqKeys = []string{"a", "a/b", "a/b/c", "n", "n/v0", "v1", "e", "e/manifest.json", "e/x", "data/one", "data/two"}
+var seqKeys = []string{"a", "a/b", "a/b/c", "n", "n/v0", "v1", "e", "e/manifest.json", "e/x", "e/V2", "e/0.CSV", "e/.h", "data/one", "data/two"}
 
 // seqModel is the state of one rapid check.
 type seqModel struct {
@@ -38,13 +40,16 @@ type seqModel struct {
 
 func (s *seqModel) path(rt *rapid.T) (string, keyKind) {
 	k := rapid.SampledFrom(seqKeys).Draw(rt, "key")
-	kind := keyGood
-	for _, seg := range keySplit(k) {
-		if strings.HasPrefix(seg, "v") && len(seg) > 1 && strings.Trim(seg[1:], "0123456789") == "" || seg == "manifest.json" {
-			kind = keyReserved
-		}
+	p := s.prefix + "/" + k
+	return p, keyKindOf(p)
+}
+
+// refusedKey: a call with a reserved key must be refused with
+// InvalidArgument, whatever exists around it.
+func refusedKey(rt *rapid.T, p string, st outStatus, code, what string) {
+	if st != stRejected || code != "InvalidArgument" {
+		rt.Fatalf("%s: %q is reserved (%s): every call with it must be refused with InvalidArgument", what, p, reservedWhy(p))
 	}
-	return s.prefix + "/" + k, kind
 }
 
 func (s *seqModel) state(p string) *mState {
@@ -116,9 +121,12 @@ func (s *seqModel) put(rt *rapid.T, mode string, bad string) {
 	switch {
 	case o.St == stUnknown:
 		rt.Fatalf("%s: no faults are injected, yet the outcome is unknown", what)
-	case kind == keyReserved || bad != "":
+	case kind == keyReserved:
+		refusedKey(rt, p, o.St, o.Code, what)
+		return
+	case bad != "":
 		if o.St != stRejected || o.Code != "InvalidArgument" {
-			rt.Fatalf("%s: bad input (%s) must be refused with InvalidArgument", what, map[bool]string{true: "reserved key", false: bad}[bad == ""])
+			rt.Fatalf("%s: bad input (%s) must be refused with InvalidArgument", what, bad)
 		}
 		return
 	case s.nested(p) != "":
@@ -132,10 +140,19 @@ func (s *seqModel) put(rt *rapid.T, mode string, bad string) {
 
 func (s *seqModel) read(rt *rapid.T, version bool) {
 	p, _ := s.path(rt)
+	v := 0
+	if version {
+		v = rapid.IntRange(0, 4).Draw(rt, "version")
+	}
+	s.readAt(rt, p, version, v)
+}
+
+func (s *seqModel) readAt(rt *rapid.T, p string, version bool, v int) {
+	kind := keyKindOf(p)
 	o := &mop{genOp: genOp{Kind: opRead, Path: p, Read: "info"}, Ver: -1}
 	if version {
 		o.Kind, o.Read = opReadV, "json"
-		o.ReadVer = rapid.IntRange(0, 4).Draw(rt, "version")
+		o.ReadVer = v
 	}
 	rctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
@@ -162,6 +179,10 @@ func (s *seqModel) read(rt *rapid.T, version bool) {
 	}
 	what := fmt.Sprintf("%s %q v%d → %s %s ids=%v", o.Kind, p, o.ReadVer, o.St, trim(o.Err, 200), o.IDs)
 	rt.Log(what)
+	if kind == keyReserved {
+		refusedKey(rt, p, o.St, o.Code, what)
+		return
+	}
 	if o.St == stRejected && s.nested(p) != "" {
 		return // reading a directory of profiles
 	}
@@ -170,9 +191,18 @@ func (s *seqModel) read(rt *rapid.T, version bool) {
 
 func (s *seqModel) maint(rt *rapid.T, kind string) {
 	p, _ := s.path(rt)
+	keep := 0
+	if kind == opRetain {
+		keep = rapid.IntRange(1, 2).Draw(rt, "keep")
+	}
+	s.maintAt(rt, p, kind, keep)
+}
+
+func (s *seqModel) maintAt(rt *rapid.T, p, kind string, keep int) {
+	kk := keyKindOf(p)
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
-	in := mInput{Kind: kind}
+	in := mInput{Kind: kind, From: -1, Keep: keep}
 	out := mOutput{Ver: -1, Rows: -1}
 	var err error
 	switch kind {
@@ -182,10 +212,19 @@ func (s *seqModel) maint(rt *rapid.T, kind string) {
 		if err == nil && len(res) == 1 {
 			var x map[string]any
 			_ = jsonUnmarshal(res[0], &x)
-			out.Ver = parseVer(x["version"])
+			o := &mop{Ver: -1}
+			compactResult(o, x)
+			out.Ver = o.Ver
+			if o.ResRows > 0 {
+				out.Rows = o.ResRows
+			}
+			if o.From != nil {
+				in.From = *o.From
+			} else {
+				rt.Fatalf("compact %q: the result names no compacted_from: %s", p, res[0])
+			}
 		}
 	case opRetain:
-		in.Keep = rapid.IntRange(1, 2).Draw(rt, "keep")
 		var res [][]byte
 		res, err = action(ctx, s.cl, "remove-old-versions", map[string]any{"path": p, "keep": in.Keep, "grace_s": 0})
 		if err == nil && len(res) == 1 {
@@ -213,10 +252,55 @@ func (s *seqModel) maint(rt *rapid.T, kind string) {
 	out.St = classify(err, false)
 	what := fmt.Sprintf("%s %q keep=%d → %s %v v%d removed=%v rows=%d", kind, p, in.Keep, out.St, err, out.Ver, out.Removed, out.Rows)
 	rt.Log(what)
+	if kk == keyReserved {
+		refusedKey(rt, p, out.St, codeName(err), what)
+		return
+	}
 	if out.St == stRejected && s.nested(p) != "" {
 		return
 	}
 	s.apply(rt, p, in, out, what)
+}
+
+// abandon starts a write, lets the server reserve its version and write
+// its first files, looks at the profile meanwhile (list-versions, a read
+// of the version being written), and abandons the stream: nothing
+// changes, and whatever the look saw of the abandoned version must not
+// outlive it (its number is given back).
+func (s *seqModel) abandon(rt *rapid.T) {
+	p, kind := s.path(rt)
+	if kind == keyReserved {
+		return
+	}
+	fam := rapid.IntRange(0, len(families)-1).Filter(func(f int) bool { return families[f].name != "wide" }).Draw(rt, "fam")
+	s.pid++
+	d := buildPut(dataSpec{pid: s.pid, fam: fam, rows: 4, batches: 2, seed: uint64(s.pid)})
+	defer d.release()
+	s.h.addPut(&putInfo{PID: s.pid, Path: p, Fam: fam, Mode: "write", Rows: d.rows, Regions: d.regions})
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	stream, err := s.cl.DoPut(sctx)
+	if err != nil {
+		rt.Fatalf("DoPut: %v", err)
+	}
+	w := flight.NewRecordWriter(stream, ipc.WithSchema(d.schema))
+	w.SetFlightDescriptor(cmdDesc(map[string]any{"path": p, "mode": "write", "request_id": reqID(s.pid)}))
+	if err := w.Write(d.batches[0]); err != nil {
+		rt.Fatalf("write the first batch: %v", err)
+	}
+	time.Sleep(100 * time.Millisecond) // the version is reserved and its first file written
+	next := 0
+	if st := s.state(p); len(st.vers) > 0 {
+		next = slices.Max(slices.Collect(maps.Keys(st.vers))) + 1
+	}
+	rt.Logf("abandon a write of %s to %q after one batch; meanwhile list-versions and a read of v%d", families[fam].name, p, next)
+	s.maintAt(rt, p, opLatest, 0)
+	s.readAt(rt, p, true, next)
+	scancel()
+	_, _ = stream.Recv()
+	time.Sleep(100 * time.Millisecond) // the server removes what it wrote
 }
 
 // check: ListFlights under the prefix lists exactly the profiles that exist.
@@ -296,6 +380,15 @@ func TestModelSequential(t *testing.T) {
 	// Compaction and retention too.
 	run("maintenance", func(s *seqModel) map[string]func(*rapid.T) {
 		a := puts(s)
+		a["compact"] = func(rt *rapid.T) { s.maint(rt, opCompact) }
+		a["retain"] = func(rt *rapid.T) { s.maint(rt, opRetain) }
+		return a
+	})
+	// Writes abandoned mid-stream while the version they reserved is
+	// looked at, among puts, compaction and retention.
+	run("abandon", func(s *seqModel) map[string]func(*rapid.T) {
+		a := puts(s)
+		a["abandon"] = s.abandon
 		a["compact"] = func(rt *rapid.T) { s.maint(rt, opCompact) }
 		a["retain"] = func(rt *rapid.T) { s.maint(rt, opRetain) }
 		return a

@@ -269,7 +269,51 @@ func (m *modelRun) exec(ctx context.Context, r *rand.Rand, phase, client int, g 
 		m.doAction(ctx, r, o, "sweep", map[string]any{"older_than_s": 3600})
 	case opList:
 		m.doList(ctx, r, o, -1)
+	case opBadKey:
+		m.doBadKey(ctx, r, o)
 	}
+}
+
+// badKeyRPCs are the calls a badkey op makes with a reserved key: every
+// one must answer InvalidArgument.
+var badKeyRPCs = []string{"info", "json", "bare", "readv", "schema", "list-versions", "lineage", "compact", "remove-old-versions", "break-lock", "verify"}
+
+// doBadKey calls one RPC other than DoPut (o.Mode) with a reserved key.
+func (m *modelRun) doBadKey(ctx context.Context, r *rand.Rand, o *mop) {
+	slot, cl, _ := m.pick(r, -1)
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	o.Call = m.now()
+	var err error
+	switch o.Mode {
+	case "info":
+		_, _, _, err = m.h.readInfo(rctx, cl, o)
+	case "json":
+		_, _, err = readRows(rctx, cl, js(map[string]any{"path": o.Path}), false)
+	case "bare":
+		_, _, err = readRows(rctx, cl, []byte(o.Path), false)
+	case "readv":
+		_, _, err = readRows(rctx, cl, js(map[string]any{"path": o.Path, "version": "v0"}), false)
+	case "schema":
+		_, err = cl.GetSchema(rctx, cmdDesc(map[string]any{"path": o.Path}))
+	case "remove-old-versions":
+		_, err = action(rctx, cl, o.Mode, map[string]any{"path": o.Path, "keep": 1, "grace_s": 0})
+	default:
+		_, err = action(rctx, cl, o.Mode, map[string]any{"path": o.Path})
+	}
+	o.Ret = m.now()
+	o.Code = codeName(err)
+	o.Attempts = []mattempt{{Server: slot, Start: o.Call, End: o.Ret, Code: o.Code}}
+	m.captureInternal(slot, o, o.Code)
+	if err != nil {
+		o.Err = err.Error()
+		o.Attempts[0].Err = o.Err
+	}
+	o.St = classify(err, false)
+	if o.St == stUnknown {
+		o.Ret = -1
+	}
+	m.h.addOp(o)
 }
 
 // pick chooses a server (slot -1: a random one that is not restarting).
@@ -295,6 +339,9 @@ func (m *modelRun) killRestart(i int) (int64, error) {
 	inflight := m.c.inflight[i].Load()
 	m.c.mu.Unlock()
 	old.kill()
+	m.h.mu.Lock()
+	m.h.kills = append(m.h.kills, killEvent{At: m.now(), Server: i, InFlight: inflight})
+	m.h.mu.Unlock()
 	p, err := startProc(m.c.dataDir, m.c.extra...)
 	if err != nil {
 		return inflight, err
@@ -362,6 +409,7 @@ func (m *modelRun) doPut(ctx context.Context, r *rand.Rand, o *mop, first *mop) 
 			at.Err = err.Error()
 		}
 		o.Attempts = append(o.Attempts, at)
+		m.captureInternal(slot, o, at.Code)
 		o.Code, o.Err = at.Code, at.Err
 		if g.Kind == opCancel {
 			o.St, o.Ret = stRejected, end
@@ -502,6 +550,7 @@ func (m *modelRun) doRead(ctx context.Context, r *rand.Rand, o *mop, slot int) {
 	o.Ret = m.now()
 	o.Code = codeName(err)
 	o.Attempts = []mattempt{{Server: slot, Start: o.Call, End: o.Ret, Code: o.Code}}
+	m.captureInternal(slot, o, o.Code)
 	if err != nil {
 		o.Err = err.Error()
 		o.Attempts[0].Err = o.Err
@@ -624,6 +673,7 @@ func (m *modelRun) doLatest(ctx context.Context, r *rand.Rand, o *mop, slot int)
 	o.Ret = m.now()
 	o.Code = codeName(err)
 	o.Attempts = []mattempt{{Server: slot, Start: o.Call, End: o.Ret, Code: o.Code}}
+	m.captureInternal(slot, o, o.Code)
 	if err != nil {
 		o.Err = err.Error()
 	}
@@ -660,6 +710,7 @@ func (m *modelRun) doAction(ctx context.Context, r *rand.Rand, o *mop, typ strin
 	o.Ret = m.now()
 	o.Code = codeName(err)
 	o.Attempts = []mattempt{{Server: slot, Start: o.Call, End: o.Ret, Code: o.Code}}
+	m.captureInternal(slot, o, o.Code)
 	if err != nil {
 		o.Err = err.Error()
 	}
@@ -672,10 +723,7 @@ func (m *modelRun) doAction(ctx context.Context, r *rand.Rand, o *mop, typ strin
 		if err := json.Unmarshal(res[0], &x); err == nil {
 			switch typ {
 			case "compact":
-				o.Ver = parseVer(x["version"])
-				if s, ok := x["seq"].(float64); ok {
-					o.Seq = int64(s)
-				}
+				compactResult(o, x)
 			case "remove-old-versions":
 				o.Removed = []int{}
 				rm, _ := x["removed"].([]any)
@@ -691,6 +739,25 @@ func (m *modelRun) doAction(ctx context.Context, r *rand.Rand, o *mop, typ strin
 	m.h.addOp(o)
 	m.noteVersion(o.Path, o.Ver)
 	return res
+}
+
+// compactResult reads a compact action's result into o: the version, the
+// commit's seq, its rows and the version it compacted.
+func compactResult(o *mop, x map[string]any) {
+	o.Ver = parseVer(x["version"])
+	if s, ok := x["seq"].(float64); ok {
+		o.Seq = int64(s)
+	}
+	if n, ok := x["rows"].(float64); ok {
+		o.ResRows = int64(n)
+	}
+	if md, ok := x["metadata"].(map[string]any); ok {
+		if f, ok := md["compacted_from"].(string); ok {
+			if v := parseVer(f); v >= 0 {
+				o.From = &v
+			}
+		}
+	}
 }
 
 // doList runs ListFlights and returns profile → total records. Two
@@ -717,6 +784,7 @@ func (m *modelRun) doList(ctx context.Context, r *rand.Rand, o *mop, slot int) m
 	o.Code = codeName(err)
 	o.St = classify(err, false)
 	o.Attempts = []mattempt{{Server: slot, Start: o.Call, End: o.Ret, Code: o.Code}}
+	m.captureInternal(slot, o, o.Code)
 	if err != nil {
 		o.Err = err.Error()
 		out = nil
@@ -735,6 +803,31 @@ func (m *modelRun) doList(ctx context.Context, r *rand.Rand, o *mop, slot int) m
 		}
 	}
 	return out
+}
+
+// captureInternal keeps the log of the server that answered Internal
+// (its message says only "see server log"): its error lines go to the
+// op's note, the log's tail to internal-<client>-<call>.log in the output
+// directory.
+func (m *modelRun) captureInternal(slot int, o *mop, code string) {
+	if code != "Internal" {
+		return
+	}
+	m.c.mu.Lock()
+	logs := m.c.procs[slot].logs.String()
+	m.c.mu.Unlock()
+	var errs []string
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, `"level":"error"`) || strings.Contains(l, "panic") {
+			errs = append(errs, l)
+		}
+	}
+	if len(errs) > 0 {
+		o.Note = "server log: " + trim(errs[len(errs)-1], 400)
+	}
+	if os.MkdirAll(m.outDir, 0o755) == nil {
+		_ = os.WriteFile(filepath.Join(m.outDir, fmt.Sprintf("internal-c%d-%d.log", o.Client, o.Call)), []byte(logs[max(0, len(logs)-64<<10):]), 0o644)
+	}
 }
 
 // ---- clients, kills, phases ---------------------------------------------------
@@ -1095,30 +1188,67 @@ func (m *modelRun) checkProfile(ctx context.Context, r *rand.Rand, phase, client
 		m.h.f.add("lineage-failed", p, nil, "after phase %d: %v", phase, err)
 		return
 	}
-	seen := map[string]int{}
+	// The records follow each other by seq (1, 2, 3…); a request id is
+	// committed once. A record answered twice (the same seq again) is
+	// reported once per call and left out, so that it is not also taken
+	// for a second commit or a retention nobody asked for.
+	seqOf := map[string]int64{}
 	lin := map[string]int{}
+	var all []linRec
+	var last int64
+	repeated, firstBad := 0, ""
 	for _, b := range recs {
-		var rec map[string]any
+		var rec struct {
+			Seq       int64           `json:"seq"`
+			Version   string          `json:"version"`
+			Mode      string          `json:"mode"`
+			RequestID string          `json:"request_id"`
+			Committed time.Time       `json:"committed"`
+			Metadata  json.RawMessage `json:"metadata"`
+		}
 		if err := json.Unmarshal(b, &rec); err != nil {
 			m.h.f.add("lineage-failed", p, nil, "record %q: %v", trim(string(b), 100), err)
 			continue
 		}
-		rid, _ := rec["request_id"].(string)
-		if rid == "" {
+		if rec.Seq > 0 {
+			if rec.Seq != last+1 {
+				repeated++
+				if firstBad == "" {
+					firstBad = fmt.Sprintf("record %d (%s %s %s) after record %d", rec.Seq, rec.Mode, rec.Version, rec.RequestID, last)
+				}
+			}
+			if rec.Seq <= last {
+				continue
+			}
+			last = rec.Seq
+		}
+		lr := linRec{Seq: rec.Seq, Version: parseVer(rec.Version), Mode: rec.Mode, RequestID: rec.RequestID, From: -1, At: rec.Committed.UnixNano() - m.t0.UnixNano()}
+		if rec.RequestID == "" && rec.Mode == "write" && len(rec.Metadata) > 0 {
+			var md struct {
+				From string `json:"compacted_from"`
+			}
+			if json.Unmarshal(rec.Metadata, &md) == nil && md.From != "" {
+				lr.From = parseVer(md.From)
+			}
+		}
+		all = append(all, lr)
+		rid := rec.RequestID
+		if rid == "" || rec.Mode == "retire" {
 			continue
 		}
-		if mode, _ := rec["mode"].(string); mode == "retire" {
-			continue
+		if s, ok := seqOf[rid]; ok && s != rec.Seq {
+			m.h.f.add("request-id-committed-twice", p, nil, "lineage holds two records with request_id %s (seq %d in v%d, seq %d in %s)", rid, s, lin[rid], rec.Seq, rec.Version)
 		}
-		seen[rid]++
-		if seen[rid] == 2 {
-			m.h.f.add("request-id-committed-twice", p, nil, "lineage holds two records with request_id %s (v%d and %v)", rid, lin[rid], rec["version"])
-		}
-		lin[rid] = parseVer(rec["version"])
+		seqOf[rid] = rec.Seq
+		lin[rid] = lr.Version
+	}
+	if repeated > 0 {
+		m.h.f.add("lineage-out-of-order", p, nil, "after phase %d lineage answered %d of %d records out of seq order (first: %s)", phase, repeated, len(recs), firstBad)
 	}
 	if final {
 		m.h.mu.Lock()
 		m.h.lineage[p] = lin
+		m.h.records[p] = all
 		m.h.mu.Unlock()
 	}
 }
@@ -1269,14 +1399,14 @@ func (m *modelRun) summarize(lin []linResult) {
 	report(t, "outcomes: %s", outcomes.String())
 	report(t, "refusals of puts as nested profiles, by code: %s", nested.String())
 	report(t, "porcupine: %d profiles linearizable, %d not, %d timed out", linOK, linBad, linUnknown)
+	report(t, "appends answered after an overlapping write or compaction, committed before it (by seq; a race of answers, legal): %s", m.h.ackRaces)
+	report(t, "unknown outcomes resolved: %s", m.h.resolvedCounts())
 	fs := m.h.f.all()
 	if len(fs) == 0 {
 		return
 	}
-	if err := os.MkdirAll(m.outDir, 0o755); err == nil {
-		if b, err := json.MarshalIndent(map[string]any{"seed": m.seed, "config": m.cfg, "findings": fs, "ops": m.h.ops}, "", " "); err == nil {
-			_ = os.WriteFile(filepath.Join(m.outDir, "history.json"), b, 0o644)
-		}
+	if err := m.h.dump(filepath.Join(m.outDir, "history.json"), m.seed, m.cfg); err != nil {
+		t.Logf("history: %v", err)
 	}
 	defer func() { // visualizations last: they are a help, not the verdict
 		for i, l := range lin {

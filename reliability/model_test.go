@@ -1,6 +1,7 @@
 package reliability
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,17 +41,29 @@ import (
 //   - after each phase: verify is clean but for what kills leave (and clean
 //     after a sweep), ListFlights lists exactly the profiles that exist.
 
-// modelShort is the CI size: about a minute on two cores.
-var modelShort = genConfig{Servers: 2, Clients: 4, Phases: 5, OpsPerPhase: 120, KillsPerPhase: 2, MaxRows: 20, CheckTimeout: 20 * time.Second}
+// modelShort is the CI size: 60–90 s on two busy cores (about 12,000
+// operations, 39 kills).
+var modelShort = genConfig{Servers: 2, Clients: 4, Phases: 14, OpsPerPhase: 700, KillsPerPhase: 3, MaxRows: 20, CheckTimeout: 20 * time.Second}
 
 // modelLong is the stress size (make stress).
 var modelLong = genConfig{Servers: 3, Clients: 8, Phases: 20, OpsPerPhase: 500, KillsPerPhase: 4, MaxRows: 40, CheckTimeout: 2 * time.Minute}
 
 // TestModelShort runs the model test at CI size (QUIVER_STRESS_SCALE set,
-// as make test does).
+// as make test does). The QUIVER_MODEL_* variables of TestModelLong
+// override its size too.
 func TestModelShort(t *testing.T) {
 	requireStress(t)
-	runModel(t, modelSeed(), modelShort)
+	runModel(t, modelSeed(), sized(modelShort))
+}
+
+// sized applies the QUIVER_MODEL_* overrides to cfg.
+func sized(cfg genConfig) genConfig {
+	cfg.Phases = envInt("QUIVER_MODEL_PHASES", cfg.Phases)
+	cfg.OpsPerPhase = envInt("QUIVER_MODEL_OPS", cfg.OpsPerPhase)
+	cfg.Clients = envInt("QUIVER_MODEL_CLIENTS", cfg.Clients)
+	cfg.Servers = envInt("QUIVER_MODEL_SERVERS", cfg.Servers)
+	cfg.KillsPerPhase = envInt("QUIVER_MODEL_KILLS", cfg.KillsPerPhase)
+	return cfg
 }
 
 // TestModelLong runs the model test at stress size: QUIVER_STRESS=1 or
@@ -62,13 +75,7 @@ func TestModelLong(t *testing.T) {
 		t.Skip("QUIVER_STRESS=1 or QUIVER_STRESS_SCALE=full runs the long model test")
 	}
 	ensureBinary(t)
-	cfg := modelLong
-	cfg.Phases = envInt("QUIVER_MODEL_PHASES", cfg.Phases)
-	cfg.OpsPerPhase = envInt("QUIVER_MODEL_OPS", cfg.OpsPerPhase)
-	cfg.Clients = envInt("QUIVER_MODEL_CLIENTS", cfg.Clients)
-	cfg.Servers = envInt("QUIVER_MODEL_SERVERS", cfg.Servers)
-	cfg.KillsPerPhase = envInt("QUIVER_MODEL_KILLS", cfg.KillsPerPhase)
-	runModel(t, modelSeed(), cfg)
+	runModel(t, modelSeed(), sized(modelLong))
 }
 
 var buildMu sync.Mutex
@@ -100,4 +107,21 @@ func ensureBinary(t *testing.T) {
 		binary = ""
 		os.RemoveAll(dir)
 	})
+}
+
+// TestModelRecheck runs the checker again on a history a failed run left
+// (QUIVER_MODEL_RECHECK=…/history.json): no server, the same report.
+func TestModelRecheck(t *testing.T) {
+	file := os.Getenv("QUIVER_MODEL_RECHECK")
+	if file == "" {
+		t.Skip("QUIVER_MODEL_RECHECK=<history.json> checks a saved history again")
+	}
+	h, sh, err := loadHistory(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lin := h.checkHistory(context.Background(), sh.Config.CheckTimeout)
+	if fs := h.f.all(); len(fs) > 0 {
+		t.Errorf("%d broken invariants (seed %d)%s", len(fs), sh.Seed, h.report(lin, 4))
+	}
 }
