@@ -180,6 +180,18 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) []commitResult {
 		ids := map[string]int{} // request id → position in recs
 		created := false
 		newest := -1 // highest version a write of this batch commits
+		// cur is the latest version as the cycle commits: a write accepted
+		// earlier in this cycle is the latest for what follows it.
+		cur := latest
+		var adopted []*CommitRecord
+		if head == 0 && !missing {
+			// A profile older than the commit log: its records are taken
+			// into the log first (chained, signed), and from then on only
+			// the log is read.
+			if adopted, err = s.adoptLegacy(ctx, ps); err != nil {
+				return fail(err)
+			}
+		}
 		now := s.opts.now().UTC()
 		for _, i := range order {
 			st := batch[i].st
@@ -198,11 +210,11 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) []commitResult {
 			move := false
 			switch {
 			case st.mode == ModeAppend:
-				move = missing || st.version != latest
+				move = missing || st.version != cur
 			case st.create && (!missing || created):
 				// Another client created the profile: append to it.
 				move = true
-			case !missing && st.version < latest:
+			case !missing && st.version < cur:
 				// A write whose number a faster write overtook: it must
 				// not commit below the latest (it would be acknowledged
 				// and hidden). It becomes a new version above.
@@ -215,12 +227,12 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) []commitResult {
 			if move {
 				// Overtaken before: move it now, holding the lock, so
 				// that nothing can overtake it again.
-				if err := s.restage(ctx, ps, st, latest); err != nil {
+				if err := s.restage(ctx, ps, st, cur); err != nil {
 					res[i].err = err
 					continue
 				}
 			}
-			if st.o.carry != nil && st.o.carry.version != latest {
+			if st.o.carry != nil && st.o.carry.version != cur {
 				// A write committed while the compaction ran: its result
 				// would hide that write. It starts over from the latest.
 				res[i].err = errCompactionStale
@@ -250,12 +262,14 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) []commitResult {
 			}
 			c := &CommitRecord{Path: ProfilePath(p.keys), Keys: p.keys, Version: VersionName(st.version), Index: st.index,
 				Mode: st.mode, Format: st.format, Rows: st.rows, SchemaVersion: st.schemaV, Files: st.files,
-				Committed: now, Writer: s.writerOf(st.o), RequestID: st.o.RequestID, Metadata: st.o.Metadata}
+				Committed: now, Writer: s.writerOf(st.o), RequestID: st.o.RequestID, Metadata: st.o.Metadata,
+				VersionInfo: st.infoHash}
 			if c.Files == nil {
 				c.Files = []FileRecord{}
 			}
 			if st.mode == ModeWrite {
 				newest = max(newest, st.version)
+				cur = max(cur, st.version)
 			}
 			if st.o.RequestID != "" {
 				ids[st.o.RequestID] = len(recs)
@@ -274,7 +288,8 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) []commitResult {
 				return res
 			}
 		}
-		for _, c := range recs {
+		all := append(append([]*CommitRecord(nil), adopted...), recs...)
+		for _, c := range all {
 			head++
 			c.Seq, c.Prev = head, headHash
 			if err := c.encodeLine(s.opts.signer); err != nil {
@@ -282,7 +297,7 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) []commitResult {
 			}
 			headHash = c.Hash()
 		}
-		if err := s.appendSegment(ctx, ps, recs); err != nil {
+		if err := s.appendSegment(ctx, ps, all); err != nil {
 			if errors.Is(err, fsys.ErrExist) && attempt < 5 {
 				// Another committer (whose lock we took over, or one
 				// ignoring it) got there first: read the log again.
@@ -317,6 +332,33 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) []commitResult {
 	}
 }
 
+// adoptLegacy reads the records of a data directory older than the commit
+// log (vN/.<i>.commit.json, by version then index) as records to take into
+// the log. Callers hold the lock and have found the log empty.
+func (s *Store) adoptLegacy(ctx context.Context, ps *profileState) ([]*CommitRecord, error) {
+	vers, err := s.versionNumbers(ctx, ps)
+	if err != nil {
+		return nil, err
+	}
+	var out []*CommitRecord
+	for _, v := range vers {
+		recs, err := s.legacyRecords(ctx, ps.p, v)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			c := *r
+			c.Seq, c.Prev, c.Signer, c.Sig, c.line = 0, "", "", "", nil
+			c.Adopted = true
+			if c.Files == nil {
+				c.Files = []FileRecord{}
+			}
+			out = append(out, &c)
+		}
+	}
+	return out, nil
+}
+
 // errCompactionStale: the version a compaction read is no longer the
 // latest when it commits.
 var errCompactionStale = errors.New("a newer version was committed while the compaction ran")
@@ -328,7 +370,13 @@ var errCompactionStale = errors.New("a newer version was committed while the com
 func (s *Store) checkStaged(ctx context.Context, st *staged) error {
 	names := make([]string, 0, len(st.files)+1)
 	if st.mode == ModeWrite {
-		names = append(names, st.p.join(VersionName(st.version), versionInfoName))
+		// The version must still be the one this put reserved: a version
+		// directory swept while the put paused and reserved again by
+		// another write holds another .version.json.
+		b, _, err := s.fs.ReadFile(ctx, st.p.join(VersionName(st.version), versionInfoName))
+		if err != nil || sha256Hex(b) != st.infoHash {
+			return fmt.Errorf("%w: %s: the put's version %s was removed before its commit (by sweep after a long pause?)", ErrUnavailable, st.p, VersionName(st.version))
+		}
 	}
 	for _, f := range st.files {
 		names = append(names, st.p.join(f.Path))

@@ -263,6 +263,11 @@ func (s *Store) inspectLog(ctx context.Context, ps *profileState, in *Inspection
 			lv.add([]*CommitRecord{r})
 		}
 	}
+	if lv.head == 0 && in.ManifestErr == nil {
+		if b, _, err := s.fs.ReadFile(ctx, p.join(kindName)); err == nil && strings.TrimSpace(string(b)) == kindProfile {
+			in.LogProblems = append(in.LogProblems, fmt.Sprintf("%s is missing or empty, but Quiver created this profile: its records were removed", logDir))
+		}
+	}
 	switch {
 	case headErr != nil:
 		in.LogProblems = append(in.LogProblems, fmt.Sprintf("%s: %v", path.Join(logDir, headName), unwrapCorruption(headErr)))

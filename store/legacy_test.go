@@ -129,19 +129,20 @@ func TestLegacyDataDir(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// New commits continue it in the log: next free index, chain from 1.
+	// The first commit takes the three old records into the log (chained,
+	// marked adopted) and continues it: next free index, then seq 4.
 	c := put(t, ls, ModeAppend, k, ids(4), PutOptions{})
-	if c.Version != "v1" || c.Index != 1 || c.Seq != 1 || c.Prev != "" {
+	if c.Version != "v1" || c.Index != 1 || c.Seq != 4 || c.Prev == "" {
 		t.Fatalf("append to a legacy version: %+v", c)
 	}
 	w := put(t, ls, ModeWrite, k, ids(5), PutOptions{})
-	if w.Version != "v2" || w.Seq != 2 || w.Prev != c.Hash() {
+	if w.Version != "v2" || w.Seq != 5 || w.Prev != c.Hash() {
 		t.Fatalf("write after a legacy version: %+v", w)
 	}
 	if got := readIDs(t, ls, k, 1); fmt.Sprint(got) != "[3 4]" {
 		t.Fatalf("v1 after append %v", got)
 	}
-	if got := lineage(); got != "v0/0/write/0 v0/1/append/0 v1/0/write/0 v1/1/append/1 v2/0/write/2" {
+	if got := lineage(); got != "v0/0/write/1 v0/1/append/2 v1/0/write/3 v1/1/append/4 v2/0/write/5" {
 		t.Fatalf("lineage %s", got)
 	}
 	// Retention retires a legacy version like any other.

@@ -98,6 +98,7 @@ func rowsOf(files []DataFile) int64 {
 func (s *Store) head(ctx context.Context, ps *profileState, v int) (*versionHead, error) {
 	ps.mu.Lock()
 	h := ps.infos[v]
+	committed := ps.log.writes[v] != nil
 	ps.mu.Unlock()
 	if h != nil {
 		return h, nil
@@ -106,10 +107,27 @@ func (s *Store) head(ctx context.Context, ps *profileState, v int) (*versionHead
 	if err != nil || vi == nil {
 		return nil, err
 	}
-	h = &versionHead{info: vi, schema: sc}
 	ps.mu.Lock()
-	ps.infos[v] = h
+	w := ps.log.writes[v]
 	ps.mu.Unlock()
+	if w != nil && w.VersionInfo != "" {
+		b, _, err := s.fs.ReadFile(ctx, ps.p.join(VersionName(v), versionInfoName))
+		if err != nil {
+			return nil, err
+		}
+		if sha256Hex(b) != w.VersionInfo {
+			return nil, fmt.Errorf("%w: %s %s: its .version.json (schema, partitioning) is not the one its write record vouches for", ErrDataLoss, ps.p, VersionName(v))
+		}
+	}
+	h = &versionHead{info: vi, schema: sc}
+	if committed {
+		// Only a committed version's .version.json never changes: an
+		// uncommitted one may be abandoned, its number given back and
+		// reused by another write of another schema.
+		ps.mu.Lock()
+		ps.infos[v] = h
+		ps.mu.Unlock()
+	}
 	return h, nil
 }
 
@@ -145,31 +163,25 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 		return nil, fmt.Errorf("%w: %s has no version %s", ErrVersionNotFound, p, vname)
 	}
 
-	// Records of data dirs older than the commit log.
-	var legacyIdx []int
-	for _, e := range entries {
-		if i, ok := parseIndexed(legacyRecRe, e.Name); ok && !e.Dir {
-			legacyIdx = append(legacyIdx, i)
+	// Records of data dirs older than the commit log, as long as the log
+	// is empty: the first commit takes them into the log, and after it a
+	// .<i>.commit.json is nobody's (a planted one is ignored; verify
+	// reports it).
+	ps.mu.Lock()
+	logEmpty := ps.log.head == 0
+	ps.mu.Unlock()
+	if logEmpty {
+		var legacyIdx []int
+		for _, e := range entries {
+			if i, ok := parseIndexed(legacyRecRe, e.Name); ok && !e.Dir && !e.Link {
+				legacyIdx = append(legacyIdx, i)
+			}
 		}
-	}
-	sort.Ints(legacyIdx)
-	for _, i := range legacyIdx {
-		name := p.join(vname, legacyRecordName(i))
-		b, _, err := s.fs.ReadFile(ctx, name)
-		if isNotExist(err) {
-			continue
-		}
+		recs, err := s.readLegacy(ctx, p, v, legacyIdx)
 		if err != nil {
-			return nil, fmt.Errorf("%s %s: %w", p, vname, err)
+			return nil, err
 		}
-		c, err := parseRecord(b)
-		if err == nil && (c.Version != vname || c.Index != i) {
-			err = fmt.Errorf("it names %s index %d", c.Version, c.Index)
-		}
-		if err != nil {
-			return nil, &CorruptionError{Path: name, Err: err}
-		}
-		vs.Records = append(vs.Records, c)
+		vs.Records = recs
 	}
 	vs.Legacy = len(vs.Records)
 	legacyWrite := false
@@ -339,6 +351,62 @@ func (s *Store) listVersion(ctx context.Context, ps *profileState, v int, logWri
 	return entries, err == nil, err
 }
 
+// legacyKnown reports whether a .<i>.commit.json file belongs to the
+// version's history: read as a record (the log is empty), or taken into
+// the log. Any other is planted or left over and is reported.
+func (vs *VersionState) legacyKnown(name string) bool {
+	i, _ := parseIndexed(legacyRecRe, name)
+	for _, r := range vs.Records {
+		if r.Index == i && (r.Adopted || r.Seq == 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// legacyRecords reads the .<i>.commit.json records of version v.
+func (s *Store) legacyRecords(ctx context.Context, p profile, v int) ([]*CommitRecord, error) {
+	entries, err := s.fs.List(ctx, p.vdir(v))
+	if isNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s %s: %w", p, VersionName(v), err)
+	}
+	var idx []int
+	for _, e := range entries {
+		if i, ok := parseIndexed(legacyRecRe, e.Name); ok && !e.Dir && !e.Link {
+			idx = append(idx, i)
+		}
+	}
+	return s.readLegacy(ctx, p, v, idx)
+}
+
+func (s *Store) readLegacy(ctx context.Context, p profile, v int, idx []int) ([]*CommitRecord, error) {
+	sort.Ints(idx)
+	vname := VersionName(v)
+	var out []*CommitRecord
+	for _, i := range idx {
+		name := p.join(vname, legacyRecordName(i))
+		b, _, err := s.fs.ReadFile(ctx, name)
+		if isNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", p, vname, err)
+		}
+		c, err := parseRecord(b)
+		if err == nil && (c.Version != vname || c.Index != i) {
+			err = fmt.Errorf("it names %s index %d", c.Version, c.Index)
+		}
+		if err != nil {
+			return nil, &CorruptionError{Path: name, Err: err}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
 func withDir(e fsys.Entry, dir string) fsys.Entry {
 	e.Name = path.Join(dir, e.Name)
 	return e
@@ -418,6 +486,8 @@ func (s *Store) classify(ctx context.Context, p profile, vs *VersionState, rootE
 				if err := walk(name, sub, depth+1); err != nil {
 					return err
 				}
+			case depth == 0 && legacyRecRe.MatchString(e.Name) && !vs.legacyKnown(e.Name):
+				vs.Unknown = append(vs.Unknown, full)
 			case depth == 0 && (e.Name == versionInfoName || claimRe.MatchString(e.Name) || legacyRecRe.MatchString(e.Name)):
 			case depth == 0 && !e.Dir && dataFileRe.MatchString(e.Name):
 				// Root data files were sorted by loadVersion.

@@ -117,44 +117,66 @@ func (s *Store) readSegment(ctx context.Context, p profile, first int64) ([]*Com
 // the log; later ones read only what follows the last known segment.
 func (s *Store) refreshLog(ctx context.Context, p profile, lv *logView) error {
 	if !lv.loaded {
-		entries, err := s.fs.List(ctx, p.join(logDir))
-		if err != nil && !isNotExist(err) {
-			return fmt.Errorf("list commit log of %s: %w", p, err)
+		// The first load builds a view of its own and takes it only when
+		// complete: a load cut short (a cancelled request) must leave
+		// nothing half read behind, or the next would add it again.
+		fresh, err := s.loadLog(ctx, p)
+		if err != nil {
+			return err
 		}
-		var firsts []int64
-		for _, e := range entries {
-			if n, ok := parseSegmentName(e.Name); ok && !e.Dir {
-				firsts = append(firsts, n)
-			}
-		}
-		sort.Slice(firsts, func(i, j int) bool { return firsts[i] < firsts[j] })
-		for _, first := range firsts {
-			if first != lv.nextSeg && lv.broken == "" {
-				lv.broken = fmt.Sprintf("segment %s follows record %d", segmentName(first), lv.head)
-			}
-			recs, err := s.readSegment(ctx, p, first)
-			if err != nil {
-				return err
-			}
-			if first != lv.nextSeg {
-				// Keep reading past a gap so readers still see what is
-				// committed; verify reports the break.
-				lv.head = first - 1
-			}
-			lv.add(recs)
-		}
-		lv.loaded = true
+		*lv = *fresh
 	}
+	// HEAD first: it is written after each segment, so read before them it
+	// can only lag the log. A log that ends before its HEAD lost records
+	// from its end; a reader must not return fewer rows silently.
+	head, headOK, headErr := s.readHead(ctx, p)
 	for {
 		recs, err := s.readSegment(ctx, p, lv.nextSeg)
 		if err != nil {
 			return err
 		}
 		if recs == nil {
-			return nil
+			break
 		}
 		lv.add(recs)
 	}
+	if headErr == nil && headOK && head.Seq > lv.head {
+		return fmt.Errorf("%w: %s: the commit log ends at record %d but its head says %d: records were removed", ErrDataLoss, p, lv.head, head.Seq)
+	}
+	return nil
+}
+
+// loadLog reads a profile's whole log into a new view.
+func (s *Store) loadLog(ctx context.Context, p profile) (*logView, error) {
+	lv := newLogView()
+	entries, err := s.fs.List(ctx, p.join(logDir))
+	if err != nil && !isNotExist(err) {
+		return nil, fmt.Errorf("list commit log of %s: %w", p, err)
+	}
+	var firsts []int64
+	for _, e := range entries {
+		if n, ok := parseSegmentName(e.Name); ok && !e.Dir && !e.Link {
+			firsts = append(firsts, n)
+		}
+	}
+	sort.Slice(firsts, func(i, j int) bool { return firsts[i] < firsts[j] })
+	for _, first := range firsts {
+		if first != lv.nextSeg && lv.broken == "" {
+			lv.broken = fmt.Sprintf("segment %s follows record %d", segmentName(first), lv.head)
+		}
+		recs, err := s.readSegment(ctx, p, first)
+		if err != nil {
+			return nil, err
+		}
+		if first != lv.nextSeg {
+			// Keep reading past a gap so readers still see what is
+			// committed; verify reports the break.
+			lv.head = first - 1
+		}
+		lv.add(recs)
+	}
+	lv.loaded = true
+	return lv, nil
 }
 
 // headName is the log's head marker: the seq and hash of the last record,

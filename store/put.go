@@ -180,6 +180,8 @@ type staged struct {
 	carryLocked bool
 	// claims are the indices this append claimed in its version.
 	claims []int
+	// infoHash is the SHA-256 of the .version.json a write created.
+	infoHash string
 	// madeDirs are the profile's directories this put created (deepest
 	// first), removed again if it fails and leaves them empty.
 	madeDirs []string
@@ -297,6 +299,7 @@ func (s *Store) stageVersion(ctx context.Context, ps *profileState, rdr array.Re
 	st.schema = arrow.NewSchema(sc.Fields(), &md)
 	vi := newVersionInfo(version, f, st.schema, o.PartitionBy, o.SchemaVersion, s.opts.now(), s.writerOf(o))
 	b, _ := json.MarshalIndent(vi, "", "  ")
+	st.infoHash = sha256Hex(b)
 	if err := s.fs.CreateExclusive(ctx, path.Join(p.vdir(version), versionInfoName), b); err != nil {
 		s.discard(ps, st)
 		return nil, fmt.Errorf("write %s %s: %w", p, VersionName(version), err)

@@ -66,6 +66,13 @@ type CommitRecord struct {
 	Writer        string          `json:"writer"`
 	RequestID     string          `json:"request_id,omitempty"`
 	Metadata      json.RawMessage `json:"metadata,omitempty"`
+	// VersionInfo (write records) is the SHA-256 of the version's
+	// .version.json: its schema and partitioning are vouched for too.
+	VersionInfo string `json:"version_info,omitempty"`
+	// Adopted marks a record taken into the log from a data directory
+	// older than the commit log (.<i>.commit.json); its fields are the old
+	// record's.
+	Adopted bool `json:"adopted,omitempty"`
 	// Signer identifies the ed25519 key of Sig ("ed25519:" + the first 8
 	// bytes of the SHA-256 of the public key, hex).
 	Signer string `json:"signer,omitempty"`
@@ -124,6 +131,11 @@ func (c *CommitRecord) encodeLine(key ed25519.PrivateKey) error {
 	return nil
 }
 
+func sha256Hex(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
 // KeyID names an ed25519 public key in records: "ed25519:" and the first
 // 8 bytes of its SHA-256, hex.
 func KeyID(pub ed25519.PublicKey) string {
@@ -179,6 +191,9 @@ func parseRecord(b []byte) (*CommitRecord, error) {
 	}
 	if c.Prev != "" && len(c.Prev) != 64 {
 		return nil, fmt.Errorf("prev %q is not a SHA-256", c.Prev)
+	}
+	if c.VersionInfo != "" && len(c.VersionInfo) != 64 {
+		return nil, fmt.Errorf("version_info %q is not a SHA-256", c.VersionInfo)
 	}
 	var sum int64
 	for _, f := range c.Files {

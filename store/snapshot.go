@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -111,6 +112,9 @@ func (s *Store) readableVersion(ctx context.Context, p profile, v int) (*Version
 	if err := s.syncLog(ctx, ps); err != nil {
 		return nil, err
 	}
+	if latest, err = s.latestOf(ctx, ps, latest); err != nil {
+		return nil, err
+	}
 	if v < 0 {
 		v = latest
 	}
@@ -123,8 +127,33 @@ func (s *Store) readableVersion(ctx context.Context, p profile, v int) (*Version
 		return nil, fmt.Errorf("%w: %s %s was removed by retention", ErrVersionNotFound, p, VersionName(v))
 	case !vs.Committed && v != latest:
 		return nil, fmt.Errorf("%w: %s %s was never committed", ErrVersionNotFound, p, VersionName(v))
+	case !vs.Committed && vs.Info != nil:
+		// The manifest names a version Quiver never committed.
+		return nil, fmt.Errorf("%w: %s: the manifest names %s, which has no commit record", ErrDataLoss, p, VersionName(v))
 	}
 	return vs, nil
+}
+
+// latestOf is the version readers take as the latest: the manifest's, or a
+// newer one the log says a write committed whose manifest move was lost (a
+// writer killed between the two; the next commit moves the manifest), so
+// that a read never returns a version older than one already committed. A
+// profile Quiver created whose commit log is gone is DataLoss.
+func (s *Store) latestOf(ctx context.Context, ps *profileState, manifest int) (int, error) {
+	ps.mu.Lock()
+	mw, head := ps.log.maxWrite(), ps.log.head
+	retired := mw >= 0 && ps.log.retired[mw] != nil
+	ps.mu.Unlock()
+	if head == 0 {
+		b, _, err := s.fs.ReadFile(ctx, ps.p.join(kindName))
+		if err == nil && strings.TrimSpace(string(b)) == kindProfile {
+			return 0, fmt.Errorf("%w: %s: the profile's commit log is missing", ErrDataLoss, ps.p)
+		}
+	}
+	if mw > manifest && !retired {
+		return mw, nil
+	}
+	return manifest, nil
 }
 
 func filterPartitions(sn *Snapshot, filter map[string][]string) ([]DataFile, error) {

@@ -53,7 +53,14 @@ func Sweep(ctx context.Context, st *store.Store, olderThan time.Duration) (*Swee
 		var ce *store.CorruptionError
 		switch {
 		case ps.Err == nil, errors.As(ps.Err, &ce):
-			return sweepProfile(ctx, st, ps.Keys, olderThan, cutoff, rep)
+			err := sweepProfile(ctx, st, ps.Keys, olderThan, cutoff, rep)
+			if err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrNotFound) {
+				// What keeps one profile from being swept does not stop
+				// the others.
+				rep.skip(ProblemUnknown, ps.Path(), "not swept: %v", err)
+				return nil
+			}
+			return err
 		case errors.Is(ps.Err, fsys.ErrUnsafePath):
 			rep.skip(ProblemLink, ps.Path(), "a symbolic link; never followed or removed by sweep")
 		default:

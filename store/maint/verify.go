@@ -121,7 +121,7 @@ func Verify(ctx context.Context, st *store.Store, o VerifyOptions) (*VerifyRepor
 	}
 	rep := &VerifyReport{Problems: []Problem{}}
 	if len(o.Keys) > 0 {
-		if err := verifyProfile(ctx, st, o.Keys, o, rep); err != nil {
+		if err := verifyOrReport(ctx, st, o.Keys, o, rep); err != nil {
 			return nil, err
 		}
 	} else {
@@ -131,7 +131,7 @@ func Verify(ctx context.Context, st *store.Store, o VerifyOptions) (*VerifyRepor
 			case ps.Err == nil, errors.As(ps.Err, &ce):
 				// A manifest that does not parse still gets every other
 				// check (Inspect reports the manifest).
-				return verifyProfile(ctx, st, ps.Keys, o, rep)
+				return verifyOrReport(ctx, st, ps.Keys, o, rep)
 			case errors.Is(ps.Err, fsys.ErrUnsafePath):
 				rep.add(ProblemLink, ps.Path(), "a symbolic link inside the data directory; Quiver never follows it")
 			default:
@@ -145,6 +145,25 @@ func Verify(ctx context.Context, st *store.Store, o VerifyOptions) (*VerifyRepor
 	}
 	rep.OK = len(rep.Problems) == 0
 	return rep, nil
+}
+
+// verifyOrReport verifies one profile; what keeps it from being verified
+// (an entry that cannot be read: a FIFO, a link, a file gone) is a problem
+// of that profile, and the audit goes on with the others.
+func verifyOrReport(ctx context.Context, st *store.Store, keys []string, o VerifyOptions, rep *VerifyReport) error {
+	err := verifyProfile(ctx, st, keys, o, rep)
+	if err == nil || ctx.Err() != nil || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidKey) {
+		return err
+	}
+	kind := ProblemUnknown
+	switch {
+	case errors.Is(err, fsys.ErrUnsafePath):
+		kind = ProblemLink
+	case errors.Is(err, store.ErrDataLoss):
+		kind = ProblemMissing
+	}
+	rep.add(kind, store.ProfilePath(keys), "the profile cannot be verified in full: %v", err)
+	return nil
 }
 
 func verifyProfile(ctx context.Context, st *store.Store, keys []string, o VerifyOptions, rep *VerifyReport) error {
@@ -170,6 +189,11 @@ func verifyProfile(ctx context.Context, st *store.Store, keys []string, o Verify
 		for _, r := range in.Log {
 			if err := r.VerifySignature(o.PublicKey); err != nil {
 				rep.add(ProblemSignature, path.Join(prof, ".log"), "record %d (%s %s): %v", r.Seq, r.Mode, r.Version, err)
+			}
+		}
+		for _, vs := range in.Versions {
+			if vs.Legacy > 0 {
+				rep.add(ProblemSignature, path.Join(prof, store.VersionName(vs.Version)), "%d records of a data directory older than the commit log carry no signature", vs.Legacy)
 			}
 		}
 	}
