@@ -46,6 +46,10 @@ type Inspection struct {
 	// Discarded are version directories an older retention renamed aside
 	// (.vN.deleting-…) before deleting them: removable at any age.
 	Discarded []fsys.Entry
+	// Abandoned are directories below the profile (by name) that hold
+	// nothing but versions of a first write that never committed: a put
+	// killed while creating a profile there before this one existed.
+	Abandoned []string
 }
 
 // LockStatus describes a held manifest lock.
@@ -108,6 +112,25 @@ func (s *Store) Inspect(ctx context.Context, keys []string) (*Inspection, error)
 	return in, nil
 }
 
+// abandonedCreation reports whether dir holds only version directories of
+// Quiver writes that never committed (each with a .version.json; no
+// manifest, marker or anything else).
+func (s *Store) abandonedCreation(ctx context.Context, dir string) bool {
+	entries, err := s.fs.List(ctx, dir)
+	if err != nil || len(entries) == 0 {
+		return false
+	}
+	for _, e := range entries {
+		if _, ok := parseVersionDir(e.Name); !ok || !e.Dir || e.Link {
+			return false
+		}
+		if _, err := s.fs.Stat(ctx, path.Join(dir, e.Name, versionInfoName)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // segmentNames lists the names in a profile's .log as one string (to tell
 // whether it changed).
 func (s *Store) segmentNames(ctx context.Context, p profile) (string, error) {
@@ -139,13 +162,15 @@ func (s *Store) inspectVersions(ctx context.Context, ps *profileState, in *Inspe
 			in.Links = append(in.Links, withDir(e, p.dir))
 		case isV && e.Dir:
 			vset[v] = true
-		case isTempName(e.Name):
+		case isTempName(e.Name) && !e.Dir && !e.Special:
 			in.Temps = append(in.Temps, withDir(e, p.dir))
 		case e.Name == manifestName || e.Name == lockName || e.Name == kindName || (e.Dir && e.Name == logDir):
 		case e.Dir && e.Name == legacyRequestsDir:
 			// Request records of data directories older than the log.
 		case e.Dir && deletingRe.MatchString(e.Name):
 			in.Discarded = append(in.Discarded, withDir(e, p.dir))
+		case e.Dir && validateKey(e.Name) == nil && s.abandonedCreation(ctx, p.join(e.Name)):
+			in.Abandoned = append(in.Abandoned, e.Name)
 		default:
 			in.Unknown = append(in.Unknown, withDir(e, p.dir))
 		}
@@ -219,7 +244,7 @@ func (s *Store) inspectLog(ctx context.Context, ps *profileState, in *Inspection
 		case ok && !e.Dir && !e.Link:
 			segs = append(segs, seg{n, e.Name})
 		case e.Name == headName && !e.Dir && !e.Link:
-		case isTempName(e.Name) && !e.Link:
+		case isTempName(e.Name) && !e.Link && !e.Dir && !e.Special:
 			in.Temps = append(in.Temps, withDir(e, p.join(logDir)))
 		case e.Link:
 			in.Links = append(in.Links, withDir(e, p.join(logDir)))

@@ -222,6 +222,10 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 			vs.Links = append(vs.Links, withDir(e, p.vdir(v)))
 			continue
 		}
+		if e.Special {
+			vs.Unknown = append(vs.Unknown, withDir(e, p.vdir(v)))
+			continue
+		}
 		facts, err := s.fileFacts(ctx, ps, p.join(rel), e.Size, f)
 		var ce *CorruptionError
 		if errors.As(err, &ce) {
@@ -476,7 +480,9 @@ func (s *Store) classify(ctx context.Context, p profile, vs *VersionState, rootE
 				if depth > 0 || !dataFileRe.MatchString(e.Name) {
 					vs.Links = append(vs.Links, full)
 				}
-			case isTempName(e.Name):
+			case e.Special:
+				vs.Unknown = append(vs.Unknown, full)
+			case isTempName(e.Name) && !e.Dir:
 				vs.Temps = append(vs.Temps, full)
 			case e.Dir && depth < 64 && strings.Contains(e.Name, "=") && !strings.HasPrefix(e.Name, "."):
 				sub, err := s.fs.List(ctx, name)
@@ -491,7 +497,7 @@ func (s *Store) classify(ctx context.Context, p profile, vs *VersionState, rootE
 			case depth == 0 && (e.Name == versionInfoName || claimRe.MatchString(e.Name) || legacyRecRe.MatchString(e.Name)):
 			case depth == 0 && !e.Dir && dataFileRe.MatchString(e.Name):
 				// Root data files were sorted by loadVersion.
-			case depth > 0 && !e.Dir && dataFileRe.MatchString(e.Name):
+			case depth > 0 && !e.Dir && !e.Special && dataFileRe.MatchString(e.Name):
 				if !listed[name] {
 					vs.Orphans = append(vs.Orphans, full)
 				}

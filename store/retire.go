@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"strings"
 	"time"
 )
 
@@ -132,10 +133,15 @@ func (s *Store) RetireVersions(ctx context.Context, keys []string, writer string
 // its commit).
 const youngFiles = time.Hour
 
-// DeleteVersionFiles removes what is left of a retired version: every entry
-// of its directory but files no record lists that were modified less than
-// keepYounger ago (a running put's), then the directories left empty. It
-// returns what it removed, relative to the data directory.
+// DeleteVersionFiles removes the files of a version directory that the
+// layout defines — data files (at the root and in partition directories),
+// claims, records of old data directories, .version.json, temps — but not
+// files no record lists that were modified less than keepYounger ago (a
+// running put's), then the directories left empty. Anything else (a link,
+// a FIFO, an unknown name) stays, and with it its directory: it is
+// reported by verify, never removed. It returns what it removed, relative
+// to the data directory. Retention and sweep use it for retired versions
+// and for versions whose write never committed.
 func (s *Store) DeleteVersionFiles(ctx context.Context, keys []string, v int, keepYounger time.Duration) ([]string, error) {
 	p, err := s.resolve(keys)
 	if err != nil {
@@ -175,10 +181,11 @@ func (s *Store) deleteVersionFiles(ctx context.Context, p profile, v int, keepYo
 		left := 0
 		for _, e := range entries {
 			name := path.Join(dir, e.Name)
+			regular := !e.Dir && !e.Link && !e.Special
+			known := regular && (dataFileRe.MatchString(e.Name) || isTempName(e.Name) ||
+				(depth == 0 && (e.Name == versionInfoName || claimRe.MatchString(e.Name) || legacyRecRe.MatchString(e.Name))))
 			switch {
-			case e.Link:
-				left++ // never followed, never removed: verify reports it
-			case e.Dir:
+			case e.Dir && !e.Link && strings.Contains(e.Name, "=") && !strings.HasPrefix(e.Name, "."):
 				empty, err := walk(name, depth+1)
 				if err != nil {
 					return false, err
@@ -190,6 +197,10 @@ func (s *Store) deleteVersionFiles(ctx context.Context, p profile, v int, keepYo
 				if err := s.fs.Delete(ctx, name); err != nil && !isNotExist(err) {
 					left++
 				}
+			case !known:
+				// Never removed: a link, a FIFO, a directory or a name the
+				// layout does not define. Verify reports it.
+				left++
 			case !recorded[name] && e.ModTime.After(cutoff) && (isTempName(e.Name) || dataFileRe.MatchString(e.Name)):
 				left++ // a running put's
 			default:

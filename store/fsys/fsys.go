@@ -41,6 +41,11 @@ type Entry struct {
 	// DeleteAll of a directory holding it removes the link itself, never
 	// its target. Object stores have no links and leave it false.
 	Link bool
+	// Special is true for what is neither a regular file, a directory nor
+	// a link (a FIFO, socket or device; local disks only). Such entries
+	// are never opened (Open and ReadFile refuse them) and never removed
+	// by the store: they are reported.
+	Special bool
 }
 
 // Token identifies one state of a small object for Replace: an ETag on

@@ -924,8 +924,10 @@ func entryOf(name string, st *unix.Stat_t) Entry {
 		e.Dir = true
 	case unix.S_IFLNK:
 		e.Link = true
-	default:
+	case unix.S_IFREG:
 		e.Size = st.Size
+	default:
+		e.Special = true // a FIFO, socket or device: never opened
 	}
 	return e
 }

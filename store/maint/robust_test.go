@@ -82,3 +82,39 @@ func mkfifo(t *testing.T, p string) {
 		t.Fatal(err)
 	}
 }
+
+// TestAbandonedCreationBelowAProfileIsSwept: a put killed while creating
+// a/b leaves a/b/v0 behind; once a is a profile, that directory is reported
+// as an orphan and swept when old, not an unknown entry forever (red team
+// F21).
+func TestAbandonedCreationBelowAProfileIsSwept(t *testing.T) {
+	dir := t.TempDir()
+	s, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	vdir := filepath.Join(dir, "a", "b", "v0")
+	if err := os.MkdirAll(vdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{".version.json", "0.parquet"} {
+		if err := os.WriteFile(filepath.Join(vdir, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(t, s, store.ModeWrite, []string{"a"}, ids(1), store.PutOptions{})
+	rep, err := maint.Verify(ctx, s, maint.VerifyOptions{})
+	if err != nil || len(rep.Problems) != 1 || rep.Problems[0].Kind != maint.ProblemOrphan || rep.Problems[0].Path != "a/b" {
+		t.Fatalf("verify: %+v %v", rep, err)
+	}
+	if sw, err := maint.Sweep(ctx, s, 0); err != nil || len(sw.Removed) == 0 {
+		t.Fatalf("sweep: %+v %v", sw, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a", "b")); !os.IsNotExist(err) {
+		t.Fatalf("a/b is still there: %v", err)
+	}
+	if rep, err := maint.Verify(ctx, s, maint.VerifyOptions{}); err != nil || !rep.OK {
+		t.Fatalf("verify after sweep: %+v %v", rep, err)
+	}
+}

@@ -117,6 +117,10 @@ func sweepProfile(ctx context.Context, st *store.Store, keys []string, olderThan
 	}
 	sweepTemps := func(temps []fsys.Entry) error {
 		for _, e := range temps {
+			if e.Dir || e.Link || e.Special {
+				rep.skip(ProblemUnknown, e.Name, "named like a temp file but not a regular file; left alone")
+				continue
+			}
 			if e.ModTime.Before(cutoff) {
 				if err := remove(e.Name, e.Dir); err != nil {
 					return err
@@ -140,6 +144,16 @@ func sweepProfile(ctx context.Context, st *store.Store, keys []string, olderThan
 	}
 	for _, e := range in.Discarded {
 		if err := remove(e.Name, true); err != nil {
+			return err
+		}
+	}
+	for _, name := range in.Abandoned {
+		// A first write killed below this profile before it existed.
+		child := append(append([]string(nil), keys...), name)
+		if _, err := st.Inspect(ctx, child); !errors.Is(err, store.ErrNotFound) {
+			continue // it has a manifest after all
+		}
+		if err := sweepAbandoned(ctx, st, child, olderThan, rep); err != nil {
 			return err
 		}
 	}
@@ -206,13 +220,45 @@ func sweepProfile(ctx context.Context, st *store.Store, keys []string, olderThan
 		}
 		for _, v := range versions {
 			if uncommitted[v] {
-				if err := remove(path.Join(prof, store.VersionName(v)), true); err != nil {
-					return err
+				removed, err := st.DeleteVersionFiles(ctx, keys, v, 0)
+				if err != nil {
+					return fmt.Errorf("sweep %s: %w", path.Join(prof, store.VersionName(v)), err)
 				}
+				rep.Removed = append(rep.Removed, removed...)
 			}
 		}
 		return nil
 	})
+}
+
+// sweepAbandoned removes the uncommitted versions of a profile that never
+// got a manifest, once old, and its directory when nothing else is left.
+func sweepAbandoned(ctx context.Context, st *store.Store, keys []string, olderThan time.Duration, rep *SweepReport) error {
+	dir := store.ProfilePath(keys)
+	entries, err := st.FS().List(ctx, dir)
+	if err != nil {
+		return nil //nolint:nilerr // gone meanwhile
+	}
+	for _, e := range entries {
+		v, err := store.ParseVersion(e.Name)
+		if err != nil {
+			continue
+		}
+		if age, ok := st.VersionAge(ctx, keys, v); !ok || age <= olderThan {
+			continue
+		}
+		removed, err := st.DeleteVersionFiles(ctx, keys, v, 0)
+		if err != nil {
+			return fmt.Errorf("sweep %s: %w", dir, err)
+		}
+		rep.Removed = append(rep.Removed, removed...)
+	}
+	if left, err := st.FS().List(ctx, dir); err == nil && len(left) == 0 {
+		if st.FS().Delete(ctx, dir) == nil {
+			rep.Removed = append(rep.Removed, dir)
+		}
+	}
+	return nil
 }
 
 var _ = strings.HasPrefix

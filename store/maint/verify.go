@@ -198,6 +198,9 @@ func verifyProfile(ctx context.Context, st *store.Store, keys []string, o Verify
 		}
 	}
 	reportEntries(rep, in.Temps, in.Links, in.Unknown, now, o.StaleAfter)
+	for _, name := range in.Abandoned {
+		rep.add(ProblemOrphan, path.Join(prof, name), "a first write of a profile below this one never committed (its writer was killed); sweep removes it once old")
+	}
 	for _, u := range in.Unreadable {
 		rep.add(ProblemMutated, path.Join(prof, store.VersionName(u.Version)), "the version cannot be read: %v", u.Err)
 	}
