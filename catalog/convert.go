@@ -26,6 +26,8 @@ func PutResultFrom(cr *store.CommitRecord) *PutResult {
 		Metadata:      cr.Metadata,
 		Seq:           cr.Seq,
 		Prev:          cr.Prev,
+		VersionInfo:   cr.VersionInfo,
+		Adopted:       cr.Adopted,
 		Signer:        cr.Signer,
 		Sig:           cr.Sig,
 	}

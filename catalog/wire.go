@@ -188,6 +188,11 @@ type PutResult struct {
 	Writer        string          `json:"writer"`
 	RequestID     string          `json:"request_id,omitempty"`
 	Metadata      json.RawMessage `json:"metadata,omitempty"`
+	// VersionInfo (writes) is the SHA-256 of the version's .version.json;
+	// Adopted marks a record taken into the log from an older data
+	// directory.
+	VersionInfo string `json:"version_info,omitempty"`
+	Adopted     bool   `json:"adopted,omitempty"`
 	// Signer and Sig are the ed25519 signature of the record, when the
 	// server signs (quiver serve --signing-key).
 	Signer string `json:"signer,omitempty"`

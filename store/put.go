@@ -877,6 +877,12 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
+		if st.format == FormatCSV {
+			if err := codec.CheckCSVValues(rec); err != nil {
+				rec.Release()
+				return fmt.Errorf("%s: %w", p, err)
+			}
+		}
 		if len(st.by) == 0 {
 			fb := toFileBatch(rec, fileSchema)
 			k, werr := open("", nil)

@@ -2,6 +2,8 @@ package codec
 
 import (
 	"fmt"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"math"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -162,13 +164,87 @@ func CheckCSVTypes(sc *arrow.Schema) error {
 	var bad []string
 	for _, f := range sc.Fields() {
 		switch f.Type.ID() {
-		case arrow.LIST, arrow.LARGE_LIST, arrow.FIXED_SIZE_LIST, arrow.STRUCT, arrow.MAP,
-			arrow.SPARSE_UNION, arrow.DENSE_UNION, arrow.LIST_VIEW, arrow.LARGE_LIST_VIEW, arrow.RUN_END_ENCODED:
+		case arrow.BOOL, arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64, arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64,
+			arrow.FLOAT16, arrow.FLOAT32, arrow.FLOAT64, arrow.STRING, arrow.LARGE_STRING, arrow.DATE32, arrow.TIMESTAMP, arrow.NULL:
+		default:
 			bad = append(bad, fmt.Sprintf("%q (%s)", f.Name, f.Type))
 		}
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%w: nested columns %s cannot be stored in a CSV profile; use parquet", ErrInvalid, strings.Join(bad, ", "))
+		return fmt.Errorf("%w: columns %s cannot be stored in a CSV profile without changing their values (CSV holds numbers, booleans, strings, dates and timestamps as text); use a parquet profile", ErrInvalid, strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+// CheckCSVValues refuses a batch whose values a CSV file would not give
+// back: an empty string (read back as null), a carriage return (lost by
+// the line reader), a row whose every field is empty (a blank line, which
+// readers skip: the row would be lost), an integer-looking string with
+// leading zeros or a sign ("007" is read back as the number 7), and a
+// uint64 above the int64 range (read back as a float). A value is never
+// changed: the put is refused and names the column.
+func CheckCSVValues(rec arrow.RecordBatch) error {
+	n := int(rec.NumRows())
+	empty := make([]bool, n) // row so far all empty
+	for i := range empty {
+		empty[i] = true
+	}
+	for ci, col := range rec.Columns() {
+		name := rec.Schema().Field(ci).Name
+		switch c := col.(type) {
+		case *array.String:
+			for i := 0; i < n; i++ {
+				if c.IsNull(i) {
+					continue
+				}
+				if err := csvString(name, c.Value(i)); err != nil {
+					return err
+				}
+				empty[i] = false
+			}
+		case *array.LargeString:
+			for i := 0; i < n; i++ {
+				if c.IsNull(i) {
+					continue
+				}
+				if err := csvString(name, c.Value(i)); err != nil {
+					return err
+				}
+				empty[i] = false
+			}
+		case *array.Uint64:
+			for i := 0; i < n; i++ {
+				if c.IsValid(i) && c.Value(i) > math.MaxInt64 {
+					return fmt.Errorf("%w: column %q holds %d, which a CSV profile reads back as a float; use a parquet profile", ErrInvalid, name, c.Value(i))
+				}
+				if c.IsValid(i) {
+					empty[i] = false
+				}
+			}
+		default:
+			for i := 0; i < n; i++ {
+				if col.IsValid(i) {
+					empty[i] = false
+				}
+			}
+		}
+	}
+	for i, e := range empty {
+		if e && rec.NumCols() > 0 {
+			return fmt.Errorf("%w: row %d has no value in any column: a CSV file would hold a blank line, which readers skip (the row would be lost); use a parquet profile", ErrInvalid, i)
+		}
+	}
+	return nil
+}
+
+func csvString(col, v string) error {
+	switch {
+	case v == "":
+		return fmt.Errorf("%w: column %q holds an empty string, which a CSV profile reads back as null; use a parquet profile", ErrInvalid, col)
+	case strings.ContainsRune(v, '\r'):
+		return fmt.Errorf("%w: column %q holds a carriage return, which a CSV profile does not give back; use a parquet profile", ErrInvalid, col)
+	case isInteger(v) && (strings.HasPrefix(v, "+") || strings.HasPrefix(strings.TrimPrefix(v, "-"), "0") && len(strings.TrimPrefix(v, "-")) > 1 || v == "-0"):
+		return fmt.Errorf("%w: column %q holds %q, which a CSV profile reads back as a number without its sign or leading zeros; use a parquet profile", ErrInvalid, col, v)
 	}
 	return nil
 }

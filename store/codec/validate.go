@@ -2,6 +2,7 @@ package codec
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -30,12 +31,49 @@ func ValidateSchema(sc *arrow.Schema) error {
 	if err := CheckUniqueNames(sc); err != nil {
 		return err
 	}
+	size := 0
+	md := sc.Metadata()
+	for i, k := range md.Keys() {
+		size += len(k) + len(md.Values()[i])
+		if reservedMetadataKey(k) {
+			return fmt.Errorf("%w: schema metadata key %q is reserved: Parquet, Arrow and Quiver write keys of this form themselves (%s, %s, %s…); rename it", ErrInvalid, k, "ARROW:schema", "PARQUET:…", SchemaVersionKey)
+		}
+	}
 	for _, f := range sc.Fields() {
 		if err := validateType(f.Type, 1); err != nil {
 			return fmt.Errorf("%w: column %q: %v", ErrInvalid, f.Name, err)
 		}
+		size += metadataSize(f)
+	}
+	if size > MaxMetadataBytes {
+		return fmt.Errorf("%w: the schema's metadata is %d bytes, more than %d: it is copied into every file, so it is kept small", ErrInvalid, size, MaxMetadataBytes)
 	}
 	return nil
+}
+
+// MaxMetadataBytes bounds a schema's metadata (schema- and field-level,
+// keys and values): it is stored in every data file's footer.
+const MaxMetadataBytes = 1 << 20
+
+// reservedMetadataKey reports schema metadata keys the writers set
+// themselves: a client's would override them (ARROW:schema breaks every
+// read; quiver.writer or quiver.request_id would forge the audit stamps).
+func reservedMetadataKey(k string) bool {
+	l := strings.ToLower(k)
+	return strings.HasPrefix(l, "arrow:") || strings.HasPrefix(l, "parquet:") || strings.HasPrefix(l, "quiver.")
+}
+
+func metadataSize(f arrow.Field) int {
+	n := 0
+	for i, k := range f.Metadata.Keys() {
+		n += len(k) + len(f.Metadata.Values()[i])
+	}
+	if nt, ok := f.Type.(arrow.NestedType); ok {
+		for _, c := range nt.Fields() {
+			n += metadataSize(c)
+		}
+	}
+	return n
 }
 
 func validateType(dt arrow.DataType, depth int) error {
@@ -50,6 +88,9 @@ func validateType(dt arrow.DataType, depth int) error {
 		maxPrec := map[arrow.Type]int32{arrow.DECIMAL32: 9, arrow.DECIMAL64: 18, arrow.DECIMAL128: 38, arrow.DECIMAL256: 76}[t.ID()]
 		if p := t.GetPrecision(); p < 1 || p > maxPrec {
 			return fmt.Errorf("%s: precision %d is outside 1…%d", dt, p, maxPrec)
+		}
+		if sc := t.GetScale(); sc < 0 || sc > t.GetPrecision() {
+			return fmt.Errorf("%s: scale %d is outside 0…%d (Parquet cannot store it)", dt, sc, t.GetPrecision())
 		}
 	case *arrow.DictionaryType:
 		if t.IndexType == nil || !arrow.IsInteger(t.IndexType.ID()) {
@@ -302,13 +343,37 @@ func checkValues(arr arrow.Array, path string) error {
 			}
 		}
 	case *array.Date64:
+		far := 0
 		for i, v := range a.Date64Values() {
-			if a.IsValid(i) && v%msPerDay != 0 {
+			if !a.IsValid(i) {
+				continue
+			}
+			if v%msPerDay != 0 {
 				bad++
+			} else if d := v / msPerDay; d > math.MaxInt32 || d < math.MinInt32 {
+				far++ // Parquet stores days as int32
 			}
 		}
 		if bad > 0 {
 			return fmt.Errorf("%w: column %q holds %d date64 values that are not whole days", ErrInvalid, path, bad)
+		}
+		if far > 0 {
+			return fmt.Errorf("%w: column %q holds %d date64 values beyond the dates Parquet can store (±2^31 days)", ErrInvalid, path, far)
+		}
+		return nil
+	case *array.Time32:
+		// Parquet has no time in seconds: arrow-go stores time32[s] as
+		// milliseconds in an int32, which overflows past 2^31 ms.
+		if a.DataType().(*arrow.Time32Type).Unit != arrow.Second {
+			return nil
+		}
+		for i, v := range a.Time32Values() {
+			if a.IsValid(i) && (int64(v)*1000 > math.MaxInt32 || int64(v)*1000 < math.MinInt32) {
+				bad++
+			}
+		}
+		if bad > 0 {
+			return fmt.Errorf("%w: column %q holds %d time32[s] values beyond ±2^31 ms, which Parquet cannot store (a time of day is under 86,400 s)", ErrInvalid, path, bad)
 		}
 		return nil
 	case *array.Struct:
@@ -352,7 +417,7 @@ func checkValues(arr arrow.Array, path string) error {
 // needsValueCheck reports whether dt holds decimals or date64 anywhere.
 func needsValueCheck(dt arrow.DataType) bool {
 	switch t := dt.(type) {
-	case arrow.DecimalType, *arrow.Date64Type:
+	case arrow.DecimalType, *arrow.Date64Type, *arrow.Time32Type:
 		return true
 	case *arrow.DictionaryType:
 		return needsValueCheck(t.ValueType)
