@@ -41,7 +41,7 @@ const (
 	// is read. Clients send the request with the call, so a reservation
 	// lasts microseconds, or at most requestTimeout for a client that
 	// stalls.
-	requestPoolMessages = 2
+	requestPoolMessages = 4
 	// connWindow is the static connection window. grpc-go acknowledges
 	// connection-level data as it arrives, so it limits bytes on the wire,
 	// not bytes held.

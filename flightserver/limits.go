@@ -34,12 +34,14 @@ const DefaultSendTimeout = time.Minute
 // reservation of the in-flight budget.
 const requestTimeout = 30 * time.Second
 
-// dataStream reports whether a method's stream carries data both ways at
-// the client's pace: its receives are bounded by the idle timeout.
+// dataStream reports whether a method's client sends data at its own pace:
+// its receives are bounded by the idle timeout. (DoGet's client sends one
+// ticket with the call: its receive is a request's, bounded by
+// requestTimeout, so that a DoGet that never sends its ticket cannot hold
+// the request pool.)
 func dataStream(method string) bool {
 	switch method {
 	case "/arrow.flight.protocol.FlightService/DoPut",
-		"/arrow.flight.protocol.FlightService/DoGet",
 		"/arrow.flight.protocol.FlightService/DoExchange":
 		return true
 	}
