@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -219,6 +220,9 @@ func decodeStrict(b []byte, v any) error {
 	if len(b) > maxRequestBytes {
 		return fmt.Errorf("longer than %d bytes", maxRequestBytes)
 	}
+	if err := checkFieldNames(b, v); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -228,6 +232,68 @@ func decodeStrict(b []byte, v any) error {
 		return errors.New("trailing data after the JSON object")
 	}
 	return nil
+}
+
+// checkFieldNames refuses what encoding/json would let through in the top
+// level object: a field named in another case ("Path", which the decoder
+// matches to "path") and a field given twice (the decoder keeps the last,
+// so {"path":"a","PATH":"b"} would read b). Both are ambiguous requests.
+func checkFieldNames(b []byte, v any) error {
+	known := jsonFieldNames(reflect.TypeOf(v))
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil // not an object: Decode reports it
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		name, _ := t.(string)
+		if !known[name] {
+			return fmt.Errorf("unknown field %q", truncate(name))
+		}
+		if seen[name] {
+			return fmt.Errorf("field %q given twice", name)
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// jsonFieldNames lists the JSON names of a struct's fields, embedded
+// structs included.
+func jsonFieldNames(t reflect.Type) map[string]bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	names := map[string]bool{}
+	if t.Kind() != reflect.Struct {
+		return names
+	}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Anonymous && f.Tag.Get("json") == "" {
+			for n := range jsonFieldNames(f.Type) {
+				names[n] = true
+			}
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		names[name] = true
+	}
+	return names
 }
 
 func (w *readWire) toRequest(what string) (*Request, error) {
@@ -271,20 +337,29 @@ func (w *readWire) toRequest(what string) (*Request, error) {
 		r.Columns = append([]string{}, w.Columns...)
 	}
 	if w.Files != nil {
+		seen := make(map[string]bool, len(*w.Files))
+		for _, f := range *w.Files {
+			if seen[f] {
+				return nil, fmt.Errorf("%w: %s lists file %q twice", ErrInvalid, what, truncate(f))
+			}
+			seen[f] = true
+		}
 		r.Files = append([]string{}, (*w.Files)...)
 	}
 	return r, nil
 }
 
 // ParseTicket parses a DoGet ticket: JSON when it begins with "{" (after
-// white space), otherwise a bare UTF-8 profile path such as "sales/orders".
+// white space), otherwise a bare UTF-8 profile path such as "sales/orders",
+// taken as sent (keys with white space at either end are refused).
 func ParseTicket(b []byte) (*Request, error) {
 	t := bytes.TrimSpace(b)
 	if len(t) == 0 {
 		return nil, fmt.Errorf("%w: empty ticket", ErrInvalid)
 	}
 	if t[0] != '{' {
-		return parseBarePath(t, "ticket")
+		// The bare path as sent: "sales/orders " is not "sales/orders".
+		return parseBarePath(b, "ticket")
 	}
 	var w readWire
 	if err := decodeStrict(t, &w); err != nil {
@@ -337,7 +412,7 @@ func ParseCommand(b []byte) (*Request, error) {
 		return nil, fmt.Errorf("%w: empty CMD descriptor", ErrInvalid)
 	}
 	if t[0] != '{' {
-		r, err := parseBarePath(t, "descriptor")
+		r, err := parseBarePath(b, "descriptor")
 		if err != nil {
 			return nil, err
 		}

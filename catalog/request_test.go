@@ -16,7 +16,7 @@ func TestParseTicket(t *testing.T) {
 		want *Request
 	}{
 		{`sales/orders`, &Request{Keys: []string{"sales", "orders"}, Version: Latest}},
-		{"  sales/orders\n", &Request{Keys: []string{"sales", "orders"}, Version: Latest}},
+		{"  {\"path\":\"sales/orders\"}\n", &Request{Keys: []string{"sales", "orders"}, Version: Latest}},
 		{`{"path":"sales/orders","version":3}`, &Request{Keys: []string{"sales", "orders"}, Version: 3}},
 		{`{"keys":["sales","orders"],"version":"v2"}`, &Request{Keys: []string{"sales", "orders"}, Version: 2}},
 		{`{"path":"a","version":"latest"}`, &Request{Keys: []string{"a"}, Version: Latest}},
@@ -45,6 +45,11 @@ func TestParseTicketErrors(t *testing.T) {
 		`{"path":"a","partiton":{}}`, `{"path":"a","mode":"write"}`, `{"path":"a","partition":{"r":[]}}`,
 		`{"path":"a","partition":{"r":{"x":1}}}`, `{"path":"a","columns":[""]}`, "a\x00b", "\xff\xfe", `a\b`, `a=b`,
 		`{"path":"a","version":01}`,
+		// Red team F12/F19: a bare path is taken as sent; field names are
+		// exact and given once; a pinned file is listed once.
+		"a/p ", " a/p", "a/p\n", "a/p\u00a0", `{"Path":"a/p"}`, `{"path":"b/q","PATH":"a/p"}`,
+		`{"path":"b/q","path":"a/p"}`, `{"path":"a/p","files":["v0/0.parquet","v0/0.parquet"]}`,
+		"z/safe\u202eexe.txt", "z/a\u0085b",
 	} {
 		_, err := ParseTicket([]byte(in))
 		if err == nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -41,7 +42,8 @@ func ParseKeys(parts ...string) ([]string, error) {
 }
 
 // ValidateKeys checks keys that are already split into components. A key
-// must be non-empty valid UTF-8 without control characters, not "." or
+// must be non-empty valid UTF-8 without control characters (C0, DEL, C1)
+// or bidirectional text controls, without white space at either end, not "." or
 // "..", not start with "." (hidden names belong to the store), hold no
 // "/", "\", NUL or "=" ("=" marks hive partition directories), and not be
 // a name the layout uses itself: "vN" (a version directory),
@@ -84,19 +86,32 @@ func validateKey(k string) error {
 			return fmt.Errorf("%w: key %q contains a path separator", ErrInvalidKey, k)
 		case r == 0:
 			return fmt.Errorf("%w: key contains NUL", ErrInvalidKey)
-		case r < 0x20 || r == 0x7f:
+		case r < 0x20 || (r >= 0x7f && r <= 0x9f):
 			return fmt.Errorf("%w: key %q contains a control character", ErrInvalidKey, k)
+		case isBidiControl(r):
+			return fmt.Errorf("%w: key %q contains a bidirectional text control (U+%04X), which makes a name display as another", ErrInvalidKey, k, r)
 		case r == '=':
 			return fmt.Errorf("%w: key %q contains '=' (it marks partition directories)", ErrInvalidKey, k)
 		}
 	}
+	first, _ := utf8.DecodeRuneInString(k)
+	last, _ := utf8.DecodeLastRuneInString(k)
 	switch {
+	case unicode.IsSpace(first) || unicode.IsSpace(last):
+		return fmt.Errorf("%w: key %q starts or ends with white space", ErrInvalidKey, k)
 	case strings.HasPrefix(k, "."):
 		return fmt.Errorf("%w: key %q starts with '.' (hidden names belong to the store)", ErrInvalidKey, k)
 	case reservedKeyRe.MatchString(k):
 		return fmt.Errorf("%w: key %q is a name the storage layout uses itself (version directories vN, data files N.parquet, manifest.json, its lock); choose another name", ErrInvalidKey, k)
 	}
 	return nil
+}
+
+// isBidiControl reports the invisible characters that reorder the display
+// of text around them: marks, embeddings, overrides and isolates.
+func isBidiControl(r rune) bool {
+	return r == 0x061c || r == 0x200e || r == 0x200f ||
+		(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
 }
 
 // ProfilePath is the canonical slash-joined name of a profile, used in

@@ -164,7 +164,16 @@ func TestKeys(t *testing.T) {
 		{[]string{"a=b"}, ErrInvalidKey, "'='"},
 		{[]string{"a\x00b"}, ErrInvalidKey, "NUL"},
 		{[]string{""}, ErrInvalidKey, "empty"},
+		{[]string{"sales", "orders "}, ErrInvalidKey, "white space"},
+		{[]string{" sales", "orders"}, ErrInvalidKey, "white space"},
+		{[]string{"sales", "orders\u00a0"}, ErrInvalidKey, "white space"},
+		{[]string{"a\u0085b"}, ErrInvalidKey, "control character"},
+		{[]string{"a\x7fb"}, ErrInvalidKey, "control character"},
+		{[]string{"safe\u202eexe.txt"}, ErrInvalidKey, "bidirectional"},
+		{[]string{"a\u2067b"}, ErrInvalidKey, "bidirectional"},
 		{[]string{"nope"}, ErrNotFound, "nope"},
+		{[]string{"two words"}, ErrNotFound, "two words"},
+		{[]string{"caf\u00e9", "\U0001F469\u200D\U0001F4BB"}, ErrNotFound, "caf"},
 	}
 	for _, c := range cases {
 		_, err := s.Read(context.Background(), c.keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: -1}})
