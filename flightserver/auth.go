@@ -288,6 +288,7 @@ type cachedOK struct {
 // reload that removes or changes the user applies to its sessions at once.
 type session struct {
 	user    string
+	hash    string // the user's password hash at login: a new password ends the session
 	expires time.Time
 }
 
@@ -372,13 +373,14 @@ func (a *Authenticator) Set(f *AuthFile) error {
 		return err
 	}
 	a.db.Store(db)
-	// Sessions of users who are gone are dropped now; the lookup checks
+	// Sessions of users who are gone or whose password changed are
+	// dropped now; the lookup checks
 	// again, so a race with a concurrent login cannot resurrect one. The
 	// login cache is forgotten whole.
 	a.mu.Lock()
 	clear(a.logins)
 	for h, s := range a.sessions {
-		if _, ok := db.users[s.user]; !ok {
+		if u, ok := db.users[s.user]; !ok || string(u.hash) != s.hash {
 			delete(a.sessions, h)
 		}
 	}
@@ -399,6 +401,11 @@ var errUnauthenticated = status.Error(codes.Unauthenticated, "invalid or expired
 // Login checks a user's password and issues a session token. A check that
 // succeeded within the login cache TTL is not repeated.
 func (a *Authenticator) Login(user, password string) (string, *Identity, error) {
+	if len(password) > maxPasswordBytes {
+		// bcrypt reads only the first 72 bytes: a longer password would
+		// let anything that shares them in.
+		return "", nil, errUnauthenticated
+	}
 	db := a.db.Load()
 	u, ok := db.users[user]
 	if !ok {
@@ -425,7 +432,7 @@ func (a *Authenticator) Login(user, password string) (string, *Identity, error) 
 			delete(a.sessions, h)
 		}
 	}
-	a.sessions[tokenHash(tok)] = session{user: user, expires: now.Add(a.ttl)}
+	a.sessions[tokenHash(tok)] = session{user: user, hash: string(u.hash), expires: now.Add(a.ttl)}
 	a.mu.Unlock()
 	id := u.id
 	return tok, &id, nil
@@ -484,6 +491,9 @@ func (a *Authenticator) remember(user, password string, u *authUser) {
 	a.mu.Unlock()
 }
 
+// maxPasswordBytes is as much of a password as bcrypt reads.
+const maxPasswordBytes = 72
+
 var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("quiver"), bcrypt.DefaultCost)
 
 // Token resolves a bearer token: a static token of the auth file or a
@@ -509,7 +519,7 @@ func (a *Authenticator) Token(tok string) (*Identity, error) {
 		return nil, errUnauthenticated
 	}
 	u, ok := db.users[s.user]
-	if !ok {
+	if !ok || string(u.hash) != s.hash {
 		return nil, errUnauthenticated
 	}
 	id := u.id

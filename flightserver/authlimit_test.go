@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 // TestPasswordGate checks each bound of the gate on its own.
@@ -225,5 +228,46 @@ func TestHandshakeFloodSparesTokens(t *testing.T) {
 	}
 	if n := metricValue(t, s.srv.metrics.pwChecks); n > 5+2*20+2 {
 		t.Fatalf("%v bcrypt checks in 2 s, over the rate", n)
+	}
+}
+
+// TestSessionEndsWithPassword (red team F20): a new password in the auth
+// file ends the sessions its old one opened, and a password longer than
+// bcrypt reads (72 bytes) is refused rather than matched by its prefix.
+func TestSessionEndsWithPassword(t *testing.T) {
+	mk := func(pw string) *AuthFile {
+		h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &AuthFile{Users: []AuthUser{{Name: "alice", PasswordBcrypt: string(h), Role: "write"}}}
+	}
+	long := strings.Repeat("A", 72)
+	a, err := NewAuthenticator(mk(long))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := a.Login("alice", long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Login("alice", long+"-anything"); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("73+ byte password sharing the first 72: %v", err)
+	}
+	if _, err := a.Token(tok); err != nil {
+		t.Fatalf("session before the change: %v", err)
+	}
+	if err := a.Set(mk(long)); err != nil { // the same user, a new hash of the same password
+		t.Fatal(err)
+	}
+	if _, err := a.Token(tok); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("session after a new password hash: %v", err)
+	}
+	tok2, _, err := a.Login("alice", long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Token(tok2); err != nil {
+		t.Fatalf("a new session: %v", err)
 	}
 }
