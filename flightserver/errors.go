@@ -65,6 +65,8 @@ func statusOfUncapped(err error) error {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, store.ErrLockTimeout), errors.Is(err, store.ErrUnavailable):
 		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, fsys.ErrTooLarge):
+		return status.Error(codes.DataLoss, fmt.Sprintf("corrupt file in the store (a metadata file larger than %d MiB, more than Quiver ever writes); run the verify action", fsys.MaxReadFile>>20))
 	case errors.Is(err, store.ErrDataLoss):
 		return status.Error(codes.DataLoss, err.Error())
 	case errors.Is(err, store.ErrTooLarge):
@@ -77,7 +79,7 @@ func statusOfUncapped(err error) error {
 		// their own status above.
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.As(err, &corrupt):
-		return status.Error(codes.Internal, fmt.Sprintf("corrupt store metadata (%s); run the verify action", corrupt.Path))
+		return status.Error(codes.DataLoss, fmt.Sprintf("corrupt file in the store (%s); run the verify action", corrupt.Path))
 	}
 	return status.Error(codes.Internal, "internal error (see server log)")
 }

@@ -84,6 +84,13 @@ func (s *Server) logRPC(ctx context.Context, method string, ri *rpcInfo, start t
 	name := method[strings.LastIndexByte(method, '/')+1:]
 	action, _ := ri.action.Load().(string)
 	s.metrics.rpc(name, code, s.opts.now().Sub(start), action, ri)
+	var pe *store.PanicError
+	if c := ri.cause.Load(); c != nil && errors.As(*c, &pe) {
+		// A panic the store recovered from, after cleaning up after it.
+		s.metrics.panic(name)
+		s.opts.log.Error().Str("method", name).Str("panic", truncate(pe.Value)).Str("stack", string(pe.Stack)).
+			Msg("panic recovered; the RPC failed and the server keeps serving")
+	}
 	lvl := zerolog.InfoLevel
 	switch {
 	case strings.HasPrefix(method, "/grpc.health."):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/fsys"
 )
 
 // start runs a Server over a temp store on a loopback port, with a checked
@@ -160,7 +162,9 @@ func TestStatusOf(t *testing.T) {
 		{store.ErrFormatMismatch, codes.FailedPrecondition},
 		{store.ErrLockTimeout, codes.Unavailable},
 		{store.ErrTooLarge, codes.ResourceExhausted},
-		{&store.CorruptionError{Path: "a/manifest.json", Err: io.ErrUnexpectedEOF}, codes.Internal},
+		{&store.CorruptionError{Path: "a/manifest.json", Err: io.ErrUnexpectedEOF}, codes.DataLoss},
+		{store.ErrDataLoss, codes.DataLoss},
+		{fmt.Errorf("read: %w", fsys.ErrTooLarge), codes.DataLoss},
 		{errors.New("open /srv/secret/data: boom"), codes.Internal},
 		{context.Canceled, codes.Canceled},
 		{status.Error(codes.ResourceExhausted, "too big"), codes.ResourceExhausted},

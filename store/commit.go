@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"time"
@@ -111,10 +112,32 @@ func (s *Store) runCycle(c *committer) {
 		c.mu.Unlock()
 		live = appends
 	}
-	res := s.cycle(c.ps, live)
+	res := s.safeCycle(c.ps, live)
 	for i, r := range live {
 		r.done <- res[i]
 	}
+}
+
+// safeCycle runs a cycle and turns a panic in it (a bug) into an error
+// for each put of the batch, so that the others waiting on it and the
+// profile's next cycles are not stuck, and a cycle on a goroutine of its
+// own does not take the server down. Whether a put of the batch committed
+// is then unknown: the error says to retry, which a request id makes safe.
+func (s *Store) safeCycle(ps *profileState, batch []*commitReq) (res []commitResult) {
+	defer func() {
+		if v := recover(); v != nil {
+			pe := &PanicError{Profile: ps.p.String(), Value: v, Stack: debug.Stack()}
+			if ps.mu.TryLock() { // (held only if the panic came while holding it)
+				ps.log = newLogView() // re-read: the cycle may have stopped half way
+				ps.mu.Unlock()
+			}
+			res = make([]commitResult, len(batch))
+			for i := range res {
+				res[i].err = fmt.Errorf("%w: %s: the commit failed unexpectedly; whether it committed is unknown: retry with the same request_id: %w", ErrUnavailable, ps.p, pe)
+			}
+		}
+	}()
+	return s.cycle(ps, batch)
 }
 
 // cycle commits a batch under the profile's manifest lock: the one place

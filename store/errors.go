@@ -63,3 +63,16 @@ func (e *CorruptionError) Error() string {
 }
 
 func (e *CorruptionError) Unwrap() error { return e.Err }
+
+// PanicError is a panic inside the store (a bug) turned into the error of
+// the operation that hit it, after that operation's cleanup ran: the
+// caller logs it with its stack.
+type PanicError struct {
+	Profile string // the profile being written
+	Value   any    // what was passed to panic
+	Stack   []byte // the panicking goroutine's stack
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("store: %s: panic (a server bug): %v", e.Profile, e.Value)
+}

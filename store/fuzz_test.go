@@ -216,7 +216,7 @@ func FuzzParseSegment(f *testing.F) {
 	f.Add([]byte{}, int64(1))
 	f.Fuzz(func(t *testing.T, b []byte, first int64) {
 		const name = "p/.log/00000000000000000003.ndjson"
-		recs, err := parseSegment(b, first, name)
+		recs, err := parseSegment(b, first, name, "p")
 		if err != nil {
 			var ce *CorruptionError
 			if !errors.As(err, &ce) || ce.Path != name {

@@ -266,7 +266,7 @@ func (s *Store) inspectLog(ctx context.Context, ps *profileState, in *Inspection
 		if err != nil {
 			return "", fmt.Errorf("inspect %s: %w", name, err)
 		}
-		recs, perr := parseSegment(b, sg.first, name)
+		recs, perr := parseSegment(b, sg.first, name, p.String())
 		if perr != nil {
 			in.LogProblems = append(in.LogProblems, fmt.Sprintf("%s: %v", path.Join(logDir, sg.name), unwrapCorruption(perr)))
 			// Nothing after this point chains to a known head.
@@ -326,7 +326,9 @@ func unwrapCorruption(err error) error {
 // VersionAge is how long an uncommitted version directory has been left
 // alone: the time since the newest of its .version.json creation time, its
 // directory's and any of its files' modification times (a writer still
-// streaming keeps it young). ok is false when the directory is gone.
+// streaming keeps it young). A version whose creating process still runs
+// (on this machine: its .version.json names it) is 0 old, whatever the
+// times say. ok is false when the directory is gone.
 func (s *Store) VersionAge(ctx context.Context, keys []string, v int) (time.Duration, bool) {
 	p, err := s.resolve(keys)
 	if err != nil {
@@ -338,8 +340,16 @@ func (s *Store) VersionAge(ctx context.Context, keys []string, v int) (time.Dura
 		return 0, false
 	}
 	newest := st.ModTime
-	if vi, _, err := s.readVersionInfo(ctx, p, v); err == nil && vi != nil && vi.Created.After(newest) {
-		newest = vi.Created
+	if vi, _, err := s.readVersionInfo(ctx, p, v); err == nil && vi != nil {
+		if vi.Created.After(newest) {
+			newest = vi.Created
+		}
+		if vi.Creator != nil && s.judge(*vi.Creator) == ownerAlive {
+			// Its put may still be streaming, however long ago it began:
+			// removing the version under it would let another put reserve
+			// the number while this one still writes there.
+			return 0, true
+		}
 	}
 	var walk func(dir string, depth int)
 	walk = func(dir string, depth int) {

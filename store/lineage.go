@@ -23,6 +23,9 @@ func (s *Store) Lineage(ctx context.Context, keys []string, fn func(*CommitRecor
 	if err := s.syncLog(ctx, ps); err != nil {
 		return err
 	}
+	if latest, err = s.latestOf(ctx, ps, latest); err != nil {
+		return err
+	}
 	vers, err := s.versionNumbers(ctx, ps)
 	if err != nil {
 		return err

@@ -40,6 +40,9 @@ func (s *Store) Versions(ctx context.Context, keys []string) (latest int, out []
 	if err := s.syncLog(ctx, ps); err != nil {
 		return 0, nil, err
 	}
+	if latest, err = s.latestOf(ctx, ps, latest); err != nil {
+		return 0, nil, err
+	}
 	vers, err := s.versionNumbers(ctx, ps)
 	if err != nil {
 		return 0, nil, err

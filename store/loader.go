@@ -541,5 +541,3 @@ func (s *Store) inferSchema(ctx context.Context, p profile, f Format, files []Da
 	defer pf.Close()
 	return pf.Schema(), nil
 }
-
-var errStop = errors.New("stop")

@@ -80,8 +80,10 @@ func (lv *logView) maxWrite() int {
 	return m
 }
 
-// parseSegment parses a segment file named for first.
-func parseSegment(b []byte, first int64, name string) ([]*CommitRecord, error) {
+// parseSegment parses a segment file named for first, of the profile
+// whose path is profile. A record names its profile, under the signature:
+// a log copied from another profile (signed or not) is not this one's.
+func parseSegment(b []byte, first int64, name, profile string) ([]*CommitRecord, error) {
 	if len(b) == 0 || b[len(b)-1] != '\n' {
 		return nil, &CorruptionError{Path: name, Err: fmt.Errorf("segment does not end with a newline")}
 	}
@@ -93,6 +95,9 @@ func parseSegment(b []byte, first int64, name string) ([]*CommitRecord, error) {
 		}
 		if r.Seq != first+int64(i) {
 			return nil, &CorruptionError{Path: name, Err: fmt.Errorf("line %d holds record %d, want %d", i+1, r.Seq, first+int64(i))}
+		}
+		if r.Path != profile || (r.Keys != nil && ProfilePath(r.Keys) != profile) {
+			return nil, &CorruptionError{Path: name, Err: fmt.Errorf("%w: record %d belongs to profile %q, not %q: the log was copied from another profile", ErrDataLoss, r.Seq, r.Path, profile)}
 		}
 		out = append(out, r)
 	}
@@ -110,7 +115,7 @@ func (s *Store) readSegment(ctx context.Context, p profile, first int64) ([]*Com
 	if err != nil {
 		return nil, fmt.Errorf("read commit log of %s: %w", p, err)
 	}
-	return parseSegment(b, first, name)
+	return parseSegment(b, first, name, p.String())
 }
 
 // refreshLog brings lv up to date with the storage. The first call lists

@@ -2,10 +2,14 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path"
+	"runtime/debug"
 	"sort"
 	"strings"
 
@@ -200,6 +204,18 @@ func (s *Store) put(ctx context.Context, ps *profileState, rdr array.RecordReade
 	if err != nil && !missing {
 		return nil, err
 	}
+	if !missing {
+		// The latest a reader would see: a write whose manifest move has
+		// not happened yet (in its commit cycle, or lost to a kill) is
+		// already the latest, and an append checked against the version
+		// before it would be refused for that version's schema.
+		if err := s.syncLog(ctx, ps); err != nil {
+			return nil, err
+		}
+		if latest, err = s.latestOf(ctx, ps, latest); err != nil {
+			return nil, err
+		}
+	}
 	var st *staged
 	switch {
 	case o.Mode == ModeWrite || missing:
@@ -298,12 +314,14 @@ func (s *Store) stageVersion(ctx context.Context, ps *profileState, rdr array.Re
 	md := sc.Metadata()
 	st.schema = arrow.NewSchema(sc.Fields(), &md)
 	vi := newVersionInfo(version, f, st.schema, o.PartitionBy, o.SchemaVersion, s.opts.now(), s.writerOf(o))
+	me := s.self()
+	vi.Creator = &me
 	b, _ := json.MarshalIndent(vi, "", "  ")
-	st.infoHash = sha256Hex(b)
 	if err := s.fs.CreateExclusive(ctx, path.Join(p.vdir(version), versionInfoName), b); err != nil {
 		s.discard(ps, st)
 		return nil, fmt.Errorf("write %s %s: %w", p, VersionName(version), err)
 	}
+	st.infoHash = sha256Hex(b)
 	conf, err := codec.PlanConform(sc, st.schema, f == FormatParquet, p.String())
 	if err != nil {
 		s.discard(ps, st)
@@ -499,9 +517,7 @@ func (s *Store) scanNextIndex(ctx context.Context, ps *profileState, version int
 func (s *Store) discard(ps *profileState, st *staged) {
 	ctx := context.Background()
 	if st.mode == ModeWrite {
-		if err := s.fs.DeleteAll(ctx, ps.p.vdir(st.version)); err != nil {
-			s.opts.log.Error().Err(err).Str("profile", ps.p.String()).Msg("could not remove the version of a failed put; sweep will")
-		}
+		s.discardVersion(ctx, ps, st)
 		s.removeEmpty(st.madeDirs)
 		return
 	}
@@ -518,6 +534,74 @@ func (s *Store) discard(ps *profileState, st *staged) {
 		if err := s.fs.Delete(ctx, path.Join(ps.p.vdir(st.version), claimName(i, st.format))); err != nil {
 			s.opts.log.Warn().Err(err).Str("profile", ps.p.String()).Msg("could not remove the claim of a failed put")
 		}
+	}
+}
+
+// discardVersion removes what a failed write created in its version: its
+// own files (each checked to be still the one it wrote), its .version.json
+// (if still its own), then the directories left empty. Never the whole
+// directory: if its version was taken from it meanwhile (swept while it
+// ran, then reserved by another put), what is there now is another's, and
+// perhaps committed.
+func (s *Store) discardVersion(ctx context.Context, ps *profileState, st *staged) {
+	p := ps.p
+	own := func(name, sum string, size int64) bool {
+		f, err := s.fs.Open(ctx, name)
+		if err != nil {
+			return false
+		}
+		defer f.Close()
+		if size >= 0 && f.Size() != size {
+			return false
+		}
+		h := sha256.New()
+		if _, err := io.Copy(h, io.NewSectionReader(f, 0, f.Size())); err != nil {
+			return false
+		}
+		return hex.EncodeToString(h.Sum(nil)) == sum
+	}
+	kept := false
+	dirs := map[string]bool{}
+	for _, f := range st.files {
+		name := p.join(f.Path)
+		dirs[path.Dir(name)] = true
+		if !own(name, f.SHA256, f.Bytes) {
+			kept = true
+			continue
+		}
+		if err := s.fs.Delete(ctx, name); err != nil && !isNotExist(err) {
+			kept = true
+		}
+	}
+	vdir := p.vdir(st.version)
+	if st.infoHash != "" {
+		name := path.Join(vdir, versionInfoName)
+		if own(name, st.infoHash, -1) {
+			if err := s.fs.Delete(ctx, name); err != nil && !isNotExist(err) {
+				kept = true
+			}
+		}
+	}
+	// Directories deepest first: partition directories, then the version.
+	var order []string
+	for d := range dirs {
+		for ; strings.HasPrefix(d, vdir+"/"); d = path.Dir(d) {
+			order = append(order, d)
+		}
+	}
+	sort.Slice(order, func(i, j int) bool { return strings.Count(order[i], "/") > strings.Count(order[j], "/") })
+	for _, d := range append(order, vdir) {
+		s.removeIfEmpty(ctx, d)
+	}
+	if kept {
+		s.opts.log.Error().Str("profile", p.String()).Str("version", VersionName(st.version)).Msg("could not remove all files of a failed write; sweep will")
+	}
+}
+
+// removeIfEmpty deletes the directory dir if nothing is in it.
+func (s *Store) removeIfEmpty(ctx context.Context, dir string) {
+	if entries, err := s.fs.List(ctx, dir); err == nil && len(entries) == 0 {
+		_ = s.fs.Delete(ctx, dir)
 	}
 }
 
@@ -700,6 +784,14 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 				_ = s.fs.Delete(context.WithoutCancel(ctx), p.join(f.Path))
 			}
 			st.files = st.files[:done]
+		}
+	}()
+	defer func() {
+		// A panic while encoding (a bug, perhaps an input the checks let
+		// through) fails this put like an error: the cleanup above (deferred
+		// before, so run after) removes its files.
+		if v := recover(); v != nil {
+			err = &PanicError{Profile: st.p.String(), Value: v, Stack: debug.Stack()}
 		}
 	}()
 	// Memory: each open writer holds what its encoder buffers (Buffered,

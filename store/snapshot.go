@@ -214,6 +214,9 @@ func (s *Store) openData(ctx context.Context, p profile, df DataFile, verify boo
 	if errors.Is(err, fsys.ErrUnsafePath) && df.Recorded {
 		return nil, fmt.Errorf("%w: %s: committed file %s was replaced by a symbolic link (not followed)", ErrDataLoss, p, df.Path)
 	}
+	if errors.Is(err, fsys.ErrNotRegular) && df.Recorded {
+		return nil, fmt.Errorf("%w: %s: committed file %s was replaced by a directory or special file", ErrDataLoss, p, df.Path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s %s: %w", p, df.Path, err)
 	}

@@ -23,7 +23,19 @@ var (
 	// resolution would leave the root or pass through a symbolic link.
 	// Nothing was read or written.
 	ErrUnsafePath = errors.New("fsys: unsafe path")
+	// ErrNotRegular: Open or ReadFile found a directory, FIFO, socket or
+	// device where it wanted a file (never opened for reading).
+	ErrNotRegular = errors.New("fsys: not a regular file")
+	// ErrTooLarge: ReadFile found an object larger than MaxReadFile.
+	// Nothing of it was read into memory.
+	ErrTooLarge = errors.New("fsys: object too large to read whole")
 )
+
+// MaxReadFile bounds what ReadFile reads: metadata (manifests, records,
+// log segments, locks) is far smaller, so a larger object is damage or an
+// attack (a sparse file of gigabytes costs no disk but would cost that
+// much memory), refused before it is read.
+const MaxReadFile = 64 << 20
 
 // Entry is one name found by List or Stat.
 type Entry struct {
@@ -81,7 +93,8 @@ type FS interface {
 	Create(ctx context.Context, name string) (Writer, error)
 
 	// ReadFile reads a whole object (meant for small ones: manifests,
-	// records) and returns its Token for Replace.
+	// records) and returns its Token for Replace. An object larger than
+	// MaxReadFile is refused with ErrTooLarge.
 	ReadFile(ctx context.Context, name string) ([]byte, Token, error)
 
 	// Replace atomically replaces name with data if its current Token is

@@ -86,11 +86,10 @@ const (
 
 // Errors of the guard, built once so that refusing costs no allocation.
 var (
-	errBadName    = fmt.Errorf("%w: not a clean relative name", ErrUnsafePath)
-	errSymlink    = fmt.Errorf("%w: symbolic link on the path", ErrUnsafePath)
-	errEscape     = fmt.Errorf("%w: resolves outside the root", ErrUnsafePath)
-	errNotDir     = fmt.Errorf("%w: %w", unix.ENOTDIR, fs.ErrNotExist)
-	errNotRegular = errors.New("not a regular file")
+	errBadName = fmt.Errorf("%w: not a clean relative name", ErrUnsafePath)
+	errSymlink = fmt.Errorf("%w: symbolic link on the path", ErrUnsafePath)
+	errEscape  = fmt.Errorf("%w: resolves outside the root", ErrUnsafePath)
+	errNotDir  = fmt.Errorf("%w: %w", unix.ENOTDIR, fs.ErrNotExist)
 )
 
 // NewLocal returns the FS of the directory root, creating it (and its
@@ -680,6 +679,9 @@ func readAll(ctx context.Context, fd int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if size > MaxReadFile {
+		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrTooLarge, size, MaxReadFile)
+	}
 	data := make([]byte, size)
 	off := 0
 	for off < len(data) {
@@ -711,9 +713,9 @@ func regularSize(fd int) (int64, error) {
 	case unix.S_IFREG:
 		return st.Size, nil
 	case unix.S_IFDIR:
-		return 0, unix.EISDIR
+		return 0, fmt.Errorf("%w: %w", ErrNotRegular, unix.EISDIR)
 	default:
-		return 0, errNotRegular
+		return 0, ErrNotRegular
 	}
 }
 

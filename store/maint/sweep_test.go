@@ -27,6 +27,8 @@ func versionInfoAt(t *testing.T, src string, created time.Time) string {
 		t.Fatal(err)
 	}
 	vi["created"] = created.UTC().Format(time.RFC3339Nano)
+	host, _ := os.Hostname()
+	vi["creator"] = map[string]any{"host": host, "pid": deadPID(t)} // a killed writer
 	b, _ := json.Marshal(vi)
 	return string(b)
 }
@@ -38,8 +40,21 @@ func uncommittedVersion(t *testing.T, s *store.Store, dir string, keys []string,
 	t.Helper()
 	scratch := []string{"scratch", fmt.Sprintf("s%d", time.Now().UnixNano())}
 	write(scratch)
-	copyTree(t, filepath.Join(dir, scratch[0], scratch[1], "v0"), filepath.Join(append([]string{dir}, append(keys, store.VersionName(v))...)...))
+	vdir := filepath.Join(append([]string{dir}, append(keys, store.VersionName(v))...)...)
+	copyTree(t, filepath.Join(dir, scratch[0], scratch[1], "v0"), vdir)
 	if err := os.RemoveAll(filepath.Join(dir, scratch[0])); err != nil {
+		t.Fatal(err)
+	}
+	// Its creator is not this (running) process but one that is gone.
+	name := filepath.Join(vdir, ".version.json")
+	var m map[string]any
+	if err := json.Unmarshal(readFile(t, name), &m); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	m["creator"] = map[string]any{"host": host, "pid": deadPID(t)}
+	b, _ := json.Marshal(m)
+	if err := os.WriteFile(name, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -343,6 +358,12 @@ func holdHelper(dir string, keys []string) error {
 			return err
 		}
 		m["created"] = time.Now().UTC()
+		// Its creator is this helper (the lock it holds names it).
+		me, _, err := s.FS().ReadFile(ctx, prof+"/manifest.json.write_lock")
+		if err != nil {
+			return err
+		}
+		m["creator"] = json.RawMessage(me)
 		vi, _ = json.Marshal(m)
 		if err := s.FS().CreateExclusive(ctx, vdir+"/.version.json", vi); err != nil {
 			return err

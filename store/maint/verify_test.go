@@ -402,6 +402,16 @@ func TestVerifySignatures(t *testing.T) {
 			rewriteRecord(t, dir, orders, 3, c3.Sig, c2.Sig)
 			rechain(t, dir, orders, 3, 3)
 		}, []string{"bad_signature " + orders + "/.log"}, true},
+		{"signed, another profile's signed history copied over this one", true, pub, func(t *testing.T, dir string) {
+			// Red team F22: records name their profile, under the signature.
+			o := filepath.Join(dir, filepath.FromSlash(orders))
+			if err := os.RemoveAll(o); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.CopyFS(o, os.DirFS(filepath.Join(dir, filepath.FromSlash(parts)))); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"chain_broken " + orders + "/.log"}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -425,9 +435,13 @@ func TestVerifySignatures(t *testing.T) {
 			if got := problems(rep.Problems); strings.Join(got, "\n") != strings.Join(c.want, "\n") || rep.OK != (len(c.want) == 0) {
 				t.Fatalf("found %v, want %v (%+v)", got, c.want, rep.Problems)
 			}
-			for i, h := range rep.Heads {
-				if changed := h != clean.Heads[i]; changed != (c.newHead && h.Path == orders) {
-					t.Fatalf("chain head %+v, was %+v", h, clean.Heads[i])
+			now := map[string]maint.ChainHead{}
+			for _, h := range rep.Heads {
+				now[h.Path] = h
+			}
+			for _, h := range clean.Heads {
+				if changed := now[h.Path] != h; changed != (c.newHead && h.Path == orders) {
+					t.Fatalf("chain head %+v, was %+v", now[h.Path], h)
 				}
 			}
 		})

@@ -421,12 +421,21 @@ func (f *FS) ReadFile(ctx context.Context, name string) ([]byte, fsys.Token, err
 	)
 	err := f.get(ctx, &s3.GetObjectInput{Bucket: &f.bucket, Key: &key}, func(out *s3.GetObjectOutput) error {
 		buf.Reset()
-		if n := aws.ToInt64(out.ContentLength); n > 0 && n < 1<<30 {
+		n := aws.ToInt64(out.ContentLength)
+		if n > fsys.MaxReadFile {
+			return fmt.Errorf("%w: %d bytes, more than %d", fsys.ErrTooLarge, n, fsys.MaxReadFile)
+		}
+		if n > 0 {
 			buf.Grow(int(n))
 		}
 		tok = fsys.Token(aws.ToString(out.ETag))
-		_, err := buf.ReadFrom(out.Body)
-		return err
+		if _, err := buf.ReadFrom(io.LimitReader(out.Body, fsys.MaxReadFile+1)); err != nil {
+			return err
+		}
+		if buf.Len() > fsys.MaxReadFile {
+			return fmt.Errorf("%w: more than %d bytes", fsys.ErrTooLarge, fsys.MaxReadFile)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, "", pathErr(op, name, err)
