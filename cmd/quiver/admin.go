@@ -60,6 +60,9 @@ func adminCommand(stderr io.Writer, cmd *cobra.Command, withJSON bool, run func(
 			a = &remote{c: cl}
 		}
 		err := run(ctx, a, &f, args)
+		if len(args) == 1 && strings.Contains(cmd.Use, "PROFILE") {
+			err = withSuggestion(ctx, err, args[0], func(ctx context.Context) ([]string, error) { return a.Profiles(ctx, "") })
+		}
 		if cerr := a.Close(); err == nil {
 			err = cerr
 		}
