@@ -190,7 +190,7 @@ func (e *hintError) Error() string { return e.err.Error() + " (" + e.hint + ")" 
 func (e *hintError) Unwrap() error { return e.err }
 
 // suggest is the names a mistyped one most likely meant, best first: a
-// case-insensitive edit distance of at most max(2, len/4), or, for a
+// case-insensitive edit distance of at most len/4 (2 to 4), or, for a
 // name of one key, a profile whose last key it is ("orders" for
 // "sales/orders"). The Python client (python/quiver/_errors.py) uses the
 // same rule.
@@ -200,7 +200,7 @@ func suggest(name string, candidates []string, n int) []string {
 	if want == "" {
 		return nil
 	}
-	limit := max(2, len(want)/4)
+	limit := max(2, min(4, len(want)/4))
 	oneKey := !strings.Contains(want, "/")
 	type scored struct {
 		d    int
