@@ -256,3 +256,30 @@ func distance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// prefixHint is " (did you mean sales?)" for a key prefix that matches no
+// profile, from the profiles the caller may list and their prefixes; ""
+// when nothing is close.
+func prefixHint(ctx context.Context, a admin, prefix string) string {
+	ctx, cancel := context.WithTimeout(ctx, suggestTimeout)
+	defer cancel()
+	names, err := a.Profiles(ctx, "")
+	if err != nil {
+		return ""
+	}
+	seen := map[string]bool{}
+	var cands []string
+	for _, n := range names {
+		keys := strings.Split(n, "/")
+		for i := 1; i <= len(keys); i++ {
+			if p := strings.Join(keys[:i], "/"); !seen[p] {
+				seen[p] = true
+				cands = append(cands, p)
+			}
+		}
+	}
+	if close := suggest(prefix, cands, 3); len(close) > 0 {
+		return " (did you mean " + strings.Join(close, " or ") + "?)"
+	}
+	return ""
+}

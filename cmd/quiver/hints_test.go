@@ -60,6 +60,11 @@ func TestFirstRunErrors(t *testing.T) {
 		{[]string{"sweep", srv, "x"}, `sweep takes no arguments, got "x"`},
 		{[]string{"get", srv, "--colums", "id", "sales/orders"}, "get: unknown flag: --colums (did you mean --columns?)"},
 		{[]string{"gett"}, `unknown command "gett" (did you mean get?); see quiver --help`},
+		{[]string{"verify", srv, "slaes"}, "no profiles under slaes: nothing was verified (did you mean sales?)"},
+		{[]string{"verify", "--data-dir", dir, "sales/ordrs"}, "no profiles under sales/ordrs: nothing was verified (did you mean sales/orders?)"},
+	}
+	if _, stderr, err := run(t, "ls", srv, "slaes"); err != nil || stderr != "no profiles under slaes (did you mean sales?)\n" {
+		t.Errorf("ls slaes: %q %v", stderr, err)
 	}
 	for _, c := range cases {
 		_, _, err := run(t, c.args...)
