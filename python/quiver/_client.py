@@ -214,7 +214,8 @@ def connect(
             its --max-recv-msg-size, 128 MiB by default).
 
     The connection is made lazily: an unreachable server shows up as
-    ``pyarrow.flight.FlightUnavailableError`` on the first call.
+    ``pyarrow.flight.FlightUnavailableError`` on the first call (with
+    username/password, at once: connect logs in).
     """
     return Client(
         url,
