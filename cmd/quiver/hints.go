@@ -172,11 +172,11 @@ func withSuggestion(ctx context.Context, err error, name string, list func(ctx c
 	if lerr != nil {
 		return err
 	}
-	close := suggest(name, names, 3)
-	if len(close) == 0 {
+	near := suggest(name, names, 3)
+	if len(near) == 0 {
 		return err
 	}
-	return &hintError{err: err, hint: "did you mean " + strings.Join(close, " or ") + "?"}
+	return &hintError{err: err, hint: "did you mean " + strings.Join(near, " or ") + "?"}
 }
 
 // hintError is err with a hint for the person reading it; errors.Is and
@@ -278,8 +278,8 @@ func prefixHint(ctx context.Context, a admin, prefix string) string {
 			}
 		}
 	}
-	if close := suggest(prefix, cands, 3); len(close) > 0 {
-		return " (did you mean " + strings.Join(close, " or ") + "?)"
+	if near := suggest(prefix, cands, 3); len(near) > 0 {
+		return " (did you mean " + strings.Join(near, " or ") + "?)"
 	}
 	return ""
 }
