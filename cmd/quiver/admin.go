@@ -22,6 +22,7 @@ import (
 type adminFlags struct {
 	conn    connFlags
 	dataDir string
+	storage storageFlags
 	json    bool
 	cmd     *cobra.Command
 }
@@ -37,7 +38,8 @@ the server is down.`
 func adminCommand(stderr io.Writer, cmd *cobra.Command, withJSON bool, run func(ctx context.Context, a admin, f *adminFlags, args []string) error) *cobra.Command {
 	f := adminFlags{cmd: cmd}
 	addConnFlags(cmd, &f.conn)
-	cmd.Flags().StringVar(&f.dataDir, "data-dir", "", "work on this data directory directly, without a server")
+	cmd.Flags().StringVar(&f.dataDir, "data-dir", "", "work on this data directory (or s3://bucket/prefix) directly, without a server")
+	addStorageFlags(cmd.Flags(), &f.storage)
 	if withJSON {
 		cmd.Flags().BoolVar(&f.json, "json", false, "print JSON")
 	}
@@ -47,7 +49,7 @@ func adminCommand(stderr io.Writer, cmd *cobra.Command, withJSON bool, run func(
 		defer stop()
 		var a admin
 		if f.dataDir != "" {
-			o, err := openOffline(f.dataDir, stderr)
+			o, err := openOffline(ctx, f.dataDir, f.storage, stderr)
 			if err != nil {
 				return err
 			}

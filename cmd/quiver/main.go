@@ -55,6 +55,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 // serveConfig is what `quiver serve` is configured with.
 type serveConfig struct {
 	dataDir      string
+	storage      storageFlags
 	addr         string
 	logLevel     string
 	logFormat    string
@@ -173,7 +174,8 @@ environment. Once listening, serve prints "quiver: serving <data-dir> on
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&c.dataDir, "data-dir", env("QUIVER_DATA_DIR", "./data"), "data directory (env QUIVER_DATA_DIR)")
+	f.StringVar(&c.dataDir, "data-dir", env("QUIVER_DATA_DIR", "./data"), "data directory, or s3://bucket/prefix (env QUIVER_DATA_DIR)")
+	addStorageFlags(f, &c.storage)
 	f.StringVar(&c.addr, "addr", env("QUIVER_ADDR", "localhost:8815"), "listen address host:port (env QUIVER_ADDR)")
 	f.StringVar(&c.logLevel, "log-level", env("QUIVER_LOG_LEVEL", "info"), "debug, info, warn or error (env QUIVER_LOG_LEVEL)")
 	f.StringVar(&c.logFormat, "log-format", env("QUIVER_LOG_FORMAT", "json"), "json or console (env QUIVER_LOG_FORMAT)")
@@ -286,7 +288,11 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(c.dataDir, append(sopts, store.WithLogger(log))...)
+	fsOpts, err := storageOption(ctx, c.dataDir, c.storage, log)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(c.dataDir, append(append(sopts, fsOpts...), store.WithLogger(log))...)
 	if err != nil {
 		return fmt.Errorf("open data dir %s: %w", c.dataDir, err)
 	}

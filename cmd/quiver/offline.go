@@ -14,6 +14,7 @@ import (
 	"github.com/quiverdb/quiver/catalog"
 	"github.com/quiverdb/quiver/client"
 	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/fsys/s3fs"
 	"github.com/quiverdb/quiver/store/maint"
 )
 
@@ -44,21 +45,30 @@ type offline struct {
 
 // openOffline opens an existing data dir; unlike `serve` it never creates
 // one, so a mistyped --data-dir is an error and not an empty store.
-func openOffline(dir string, stderr io.Writer) (*offline, error) {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("data dir %s does not exist", dir)
-		}
-		return nil, err
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("data dir %s is not a directory", dir)
-	}
+func openOffline(ctx context.Context, dir string, sf storageFlags, stderr io.Writer) (*offline, error) {
 	// Warnings (a broken lock, for one) go to the operator's terminal.
 	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: !colorOK(stderr), TimeFormat: time.RFC3339}).
 		Level(zerolog.WarnLevel).With().Timestamp().Logger()
-	st, err := store.Open(dir, store.WithLogger(log))
+	opts := []store.Option{store.WithLogger(log)}
+	if s3fs.IsURL(dir) {
+		f, err := openOfflineS3(ctx, dir, sf)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, store.WithFS(f))
+	} else {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("data dir %s does not exist", dir)
+			}
+			return nil, err
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("data dir %s is not a directory", dir)
+		}
+	}
+	st, err := store.Open(dir, opts...)
 	if err != nil {
 		return nil, err
 	}

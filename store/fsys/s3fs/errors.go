@@ -1,0 +1,178 @@
+package s3fs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"net"
+	"strconv"
+	"strings"
+
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/smithy-go"
+
+	"github.com/quiverdb/quiver/store/fsys"
+)
+
+// Errors of this package. Errors of storage operations also match the
+// fsys sentinels (fsys.ErrNotExist, fsys.ErrExist, fsys.ErrPrecondition,
+// fsys.ErrUnsafePath) and context.Canceled/DeadlineExceeded with errors.Is.
+var (
+	// ErrBadURL: a data directory URL that is not s3://bucket[/prefix].
+	ErrBadURL = errors.New("s3fs: bad URL (want s3://bucket/prefix)")
+	// ErrNoConditionalWrites: the service does not honour If-None-Match or
+	// If-Match on PutObject, without which no lock or commit is safe
+	// (found by Probe).
+	ErrNoConditionalWrites = errors.New("s3fs: the object store does not support conditional writes (If-None-Match/If-Match on PutObject)")
+	// ErrClosed: the FS, Writer or File was closed or finished. It is
+	// fs.ErrClosed, as Local's.
+	ErrClosed = fs.ErrClosed
+)
+
+// pathError is an error of one operation on one name (relative to the
+// root). Its text never holds the endpoint, the bucket or the prefix.
+type pathError struct {
+	op, name string
+	err      error
+}
+
+func (e *pathError) Error() string {
+	return "s3fs: " + e.op + " " + strconv.Quote(e.name) + ": " + e.err.Error()
+}
+
+func (e *pathError) Unwrap() error { return e.err }
+
+func pathErr(op, name string, err error) error { return &pathError{op: op, name: name, err: err} }
+
+// serviceError is what the service answered, without the request's URL.
+// It wraps the fsys sentinel the status means, if any.
+type serviceError struct {
+	status    int    // HTTP status, 0 if none came back
+	code      string // the API error code (NoSuchKey, PreconditionFailed…)
+	msg       string // the service's message, with bucket and prefix redacted
+	requestID string
+	kind      error // fsys.ErrNotExist, fsys.ErrPrecondition, errConflict or nil
+}
+
+func (e *serviceError) Error() string {
+	var b strings.Builder
+	switch {
+	case e.code != "" && e.msg != "":
+		b.WriteString(e.code + ": " + e.msg)
+	case e.code != "":
+		b.WriteString(e.code)
+	default:
+		b.WriteString("error")
+	}
+	if e.status != 0 {
+		b.WriteString(" (HTTP " + strconv.Itoa(e.status))
+		if e.requestID != "" {
+			b.WriteString(", request id " + e.requestID)
+		}
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+func (e *serviceError) Unwrap() error { return e.kind }
+
+// transportError is a request that got no answer (connection refused,
+// reset, timeout), without the address it was sent to.
+type transportError struct{ msg string }
+
+func (e *transportError) Error() string { return "request failed: " + e.msg }
+
+// errConflict: the service refused a conditional write because another
+// one on the same key was in progress (AWS: 409 ConditionalRequestConflict).
+// The write did not happen and may be retried.
+var errConflict = errors.New("conflicting conditional write in progress")
+
+// clean turns an SDK error into one whose text names nothing but what the
+// service said: never the URL (endpoint, bucket, prefix). The classes that
+// callers test (not found, precondition, cancellation) stay reachable by
+// errors.Is. redact lists strings to blank out of service messages.
+func clean(err error, redact ...string) error {
+	if err == nil {
+		return nil
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return context.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return context.DeadlineExceeded
+	}
+	var (
+		se     = &serviceError{}
+		re     *awshttp.ResponseError
+		api    smithy.APIError
+		gotAPI = errors.As(err, &api)
+	)
+	if errors.As(err, &re) {
+		se.status = re.HTTPStatusCode()
+		se.requestID = re.ServiceRequestID()
+	}
+	if gotAPI {
+		se.code = api.ErrorCode()
+		se.msg = redactAll(api.ErrorMessage(), redact)
+	}
+	if se.status == 0 && !gotAPI {
+		return &transportError{msg: transportText(err, redact)}
+	}
+	switch {
+	case se.code == "NoSuchBucket":
+		// A configuration error, never "no such object": a missing
+		// manifest would read as a missing profile.
+	case se.status == 404 || se.code == "NoSuchKey" || se.code == "NotFound" || se.code == "NoSuchUpload":
+		se.kind = fsys.ErrNotExist
+	case se.status == 412 || se.code == "PreconditionFailed":
+		se.kind = fsys.ErrPrecondition
+	case se.status == 409 && se.code == "ConditionalRequestConflict":
+		se.kind = errConflict
+	}
+	return se
+}
+
+// transportText describes a failed request by its cause, leaving out the
+// URL and the addresses (a url.Error and a net.OpError print both).
+func transportText(err error, redact []string) string {
+	var op *net.OpError
+	switch {
+	case errors.As(err, &op):
+		inner := "network error"
+		if op.Err != nil {
+			inner = op.Err.Error()
+			var sys interface{ Unwrap() error }
+			if errors.As(op.Err, &sys) && sys.Unwrap() != nil {
+				inner = sys.Unwrap().Error() // "connection refused", not "connect: …"
+			}
+		}
+		return op.Op + ": " + inner
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return "connection closed before the response was complete"
+	}
+	var to interface{ Timeout() bool }
+	if errors.As(err, &to) && to.Timeout() {
+		return "timeout"
+	}
+	return redactAll(innermost(err).Error(), redact)
+}
+
+func innermost(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
+	}
+}
+
+func redactAll(s string, redact []string) string {
+	for _, r := range redact {
+		if r != "" {
+			s = strings.ReplaceAll(s, r, "…")
+		}
+	}
+	return s
+}

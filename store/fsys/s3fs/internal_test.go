@@ -1,0 +1,67 @@
+package s3fs
+
+import (
+	"testing"
+
+	"github.com/quiverdb/quiver/store/fsys"
+)
+
+// FuzzUploadTempName: every upload's temp name is a hidden temp that
+// parses back to its object and upload id, and no name makes the parser
+// panic or invent an upload.
+func FuzzUploadTempName(f *testing.F) {
+	f.Add("0.parquet", "2~abc.def_ghi-jkl", ".x.upload-.tmp")
+	f.Add(".0.parquet.claim", "uuid-1234", ".a.upload-YQ.tmp")
+	f.Add("a.upload-b", "\x00/weird id", "..upload-AA.tmp")
+	f.Fuzz(func(t *testing.T, base, id, name string) {
+		if validBase(base) && id != "" {
+			n := uploadTempName(base, id)
+			if !fsys.IsTemp(n) || !validBase(n) {
+				t.Fatalf("uploadTempName(%q, %q) = %q: not a valid hidden temp", base, id, n)
+			}
+			b, i, ok := parseUploadTemp(n)
+			if !ok || b != base || i != id {
+				t.Fatalf("parseUploadTemp(%q) = %q, %q, %v; want %q, %q", n, b, i, ok, base, id)
+			}
+		}
+		if b, i, ok := parseUploadTemp(name); ok && (b == "" || i == "" || !fsys.IsTemp(name)) {
+			t.Fatalf("parseUploadTemp(%q) = %q, %q, true", name, b, i)
+		}
+	})
+}
+
+// FuzzContentRange: the parser of the service's Content-Range never
+// panics and never returns a start past the size.
+func FuzzContentRange(f *testing.F) {
+	f.Add("bytes 0-99/100")
+	f.Add("bytes 100-199/1000")
+	f.Add("bytes */0")
+	f.Add("bytes 5-4/3")
+	f.Fuzz(func(t *testing.T, s string) {
+		start, size, ok := parseContentRange(s)
+		if ok && (start < 0 || start > size) {
+			t.Fatalf("parseContentRange(%q) = %d, %d", s, start, size)
+		}
+	})
+}
+
+func TestContentRange(t *testing.T) {
+	for _, c := range []struct {
+		in          string
+		start, size int64
+		ok          bool
+	}{
+		{"bytes 0-99/100", 0, 100, true},
+		{"bytes 900-999/1000", 900, 1000, true},
+		{"bytes */0", 0, 0, false},
+		{"bytes 5-9/3", 0, 0, false},
+		{"0-9/10", 0, 0, false},
+		{"bytes -1-9/10", 0, 0, false},
+		{"", 0, 0, false},
+	} {
+		start, size, ok := parseContentRange(c.in)
+		if ok != c.ok || ok && (start != c.start || size != c.size) {
+			t.Errorf("parseContentRange(%q) = %d, %d, %v", c.in, start, size, ok)
+		}
+	}
+}
