@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import os
@@ -848,10 +849,10 @@ class Client:
 
     # --- actions ---------------------------------------------------------------------
 
-    def _action(self, name: str, body: Mapping[str, Any], *, profile: str | None = None) -> list[Any]:
+    def _action(self, name: str, body: Mapping[str, Any], *, profile: str | None = None) -> builtins.list[Any]:
         raw = json.dumps(body).encode()
 
-        def act(o: flight.FlightCallOptions) -> list[Any]:
+        def act(o: flight.FlightCallOptions) -> builtins.list[Any]:
             return [json.loads(r.body.to_pybytes()) for r in self._fc.do_action(flight.Action(name, raw), o)]
 
         return self._call(act, profile=profile)
@@ -868,7 +869,7 @@ class Client:
         p = _path(path)
         return self._action1("list-versions", {"path": p}, profile=p)
 
-    def lineage(self, path: ProfilePath) -> list[PutResult]:
+    def lineage(self, path: ProfilePath) -> builtins.list[PutResult]:
         """The profile's commit records, oldest first: who committed what,
         when, with the SHA-256 of each file."""
         p = _path(path)
