@@ -523,6 +523,20 @@ def test_admin_calls(q, keys):
         q.verify(path=keys, prefix="x")
 
 
+def test_verify_with_a_public_key(quiver_bin, start_server, tmp_path):
+    for name in ("signer", "other"):
+        subprocess.run([str(quiver_bin), "keygen", "--out", str(tmp_path / name)], check=True, capture_output=True)
+    srv = start_server(extra=["--signing-key", str(tmp_path / "signer")])
+    c = quiver.connect(f"127.0.0.1:{srv.port}")
+    c.write("signed/x", orders(2))
+    assert c.lineage("signed/x")[0]["sig"]
+    good = c.verify(path="signed/x", public_key=(tmp_path / "signer.pub").read_text())
+    assert good["ok"] is True, good
+    bad = c.verify(path="signed/x", public_key=(tmp_path / "other.pub").read_bytes())
+    assert bad["ok"] is False and {p["kind"] for p in bad["problems"]} == {"bad_signature"}, bad
+    c.close()
+
+
 # --- auth and TLS -------------------------------------------------------------------------
 
 TOKENS = {"admin": "qv-admin-token-0123456789", "sales": "qv-sales-token-0123456789"}
