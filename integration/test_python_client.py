@@ -725,3 +725,21 @@ def test_docs_python_md_runs(start_server, monkeypatch):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             exec(compile(code, f"docs/python.md block {i + 1}", "exec"), ns)
+
+
+def test_readme_python_block_runs(start_server):
+    """README.md's "From Python" block, with its localhost:8815 replaced by
+    a fresh server's address."""
+    srv = start_server()
+    readme = (REPO / "README.md").read_text()
+    section = re.search(r"\n## From Python\n(.*?)\n## ", readme, re.S)
+    assert section, "README.md has no 'From Python' section"
+    blocks = re.findall(r"```python\n(.*?)```", section.group(1), re.S)
+    assert len(blocks) == 1 and '"localhost:8815"' in blocks[0]
+    code = blocks[0].replace('"localhost:8815"', f'"127.0.0.1:{srv.port}"')
+    ns: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        exec(compile(code, "README.md From Python", "exec"), ns)
+    got = ns["q"].read("sales/orders").sort_by("id")
+    assert got.column("id").to_pylist() == [1, 2, 3, 4]
