@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"syscall"
 
 	"google.golang.org/grpc/codes"
@@ -49,37 +51,104 @@ func statusOfUncapped(err error) error {
 	var corrupt *store.CorruptionError
 	switch {
 	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, err.Error())
+		return status.Error(codes.Canceled, PublicMessage(err))
 	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, err.Error())
+		return status.Error(codes.DeadlineExceeded, PublicMessage(err))
 	case errors.Is(err, catalog.ErrUnknownAction):
-		return status.Error(codes.Unimplemented, err.Error())
+		return status.Error(codes.Unimplemented, PublicMessage(err))
 	case errors.Is(err, fsys.ErrUnsafePath):
 		return status.Error(codes.InvalidArgument, "the profile's path passes through a symbolic link or leaves the data directory; Quiver never follows links")
 	case errors.Is(err, catalog.ErrInvalid), errors.Is(err, store.ErrInvalidKey), errors.Is(err, store.ErrInvalidArgument),
 		errors.Is(err, store.ErrSchemaMismatch), errors.Is(err, store.ErrNestedProfile):
-		return status.Error(codes.InvalidArgument, err.Error())
+		return status.Error(codes.InvalidArgument, PublicMessage(err))
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrVersionNotFound):
-		return status.Error(codes.NotFound, err.Error())
+		return status.Error(codes.NotFound, PublicMessage(err))
 	case errors.Is(err, store.ErrFormatMismatch):
-		return status.Error(codes.FailedPrecondition, err.Error())
+		return status.Error(codes.FailedPrecondition, PublicMessage(err))
 	case errors.Is(err, store.ErrLockTimeout), errors.Is(err, store.ErrUnavailable):
-		return status.Error(codes.Unavailable, err.Error())
+		return status.Error(codes.Unavailable, PublicMessage(err))
 	case errors.Is(err, fsys.ErrTooLarge):
 		return status.Error(codes.DataLoss, fmt.Sprintf("corrupt file in the store (a metadata file larger than %d MiB, more than Quiver ever writes); run the verify action", fsys.MaxReadFile>>20))
 	case errors.Is(err, store.ErrDataLoss):
-		return status.Error(codes.DataLoss, err.Error())
+		return status.Error(codes.DataLoss, PublicMessage(err))
 	case errors.Is(err, store.ErrTooLarge):
-		return status.Error(codes.ResourceExhausted, err.Error())
+		return status.Error(codes.ResourceExhausted, PublicMessage(err))
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return status.Error(codes.ResourceExhausted, "the server's data directory is full; nothing was committed")
 	case errors.Is(err, store.ErrBadStream):
 		// The IPC stream itself was malformed (corrupt message, schema
 		// change mid-stream): the client's to fix. Transport failures kept
 		// their own status above.
-		return status.Error(codes.InvalidArgument, err.Error())
+		return status.Error(codes.InvalidArgument, PublicMessage(err))
 	case errors.As(err, &corrupt):
 		return status.Error(codes.DataLoss, fmt.Sprintf("corrupt file in the store (%s); run the verify action", corrupt.Path))
 	}
 	return status.Error(codes.Internal, "internal error (see server log)")
+}
+
+// PublicMessage is the text of err as a person should read it, at the
+// boundary where an error leaves Quiver (a status message, the quiver
+// command's one-line error). The packages' sentinel errors carry prefixes
+// for those who read logs and code ("store: profile not found", "catalog:
+// invalid request", codec's "invalid argument"); an operation wraps them
+// with its name and profile ("read sales/orders: …"). Here the package
+// tags and the words that only repeat the status code are dropped, and an
+// operation prefix is kept only as the profile name, when the rest of the
+// message does not name the profile already:
+//
+//	store: profile not found: sales/ordrs          → profile not found: sales/ordrs
+//	read sales/orders: invalid argument: no column → sales/orders: no column …
+//	catalog: invalid request: ticket is not valid JSON: json: unknown field "x"
+//	                                               → ticket has an unknown field "x"
+//
+// Messages are otherwise unchanged: what they say about the profile,
+// columns and values stays.
+func PublicMessage(err error) string {
+	return cleanMessage(err.Error())
+}
+
+// opPrefix is an operation's wrapping at the start of a message: its verb,
+// the profile, and maybe a file ("read sales/orders v0/1.parquet: ").
+var opPrefix = regexp.MustCompile(`^(?:read|put|write|append|list|commit|verify|sweep|compact|lineage|inspect|snapshot|plan|break lock of|lock manifest of|retire versions of) ([^\s:]+)(?: ([^\s:]+))?: `)
+
+// pkgTag is a package's prefix on a sentinel error, at the start of the
+// message or of a wrapped part.
+var pkgTag = regexp.MustCompile(`(^|: )(?:store|catalog|codec|fsys|maint|flightserver): `)
+
+// codeWords repeat what the status code already says.
+var codeWords = regexp.MustCompile(`(^|: )(?:invalid argument|invalid request): `)
+
+// unknownField is encoding/json's report of a field a strict decoder does
+// not take, behind the "not valid JSON" the catalog wraps it in (the JSON
+// is valid; the field is not one Quiver takes).
+var unknownField = regexp.MustCompile(`(\S+) is not valid JSON: json: unknown field ("[^"]*")`)
+
+func cleanMessage(msg string) string {
+	var names []string // profile (and file) names of the dropped operation prefixes
+	for {
+		m := opPrefix.FindStringSubmatchIndex(msg)
+		if m == nil {
+			break
+		}
+		name := msg[m[2]:m[3]]
+		if m[4] >= 0 {
+			name += " " + msg[m[4]:m[5]]
+		}
+		names = append(names, name)
+		msg = msg[m[1]:]
+		msg = pkgTag.ReplaceAllString(msg, "$1")
+		msg = codeWords.ReplaceAllString(msg, "$1")
+	}
+	msg = pkgTag.ReplaceAllString(msg, "$1")
+	msg = codeWords.ReplaceAllString(msg, "$1")
+	msg = unknownField.ReplaceAllString(msg, "$1 has an unknown field $2")
+	if len(names) > 0 {
+		// the innermost operation names the most precise thing
+		name := names[len(names)-1]
+		profile, _, _ := strings.Cut(name, " ")
+		if !strings.Contains(msg, profile) {
+			msg = name + ": " + msg
+		}
+	}
+	return msg
 }

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -707,38 +706,65 @@ func TestCLITerminalHasProgressAndColour(t *testing.T) {
 	}
 }
 
-// TestCLIReadmeQuickstart runs the quickstart block of README.md verbatim:
-// the serve command in the background (on its default address, so only
-// when that port is free) and a client against it; `make test` itself
-// runs only with QUIVER_QUICKSTART_MAKE=1, since it runs this very test
-// (and the Python suite) and takes minutes.
-func TestCLIReadmeQuickstart(t *testing.T) {
+// readmeBlocks are the commands of the ```sh blocks of README.md's
+// Quickstart section, comments and blank lines dropped, one slice per block.
+func readmeBlocks(t *testing.T) [][]string {
+	t.Helper()
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	block := regexp.MustCompile("(?s)## Quickstart.*?```sh\n(.*?)```").FindSubmatch(readme)
-	if block == nil {
-		t.Fatal("README.md has no quickstart sh block")
+	section := regexp.MustCompile("(?s)\n## Quickstart\n(.*?)\n## ").FindSubmatch(readme)
+	if section == nil {
+		t.Fatal("README.md has no Quickstart section")
 	}
-	var cmds []string
-	for _, line := range strings.Split(string(block[1]), "\n") {
-		if c, _, _ := strings.Cut(line, "#"); strings.TrimSpace(c) != "" {
-			cmds = append(cmds, strings.TrimSpace(c))
+	var blocks [][]string
+	for _, b := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllSubmatch(section[1], -1) {
+		var cmds []string
+		for _, line := range strings.Split(string(b[1]), "\n") {
+			if c, _, _ := strings.Cut(line, "#"); strings.TrimSpace(c) != "" {
+				cmds = append(cmds, strings.TrimSpace(c))
+			}
 		}
+		blocks = append(blocks, cmds)
 	}
+	return blocks
+}
+
+// TestCLIReadmeQuickstart runs README.md's quickstart as written: the
+// serve command (with --addr 127.0.0.1:0 added, so it runs whether or not
+// the default port 8815 is taken, as it is while someone follows the
+// README), then every command of the "second terminal" block verbatim,
+// from the repository root, with QUIVER_SERVER naming that server (what
+// the commands' default, localhost:8815, would be) and bin/quiver built
+// into a temp dir instead of the working tree. `make test` itself runs
+// only with QUIVER_QUICKSTART_MAKE=1, since it runs this very test (and
+// the Python suite) and takes minutes; otherwise `make -n test` checks
+// that the target exists.
+func TestCLIReadmeQuickstart(t *testing.T) {
+	blocks := readmeBlocks(t)
+	if len(blocks) < 2 {
+		t.Fatalf("README.md's Quickstart has %d sh blocks, want the server's and the second terminal's", len(blocks))
+	}
+	cmds := blocks[0]
 	if len(cmds) != 2 || cmds[0] != "go run ./cmd/quiver serve" || cmds[1] != "make test" {
 		t.Fatalf("quickstart commands changed: %q (update this test with the README)", cmds)
 	}
-	if l, err := net.Listen("tcp", "localhost:8815"); err != nil {
-		t.Skipf("localhost:8815 is taken (%v): cannot run the quickstart serve on its default address", err)
-	} else {
-		l.Close()
+	second := blocks[1]
+	var sawPut, sawGet, sawLs bool
+	for _, c := range second {
+		f := strings.Fields(c)
+		sawPut = sawPut || (len(f) > 1 && f[0] == "bin/quiver" && f[1] == "put")
+		sawGet = sawGet || (len(f) > 1 && f[0] == "bin/quiver" && f[1] == "get")
+		sawLs = sawLs || (len(f) > 1 && f[0] == "bin/quiver" && f[1] == "ls")
+	}
+	if len(second) == 0 || !strings.HasPrefix(second[0], "go build -o bin/quiver ") || !sawPut || !sawGet || !sawLs {
+		t.Fatalf("second-terminal commands changed: %q (update this test with the README)", second)
 	}
 
-	// The serve command, verbatim, from the repository root. Its data dir
-	// comes from QUIVER_DATA_DIR so a test never writes into ./data.
-	serve := exec.Command("sh", "-c", cmds[0])
+	// The serve command, from the repository root. Its data dir comes from
+	// QUIVER_DATA_DIR so a test never writes into ./data.
+	serve := exec.Command("sh", "-c", cmds[0]+" --addr 127.0.0.1:0")
 	serve.Dir = ".."
 	serve.Env = append(os.Environ(), "QUIVER_DATA_DIR="+t.TempDir(), "QUIVER_ADDR=", "QUIVER_LOG_LEVEL=warn")
 	serve.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // go run's child too
@@ -770,33 +796,42 @@ func TestCLIReadmeQuickstart(t *testing.T) {
 			}
 		}
 	}()
+	var addr string
 	select {
 	case l := <-lines:
-		if !strings.HasSuffix(l, " on 127.0.0.1:8815") && !strings.HasSuffix(l, " on [::1]:8815") {
-			t.Fatalf("serve: %q, want it on localhost:8815", l)
+		m := regexp.MustCompile(` on (127\.0\.0\.1:\d+)$`).FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("serve: %q, want it on 127.0.0.1:<port>", l)
 		}
+		addr = m[1]
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("go run ./cmd/quiver serve did not start:\n%s", logs.String())
 	}
 
-	// A client with no --server finds it.
-	dir := t.TempDir()
-	a := cliBatch(0, 3)
-	defer a.Release()
-	in := filepath.Join(dir, "in.csv")
-	writeInput(t, in, "csv", a)
-	run := func(args ...string) string {
-		cmd := exec.Command(binary, args...)
-		cmd.Env = append(os.Environ(), "QUIVER_SERVER=", "QUIVER_TOKEN=")
+	// The second terminal, verbatim but for where bin/quiver goes.
+	bin := filepath.Join(t.TempDir(), "bin", "quiver")
+	outputs := map[string]string{}
+	for _, c := range second {
+		c = strings.ReplaceAll(c, "bin/quiver", bin)
+		cmd := exec.Command("sh", "-c", c)
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "QUIVER_SERVER="+addr, "QUIVER_TOKEN=")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("quiver %v against the quickstart server: %v\n%s", args, err, out)
+			t.Fatalf("%s: %v\n%s\nserver log:\n%s", c, err, out, logs.String())
 		}
-		return string(out)
+		if f := strings.Fields(c); len(f) > 1 && f[0] == bin {
+			outputs[f[1]] = string(out)
+		}
 	}
-	run("put", "quick/start", in)
-	if out := run("get", "quick/start"); !strings.HasPrefix(out, "id,region,val,ok,note\n0,eu,0,true,") {
-		t.Fatalf("get from the quickstart server: %q", out)
+	if !strings.HasPrefix(outputs["put"], "committed sales/orders v0 index 0 (write): 40 rows, 1 file") {
+		t.Errorf("put: %q", outputs["put"])
+	}
+	if !strings.HasPrefix(outputs["get"], "order_id,order_date,region,customer,product,quantity,unit_price,total\n1001,2026-01-05,") {
+		t.Errorf("get (CSV on a pipe): %q", outputs["get"])
+	}
+	if !regexp.MustCompile(`(?m)^sales/orders +v0 +1 +1 +40 `).MatchString(outputs["ls"]) {
+		t.Errorf("ls: %q", outputs["ls"])
 	}
 	stop()
 

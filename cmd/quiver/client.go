@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quiverdb/quiver/client"
+	"github.com/quiverdb/quiver/flightserver"
 )
 
 // defaultServer is where client subcommands connect unless told otherwise;
@@ -100,6 +101,10 @@ func clientError(err error, c *connFlags) error {
 	if err == nil {
 		return nil
 	}
+	var h *hintError
+	if errors.As(err, &h) {
+		return fmt.Errorf("%w (%s)", clientError(h.err, c), h.hint)
+	}
 	if errors.Is(err, context.Canceled) {
 		return errors.New("interrupted")
 	}
@@ -107,7 +112,9 @@ func clientError(err error, c *connFlags) error {
 	// whole chain as its message): take the status itself.
 	var se interface{ GRPCStatus() *status.Status }
 	if !errors.As(err, &se) {
-		return err
+		// A local error (offline admin commands work on the store
+		// directly): the same wording a server would send.
+		return errors.New(flightserver.PublicMessage(err))
 	}
 	st := se.GRPCStatus()
 	msg := st.Message()

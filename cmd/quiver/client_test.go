@@ -111,7 +111,7 @@ func TestClientCommandsOnlineMatchOffline(t *testing.T) {
 		t.Fatalf("get v0: %q", got)
 	}
 	_, _, err := run(t, "get", srv, "--format", "csv", "no/such")
-	if err == nil || clientError(err, &connFlags{server: addr}).Error() != "store: profile not found: no/such" {
+	if err == nil || clientError(err, &connFlags{server: addr}).Error() != "profile not found: no/such" {
 		t.Fatalf("get missing: %v", err)
 	}
 }

@@ -217,7 +217,14 @@ func runGet(ctx context.Context, g *getFlags, profile string, stdout, stderr io.
 	mem := memory.DefaultAllocator
 	plan, err := cl.Plan(ctx, req)
 	if err != nil {
-		return err
+		return withSuggestion(ctx, err, profile, func(ctx context.Context) ([]string, error) {
+			ps, err := cl.List(ctx, "")
+			names := make([]string, len(ps))
+			for i, p := range ps {
+				names[i] = p.Path
+			}
+			return names, err
+		})
 	}
 	schema := plan.Schema
 

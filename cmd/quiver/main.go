@@ -29,7 +29,7 @@ import (
 
 func main() {
 	if err := newRoot(os.Stdout, os.Stderr).Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "quiver:", err)
+		fmt.Fprintln(os.Stderr, "quiver:", oneLine(err))
 		os.Exit(1)
 	}
 }
@@ -48,6 +48,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newVersions(stdout, stderr), newSchema(stdout, stderr), newLineage(stdout, stderr), newVerify(stdout, stderr))
 	root.AddCommand(newGC(stdout, stderr), newCompact(stdout, stderr), newSweep(stdout, stderr), newBreakLock(stdout, stderr))
 	root.AddCommand(newKeygen(stdout))
+	addHints(root)
 	return root
 }
 
