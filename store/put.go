@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -424,26 +425,38 @@ func (s *Store) writerOf(o PutOptions) string {
 // creating its .claim marker (never deleted). It starts where this process
 // last claimed, so it costs one create however long the history; only a
 // conflict (another process or pyrosome claimed meanwhile) probes further,
-// and repeated conflicts list the directory once to jump ahead.
+// and repeated conflicts list the directory once to jump ahead. Puts of
+// this process never race for one index: each takes the next one in
+// memory before creating its marker.
 func (s *Store) claimIndex(ctx context.Context, ps *profileState, version int, f Format) (int, error) {
 	p := ps.p
 	vdir := p.vdir(version)
+	// take reserves the first index at or above from that no put of this
+	// process has taken.
+	take := func(from int) int {
+		ps.mu.Lock()
+		defer ps.mu.Unlock()
+		n := max(from, ps.nextIndex[version])
+		ps.nextIndex[version] = n + 1
+		return n
+	}
 	ps.mu.Lock()
-	next, known := ps.nextIndex[version]
+	_, known := ps.nextIndex[version]
 	ps.mu.Unlock()
+	from := 0
 	if !known {
 		var err error
-		if next, err = s.scanNextIndex(ctx, ps, version); err != nil {
+		if from, err = s.scanNextIndex(ctx, ps, version); err != nil {
 			return 0, err
 		}
 	}
+	next := take(from)
 	conflicts := 0
 	for {
-		err := s.fs.CreateExclusive(ctx, path.Join(vdir, claimName(next, f)), nil)
+		// Not synced: the commit cycle syncs the version directory
+		// before the put's record (stagedDirs).
+		err := fsys.CreateExclusiveSync(ctx, s.fs, path.Join(vdir, claimName(next, f)), nil, fsys.SyncContent)
 		if err == nil {
-			ps.mu.Lock()
-			ps.nextIndex[version] = max(ps.nextIndex[version], next+1)
-			ps.mu.Unlock()
 			return next, nil
 		}
 		if !errors.Is(err, fsys.ErrExist) {
@@ -455,10 +468,10 @@ func (s *Store) claimIndex(ctx context.Context, ps *profileState, version int, f
 			if err != nil {
 				return 0, err
 			}
-			next = max(next+1, scanned)
+			next = take(max(next+1, scanned))
 			continue
 		}
-		next++
+		next = take(next + 1)
 	}
 }
 
@@ -564,6 +577,20 @@ func (s *Store) restage(ctx context.Context, ps *profileState, st *staged, lates
 	nst.locked = true
 	*st = *nst
 	return nil
+}
+
+// stagedDirs are the directories whose entries (the put's files and
+// claims) the commit cycle syncs before the put's record is written: the
+// version directory and every directory holding a file of the put.
+func (st *staged) stagedDirs() []string {
+	vdir := st.p.vdir(st.version)
+	dirs := []string{vdir}
+	for _, f := range st.files {
+		if d := path.Dir(st.p.join(f.Path)); d != vdir && !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
 }
 
 // stagedReader reads back the files a staged put wrote.
@@ -794,7 +821,10 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			st.claims = append(st.claims, idx)
 		}
 		k.name = path.Join(vdir, dir, dataFileName(idx, st.format))
-		w, err := s.fs.Create(ctx, k.name)
+		// The file's content is synced at its Commit, its name by the
+		// commit cycle, once per directory for every put of the cycle
+		// (stagedDirs), before the record that lists it.
+		w, err := fsys.CreateSync(ctx, s.fs, k.name, fsys.SyncContent)
 		if err != nil {
 			return nil, fmt.Errorf("write %s: %w", p, err)
 		}
@@ -945,7 +975,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		// indices too (claimed, for pyrosome's appenders).
 		for _, f := range st.files {
 			if i := indexOfPath(f.Path, 0); i > 0 {
-				if err := s.fs.CreateExclusive(ctx, path.Join(vdir, claimName(i, st.format)), nil); err != nil && !errors.Is(err, fsys.ErrExist) {
+				if err := fsys.CreateExclusiveSync(ctx, s.fs, path.Join(vdir, claimName(i, st.format)), nil, fsys.SyncContent); err != nil && !errors.Is(err, fsys.ErrExist) {
 					return fmt.Errorf("claim index in %s %s: %w", p, VersionName(st.version), err)
 				}
 			}
