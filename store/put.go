@@ -885,25 +885,12 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			return err
 		}
 	}
-	var inBytes int64
-	for rdr.Next() {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		in := rdr.RecordBatch()
-		// The limit counts what the client sent (Arrow bytes), checked
-		// before anything of the batch is written.
-		inBytes += util.TotalRecordSize(in)
-		if s.opts.maxPutBytes > 0 && inBytes > s.opts.maxPutBytes {
-			return fmt.Errorf("%w: %s: more than %d bytes in one put", ErrTooLarge, p, s.opts.maxPutBytes)
-		}
-		if err := codec.ValidateBatch(in); err != nil {
-			return fmt.Errorf("%s: %w", p, err)
-		}
-		rec, err := conf.Apply(ctx, in)
-		if err != nil {
-			return fmt.Errorf("%s: %w", p, err)
-		}
+	// encode writes one conformed batch into its files. It runs on a
+	// goroutine of its own, so that receiving, decoding, validating and
+	// conforming the next batch (this goroutine) overlaps encoding this
+	// one: a pipeline one batch deep.
+	encode := func(rec arrow.RecordBatch) error {
+		defer rec.Release()
 		if len(st.by) == 0 {
 			fb := toFileBatch(rec, fileSchema)
 			k, werr := open("", nil)
@@ -911,13 +898,11 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 				werr = writeTo(k, fb)
 			}
 			fb.Release()
-			rec.Release()
 			if werr != nil {
 				return wrapWrite(p, werr)
 			}
 		} else {
 			parts, err := codec.SplitByPartition(ctx, rec, st.by)
-			rec.Release()
 			if err != nil {
 				return fmt.Errorf("%s: %w", p, err)
 			}
@@ -940,6 +925,70 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 				return wrapWrite(p, err)
 			}
 		}
+		return nil
+	}
+	work := make(chan arrow.RecordBatch)
+	encErr := make(chan error, 1)
+	encDone := make(chan struct{})
+	go func() {
+		defer close(encDone)
+		for rec := range work {
+			if err := encode(rec); err != nil {
+				encErr <- err
+				for r := range work {
+					r.Release()
+				}
+				return
+			}
+		}
+	}()
+	stopped := false
+	stopEncoder := func() error {
+		if !stopped {
+			stopped = true
+			close(work)
+			<-encDone
+		}
+		select {
+		case err := <-encErr:
+			encErr <- err // sticky
+			return err
+		default:
+			return nil
+		}
+	}
+	// Runs before the cleanup deferred above: the encoder is done with
+	// the files before they are aborted.
+	defer func() { _ = stopEncoder() }()
+	var inBytes int64
+	for rdr.Next() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		in := rdr.RecordBatch()
+		// The limit counts what the client sent (Arrow bytes), checked
+		// before anything of the batch is written.
+		inBytes += util.TotalRecordSize(in)
+		if s.opts.maxPutBytes > 0 && inBytes > s.opts.maxPutBytes {
+			return fmt.Errorf("%w: %s: more than %d bytes in one put", ErrTooLarge, p, s.opts.maxPutBytes)
+		}
+		if err := codec.ValidateBatch(in); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		rec, err := conf.Apply(ctx, in)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		select {
+		case work <- rec:
+		case err := <-encErr:
+			encErr <- err
+			rec.Release()
+			return err
+		}
+	}
+	if err := stopEncoder(); err != nil {
+		return err
 	}
 	if err := rdr.Err(); err != nil {
 		return fmt.Errorf("%w: put to %s: %w", ErrBadStream, p, err)
