@@ -684,6 +684,11 @@ type sink struct {
 	used   int64 // when it was last written to (for evicting the least recently used)
 }
 
+// writeChunkRows is the most rows written to a file in one piece: a
+// larger batch is written in slices (zero-copy), checking the row group's
+// size after each.
+const writeChunkRows = 64 << 10
+
 // perColumnWriter is the memory an open Parquet writer holds per column
 // beyond what its allocator sees (measured: about 16 KiB for a string
 // column with its dictionary; rounded up for the garbage collector's slack).
@@ -893,13 +898,27 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		defer rec.Release()
 		if len(st.by) == 0 {
 			fb := toFileBatch(rec, fileSchema)
-			k, werr := open("", nil)
-			if werr == nil {
-				werr = writeTo(k, fb)
-			}
-			fb.Release()
-			if werr != nil {
-				return wrapWrite(p, werr)
+			defer fb.Release()
+			// Large batches go in slices, so that a row group ends near
+			// its size limit rather than a whole batch past it.
+			for off, n := int64(0), fb.NumRows(); off < n || n == 0; off += writeChunkRows {
+				part := fb
+				if n > writeChunkRows {
+					part = fb.NewSlice(off, min(n, off+writeChunkRows))
+				} else {
+					part.Retain()
+				}
+				k, werr := open("", nil)
+				if werr == nil {
+					werr = writeTo(k, part)
+				}
+				part.Release()
+				if werr != nil {
+					return wrapWrite(p, werr)
+				}
+				if n <= writeChunkRows {
+					break
+				}
 			}
 		} else {
 			parts, err := codec.SplitByPartition(ctx, rec, st.by)

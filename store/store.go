@@ -96,7 +96,8 @@ func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.log = l }
 func WithRowGroupRows(n int64) Option { return func(o *options) { o.rowGroupRows = n } }
 
 // WithRowGroupBytes starts a new row group once the encoded size of the
-// current one passes n bytes (default 64 MiB).
+// current one passes n bytes (default 16 MiB; a put writing several
+// files at once divides it among them).
 func WithRowGroupBytes(n int64) Option { return func(o *options) { o.rowGroupBytes = n } }
 
 // WithReadBatchRows sets the rows per batch a reader yields (default 64 Ki).
@@ -110,7 +111,7 @@ func WithMaxPartitions(n int) Option { return func(o *options) { o.partitionLimi
 func WithMaxPutBytes(n int64) Option { return func(o *options) { o.maxPutBytes = n } }
 
 // WithPutMemory sets the store-wide budget of memory that open Parquet
-// writers of all puts may buffer (default 256 MiB; 0 keeps the default).
+// writers of all puts may buffer (default 128 MiB; 0 keeps the default).
 // Writers over their share flush a row group early; a put whose files
 // cannot fit even then fails with ErrTooLarge.
 func WithPutMemory(n int64) Option { return func(o *options) { o.putMemory = n } }
@@ -139,7 +140,7 @@ func WithFS(f fsys.FS) Option { return func(o *options) { o.fs = f } }
 func withProcs(p procs) Option { return func(o *options) { o.procs = p } }
 
 // DefaultPutMemory is the default budget of WithPutMemory.
-const DefaultPutMemory = 256 << 20
+const DefaultPutMemory = 128 << 20
 
 // Open opens (creating if needed) the data directory dir on the local file
 // system, or the storage given by WithFS.
@@ -153,7 +154,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		mem:            memory.DefaultAllocator,
 		log:            zerolog.Nop(),
 		rowGroupRows:   1 << 20,
-		rowGroupBytes:  64 << 20,
+		rowGroupBytes:  16 << 20,
 		readBatchRows:  64 << 10,
 		partitionLimit: 4096,
 		lockStaleAfter: 10 * time.Minute,
