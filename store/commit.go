@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quiverdb/quiver/store/fsys"
@@ -26,6 +27,8 @@ type committer struct {
 	// (see finishCycle). Both belong to the leader.
 	headAt  time.Time
 	headDue *CommitRecord
+	// compacting: an automatic compaction of the profile is running.
+	compacting atomic.Bool
 }
 
 // headEvery bounds how long a busy profile's .log/HEAD may lag its log:

@@ -245,6 +245,9 @@ func (s *Store) put(ctx context.Context, ps *profileState, rdr array.RecordReade
 		}
 		return s.retarget(ctx, ps, st, attempt)
 	}
+	if res.rec.Mode == ModeAppend {
+		s.maybeCompact(ps, res.rec.version())
+	}
 	return res.rec, nil
 }
 

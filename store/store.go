@@ -31,6 +31,7 @@ type Store struct {
 	mu       sync.Mutex
 	profiles map[string]*profileState
 	budget   *memBudget
+	bg       sync.WaitGroup // background work (automatic compaction)
 }
 
 // OnLockWait registers fn to be told, after every manifest lock attempt, how
@@ -62,6 +63,7 @@ type options struct {
 	signer         ed25519.PrivateKey
 	verifyReads    bool
 	compression    codec.Compression
+	autoCompact    AutoCompact
 }
 
 // Option configures a Store.
@@ -195,8 +197,10 @@ func (s *Store) Root() string { return s.root }
 // FS is the storage under the store, for maintenance (store/maint).
 func (s *Store) FS() fsys.FS { return s.fs }
 
-// Close releases the storage.
+// Close waits for background work (automatic compactions) and releases
+// the storage.
 func (s *Store) Close() error {
+	s.bg.Wait()
 	if c, ok := s.fs.(interface{ Close() error }); ok {
 		return c.Close()
 	}

@@ -62,6 +62,8 @@ type serveConfig struct {
 	maxPutBytes  int64
 	memoryLimit  string
 	putMemory    string
+	autoCompact  int
+	compactSmall string
 	signingKey   string
 	verifyReads  bool
 	compression  string
@@ -189,6 +191,8 @@ environment. Once listening, serve prints "quiver: serving <data-dir> on
 	f.IntVar(&c.maxSend, "max-send-msg-size", flightserver.DefaultMaxSendMsgSize, "DoGet slices batches to keep each message under this many bytes")
 	f.Int64Var(&c.maxPutBytes, "max-put-bytes", 0, "largest encoded size of one put, bytes (0: no limit)")
 	f.StringVar(&c.memoryLimit, "memory-limit", env("QUIVER_MEMORY_LIMIT", "auto"), "soft limit of the Go heap, e.g. 1GiB: the garbage collector works harder near it; auto: "+defaultMemoryLimitName+" unless GOMEMLIMIT is set (a 1 GB put then peaks under 300 MB RSS); off: none (env QUIVER_MEMORY_LIMIT)")
+	f.IntVar(&c.autoCompact, "auto-compact", 0, "compact a profile's latest version in the background once it holds more than this many small files (0: off)")
+	f.StringVar(&c.compactSmall, "auto-compact-small", env("QUIVER_AUTO_COMPACT_SMALL", "16MiB"), "with --auto-compact: the size under which a file counts as small (env QUIVER_AUTO_COMPACT_SMALL)")
 	f.StringVar(&c.putMemory, "put-memory", env("QUIVER_PUT_MEMORY", "128MiB"), "memory all puts' Parquet writers may hold together; over it they flush row groups early and finish the files of their least recently written partitions (env QUIVER_PUT_MEMORY)")
 	f.StringVar(&c.signingKey, "signing-key", env("QUIVER_SIGNING_KEY", ""), "ed25519 private key file (from quiver keygen): sign every commit record; auditors check with quiver verify --public-key (env QUIVER_SIGNING_KEY)")
 	f.BoolVar(&c.verifyReads, "verify-reads", false, "check each file's SHA-256 against its commit record before any of it is sent (a read of altered data fails with DATA_LOSS)")
@@ -252,6 +256,16 @@ func storeOptions(c serveConfig) ([]store.Option, error) {
 			return nil, fmt.Errorf("--put-memory %q: want a size such as 256MiB", c.putMemory)
 		}
 		opts = append(opts, store.WithPutMemory(n))
+	}
+	if c.autoCompact < 0 {
+		return nil, errors.New("--auto-compact must not be negative")
+	}
+	if c.autoCompact > 0 {
+		small, err := parseBytes(c.compactSmall)
+		if err != nil || small <= 0 {
+			return nil, fmt.Errorf("--auto-compact-small %q: want a size such as 16MiB", c.compactSmall)
+		}
+		opts = append(opts, store.WithAutoCompact(store.AutoCompact{Files: c.autoCompact, SmallBytes: small}))
 	}
 	comp, err := codec.ParseCompression(c.compression)
 	if err != nil {
