@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
-	protobuf "google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/encoding/protowire"
+	protobuf "google.golang.org/protobuf/proto"
 )
 
 // flightCodec is gRPC's proto codec, except that a received FlightData
