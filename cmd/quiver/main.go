@@ -100,8 +100,8 @@ type serveConfig struct {
 // put, one file or 64 partitions, peaks under 300 MB RSS
 // (docs/benchmarks.md).
 const (
-	defaultMemoryLimit     = 224 << 20
-	defaultMemoryLimitName = "224MiB"
+	defaultMemoryLimit     = 256 << 20
+	defaultMemoryLimitName = "256MiB"
 )
 
 // parseBytes reads a size such as 268435456, 256MiB, 512MB or 1GiB.
