@@ -61,7 +61,7 @@ func gatherBatch(ctx context.Context, sc *arrow.Schema, rec arrow.RecordBatch, i
 // it does not gather itself.
 func gather(mem memory.Allocator, arr arrow.Array, idx []int32) arrow.Array {
 	d := arr.Data()
-	if len(d.Children()) > 0 || d.Dictionary() != nil {
+	if len(d.Children()) > 0 || present(d.Dictionary()) {
 		return nil
 	}
 	n := len(idx)
