@@ -648,11 +648,13 @@ def chart(path, meta):
     import matplotlib.pyplot as plt
 
     tp = [r for r in RESULTS if r.get("mib_per_s") and "setup" not in r["case"]]
-    ap = [r for r in RESULTS if "appends_per_s" in r]
+    ap = [r for r in RESULTS if "appends_per_s" in r and not r["case"].startswith("append latency")]
+    hist = [r for r in RESULTS if "appends_per_s" in r and r["case"].startswith("append latency")]
     cases = list(dict.fromkeys(r["case"] for r in tp))
-    fig, axes = plt.subplots(len(cases) + (1 if ap else 0), 1,
-                             figsize=(9, 2.2 + 0.5 * len(tp) + (2 if ap else 0)), squeeze=False)
-    colors = {"quiver": "#1f77b4", "pyarrow Flight": "#ff7f0e", "local": "#7f7f7f"}
+    panels = len(cases) + (1 if ap else 0) + (1 if hist else 0)
+    fig, axes = plt.subplots(panels, 1, figsize=(9, 2.2 + 0.5 * len(tp) + (2 if ap else 0) + (2.5 if hist else 0)),
+                             squeeze=False)
+    colors = {"quiver": "#1f77b4", "pyarrow Flight": "#ff7f0e", "local": "#7f7f7f", "pyrosome": "#2ca02c"}
     for ax, case in zip(axes[:, 0], cases):
         rs = [r for r in tp if r["case"] == case]
         names = [r["variant"] for r in rs]
@@ -665,17 +667,24 @@ def chart(path, meta):
         ax.set_title(f"{case} — MiB/s of Arrow data (median of {REPS})", fontsize=10)
         ax.tick_params(labelsize=8)
         ax.set_xlim(0, max(vals) * 1.15)
-    if ap:
-        ax = axes[-1, 0]
-        names = [r["variant"] for r in ap]
-        vals = [r["appends_per_s"] for r in ap]
-        ax.barh(names, vals, color="#1f77b4")
+    rest = list(axes[len(cases):, 0])
+    for rows, title, label in ((ap, "small appends (1,000 rows each) — appends/s", lambda r: r["variant"]),
+                               (hist, "append latency against history (1 writer, 1,000 rows) — p50 ms, lower is better",
+                                lambda r: f"{r['case'].split('(')[1].split(' in')[0]}: {r['variant']}")):
+        if not rows:
+            continue
+        ax = rest.pop(0)
+        names = [label(r) for r in rows]
+        latency = rows is hist
+        vals = [r["p50_ms"] if latency else r["appends_per_s"] for r in rows]
+        cs = [next((c for k, c in colors.items() if r["variant"].startswith(k)), "#1f77b4") for r in rows]
+        ax.barh(names, vals, color=cs)
         ax.invert_yaxis()
-        for i, r in enumerate(ap):
-            ax.text(r["appends_per_s"], i, f" {r['appends_per_s']:,.0f}/s  p50 {r['p50_ms']:.1f} ms  p99 {r['p99_ms']:.1f} ms",
+        for i, r in enumerate(rows):
+            ax.text(vals[i], i, f" {r['appends_per_s']:,.0f}/s  p50 {r['p50_ms']:.1f} ms  p99 {r['p99_ms']:.1f} ms",
                     va="center", fontsize=8)
-        ax.set_xlim(0, max(vals) * 1.8)
-        ax.set_title("small appends (1,000 rows each) — appends/s", fontsize=10)
+        ax.set_xlim(0, max(vals) * 1.9)
+        ax.set_title(title, fontsize=10)
         ax.tick_params(labelsize=8)
     fig.suptitle(f"Quiver vs peers — BENCH_SCALE={SCALE:g} ({meta['arrow_mib']:,.0f} MiB Arrow, "
                  f"{meta['parquet_mib']:,.0f} MiB Parquet), {meta['machine']}", fontsize=10)
