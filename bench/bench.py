@@ -15,7 +15,9 @@ venv, then runs this). Environment:
                   generated source is kept there and reused.
     BENCH_OUT     where results.json, results.md and benchmarks.png go
                   (default bench/out).
-    BENCH_CASES   comma-separated subset of: get,prune,put,append,list,info.
+    BENCH_CASES   comma-separated subset of: get,prune,put,append,history,list,info.
+    BENCH_HISTORY comma-separated file counts of the append-latency-vs-history
+                  case (default 100,1000,10000; 100,1000 below scale 0.25).
 
 Every variant of a case runs once per round, rounds repeat BENCH_REPS
 times, so Quiver and its peers are measured interleaved under the same
@@ -48,7 +50,9 @@ APPEND_S = float(os.environ.get("BENCH_APPEND_SECONDS", "8" if BIG else "2"))
 WORK = os.environ.get("BENCH_WORK", f"/tmp/quiver-bench-{SCALE:g}")
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.environ.get("BENCH_OUT", os.path.join(HERE, "out"))
-CASES = set(os.environ.get("BENCH_CASES", "get,prune,put,append,list,info").split(","))
+CASES = set(os.environ.get("BENCH_CASES", "get,prune,put,append,history,list,info").split(","))
+HISTORY = [int(n) for n in os.environ.get("BENCH_HISTORY", "100,1000,10000" if SCALE >= 0.25 else "100,1000").split(",")]
+HISTORY_APPENDS = 200  # timed appends at each history size
 COUNT = max(100, int(10_000 * SCALE))  # profiles to list, files in one profile
 BATCH_ROWS = 256 * 1024  # "large batches": ~37 MiB each
 PROJ = ["id", "price"]  # 2 columns of 20
@@ -361,10 +365,13 @@ def put_cases():
 
     batches = source_reader
 
-    def quiver():
+    def quiver(partition_by=None):
         n[0] += 1
         path = f"bench/put{n[0]}"
-        res = flight_put(q.client, fl.FlightDescriptor.for_command(json.dumps({"path": path, "mode": "write"})), batches)
+        cmd = {"path": path, "mode": "write"}
+        if partition_by:
+            cmd["partition_by"] = partition_by
+        res = flight_put(q.client, fl.FlightDescriptor.for_command(json.dumps(cmd)), batches)
         shutil.rmtree(os.path.join(data_dir(), path), ignore_errors=True)
         return res
 
@@ -384,6 +391,7 @@ def put_cases():
     try:
         run_case("DoPut (one file, large batches)", [
             ("quiver (pyarrow client)", quiver, q),
+            (f"quiver partitioned by {PARTS} (pyarrow client)", lambda: quiver(["part"]), q),
             ("pyarrow Flight peer (pyarrow client)", peer, p),
             ("local pq.write_table", write_table, None),
         ], what=f"{BATCH_ROWS:,}-row batches, zstd")
@@ -418,6 +426,69 @@ def append_cases():
             "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "errors": r["errors"], "appends": r["appends"],
             "server_peak_rss_mib": peak / MiB,
         })
+
+
+def history_cases():
+    """Append latency against the history of the version: one writer's
+    1,000-row appends into a version already holding N files, Quiver (a
+    version Quiver wrote, filled by 32 concurrent appenders) and pyrosome's
+    own SimpleIo.append (in-process, the version filled with N hard links of
+    one file, which pyrosome's rule makes visible)."""
+    import polars as pl
+    import pyrosome
+
+    frame = pl.DataFrame({"id": range(1000), "name": [f"n{i % 37}" for i in range(1000)],
+                          "score": [i / 7 for i in range(1000)]})
+    for files in HISTORY:
+        q = start_quiver()
+        try:
+            path = f"bench/history{files}"
+            shutil.rmtree(os.path.join(data_dir(), path), ignore_errors=True)
+            if files > 1:
+                subprocess.run([FLIGHTBENCH, "append", "-addr", q.addr, "-path", path, "-writers", "32",
+                                "-count", str(files - 1), "-rows", "1000"], check=True, capture_output=True)
+            q.sampler.start()
+            out = subprocess.run([FLIGHTBENCH, "append", "-addr", q.addr, "-path", path, "-writers", "1",
+                                  "-count", str(HISTORY_APPENDS), "-rows", "1000"],
+                                 check=True, capture_output=True, text=True).stdout
+            peak = q.sampler.stop()
+        finally:
+            q.stop()
+        r = json.loads(out)
+        log(f"history {files}: {r}")
+        RESULTS.append({
+            "case": f"append latency ({files:,} files in the version)", "variant": "quiver (Go client, 1 writer)",
+            "what": f"{HISTORY_APPENDS} appends", "reps": 1, "median_s": r["seconds"], "rows": r["rows"], "bytes": None,
+            "rows_per_s": r["rows"] / r["seconds"], "mib_per_s": None, "appends_per_s": r["per_s"],
+            "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "errors": r["errors"], "appends": r["appends"],
+            "server_peak_rss_mib": peak / MiB,
+        })
+        # pyrosome: the same history, its own appends.
+        root = os.path.join(WORK, "pyrosome-history")
+        shutil.rmtree(root, ignore_errors=True)
+        io = pyrosome.SimpleIo(root)
+        vdir = io.write(frame, "hist")
+        first = os.path.join(vdir, "0.parquet")
+        for i in range(1, files):
+            os.link(first, os.path.join(vdir, f"{i}.parquet"))
+        lats = []
+        t0 = time.perf_counter()
+        count = HISTORY_APPENDS if files < 5000 else HISTORY_APPENDS // 4  # pyrosome lists the version: ~0.2 s each at 10,000
+        for _ in range(count):
+            a = time.perf_counter()
+            io.append(frame, "hist")
+            lats.append(time.perf_counter() - a)
+        secs = time.perf_counter() - t0
+        lats.sort()
+        RESULTS.append({
+            "case": f"append latency ({files:,} files in the version)", "variant": "pyrosome SimpleIo.append (local)",
+            "what": f"{count} appends", "reps": 1, "median_s": secs, "rows": 1000 * count,
+            "bytes": None, "rows_per_s": 1000 * count / secs, "mib_per_s": None,
+            "appends_per_s": count / secs, "p50_ms": lats[len(lats) // 2] * 1000,
+            "p99_ms": lats[int(0.99 * (len(lats) - 1))] * 1000, "errors": 0, "appends": count,
+            "server_peak_rss_mib": None,
+        })
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def tiny_file(path):
@@ -557,12 +628,17 @@ def markdown(meta):
         if "appends_per_s" in r:
             lines.append(
                 f"| {r['case']} | {r['variant']} | {r['appends_per_s']:,.0f} appends/s | {r['rows_per_s']:,.0f} | "
-                f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms | — | — | {r['server_peak_rss_mib']:.0f} |")
+                f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms | — | — | {fmt(r['server_peak_rss_mib'], '.0f')} |")
             continue
         lines.append(
             f"| {r['case']} | {r['variant']} | {r['median_s']:.3f} | {r['rows_per_s']:,.0f} | "
             f"{fmt(r['mib_per_s'] or None, ',.1f')} | {fmt(r.get('vs_peer'), '.2f')}× | "
             f"{fmt(r.get('vs_local'), '.2f')}× | {fmt(r['server_peak_rss_mib'], '.0f')} |".replace("—×", "—"))
+    one = next((r for r in RESULTS if r["variant"] == "quiver (pyarrow client)" and r["case"].startswith("DoPut (one file")), None)
+    part = next((r for r in RESULTS if r["variant"].startswith("quiver partitioned by")), None)
+    if one and part:
+        lines += ["", f"Partitioned put (64 partitions) / one-file put throughput: "
+                      f"{part['rows_per_s'] / one['rows_per_s']:.2f}×."]
     return "\n".join(lines) + "\n"
 
 
@@ -572,11 +648,13 @@ def chart(path, meta):
     import matplotlib.pyplot as plt
 
     tp = [r for r in RESULTS if r.get("mib_per_s") and "setup" not in r["case"]]
-    ap = [r for r in RESULTS if "appends_per_s" in r]
+    ap = [r for r in RESULTS if "appends_per_s" in r and not r["case"].startswith("append latency")]
+    hist = [r for r in RESULTS if "appends_per_s" in r and r["case"].startswith("append latency")]
     cases = list(dict.fromkeys(r["case"] for r in tp))
-    fig, axes = plt.subplots(len(cases) + (1 if ap else 0), 1,
-                             figsize=(9, 2.2 + 0.5 * len(tp) + (2 if ap else 0)), squeeze=False)
-    colors = {"quiver": "#1f77b4", "pyarrow Flight": "#ff7f0e", "local": "#7f7f7f"}
+    panels = len(cases) + (1 if ap else 0) + (1 if hist else 0)
+    fig, axes = plt.subplots(panels, 1, figsize=(9, 2.2 + 0.5 * len(tp) + (2 if ap else 0) + (2.5 if hist else 0)),
+                             squeeze=False)
+    colors = {"quiver": "#1f77b4", "pyarrow Flight": "#ff7f0e", "local": "#7f7f7f", "pyrosome": "#2ca02c"}
     for ax, case in zip(axes[:, 0], cases):
         rs = [r for r in tp if r["case"] == case]
         names = [r["variant"] for r in rs]
@@ -589,17 +667,24 @@ def chart(path, meta):
         ax.set_title(f"{case} — MiB/s of Arrow data (median of {REPS})", fontsize=10)
         ax.tick_params(labelsize=8)
         ax.set_xlim(0, max(vals) * 1.15)
-    if ap:
-        ax = axes[-1, 0]
-        names = [r["variant"] for r in ap]
-        vals = [r["appends_per_s"] for r in ap]
-        ax.barh(names, vals, color="#1f77b4")
+    rest = list(axes[len(cases):, 0])
+    for rows, title, label in ((ap, "small appends (1,000 rows each) — appends/s", lambda r: r["variant"]),
+                               (hist, "append latency against history (1 writer, 1,000 rows) — p50 ms, lower is better",
+                                lambda r: f"{r['case'].split('(')[1].split(' in')[0]}: {r['variant']}")):
+        if not rows:
+            continue
+        ax = rest.pop(0)
+        names = [label(r) for r in rows]
+        latency = rows is hist
+        vals = [r["p50_ms"] if latency else r["appends_per_s"] for r in rows]
+        cs = [next((c for k, c in colors.items() if r["variant"].startswith(k)), "#1f77b4") for r in rows]
+        ax.barh(names, vals, color=cs)
         ax.invert_yaxis()
-        for i, r in enumerate(ap):
-            ax.text(r["appends_per_s"], i, f" {r['appends_per_s']:,.0f}/s  p50 {r['p50_ms']:.1f} ms  p99 {r['p99_ms']:.1f} ms",
+        for i, r in enumerate(rows):
+            ax.text(vals[i], i, f" {r['appends_per_s']:,.0f}/s  p50 {r['p50_ms']:.1f} ms  p99 {r['p99_ms']:.1f} ms",
                     va="center", fontsize=8)
-        ax.set_xlim(0, max(vals) * 1.8)
-        ax.set_title("small appends (1,000 rows each) — appends/s", fontsize=10)
+        ax.set_xlim(0, max(vals) * 1.9)
+        ax.set_title(title, fontsize=10)
         ax.tick_params(labelsize=8)
     fig.suptitle(f"Quiver vs peers — BENCH_SCALE={SCALE:g} ({meta['arrow_mib']:,.0f} MiB Arrow, "
                  f"{meta['parquet_mib']:,.0f} MiB Parquet), {meta['machine']}", fontsize=10)
@@ -641,6 +726,8 @@ def main():
         put_cases()
     if "append" in CASES:
         append_cases()
+    if "history" in CASES:
+        history_cases()
     if CASES & {"list", "info"}:
         catalog_cases()
     ratios(RESULTS)

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quiverdb/quiver/store/fsys"
@@ -21,7 +23,19 @@ type committer struct {
 	mu      sync.Mutex
 	queue   []*commitReq
 	leading bool
+	// headAt is when .log/HEAD was last written; headDue holds the
+	// last record of cycles whose head write was left to a later cycle
+	// (see finishCycle). Both belong to the leader.
+	headAt  time.Time
+	headDue *CommitRecord
+	// compacting: an automatic compaction of the profile is running.
+	compacting atomic.Bool
 }
+
+// headEvery bounds how long a busy profile's .log/HEAD may lag its log:
+// back-to-back cycles write it at most this often (and the last cycle of
+// a burst always does).
+const headEvery = 100 * time.Millisecond
 
 type commitReq struct {
 	ctx  context.Context
@@ -39,7 +53,8 @@ type commitResult struct {
 }
 
 // commitStaged commits st (with whatever else is queued) and returns the
-// decision for it.
+// decision for it. The cycles run on a leader goroutine of their own
+// while the puts wait.
 func (s *Store) commitStaged(ctx context.Context, ps *profileState, st *staged) commitResult {
 	req := &commitReq{ctx: ctx, st: st, done: make(chan commitResult, 1)}
 	c := &ps.commit
@@ -49,16 +64,7 @@ func (s *Store) commitStaged(ctx context.Context, ps *profileState, st *staged) 
 	c.leading = true
 	c.mu.Unlock()
 	if lead {
-		s.runCycle(c)
-		c.mu.Lock()
-		more := len(c.queue) > 0
-		if !more {
-			c.leading = false
-		}
-		c.mu.Unlock()
-		if more {
-			go s.lead(c)
-		}
+		go s.lead(c)
 	}
 	return <-req.done
 }
@@ -112,18 +118,70 @@ func (s *Store) runCycle(c *committer) {
 		c.mu.Unlock()
 		live = appends
 	}
-	res := s.safeCycle(c.ps, live)
+	res, finish := s.cycle(c.ps, live)
+	// The clients are answered once the cycle is over (head written, lock
+	// released): a process that exits after its last put returned
+	// leaves no lock and no lagging head behind.
+	s.finishCycle(c, finish)
 	for i, r := range live {
 		r.done <- res[i]
 	}
 }
 
-// safeCycle runs a cycle and turns a panic in it (a bug) into an error
-// for each put of the batch, so that the others waiting on it and the
-// profile's next cycles are not stuck, and a cycle on a goroutine of its
-// own does not take the server down. Whether a put of the batch committed
-// is then unknown: the error says to retry, which a request id makes safe.
-func (s *Store) safeCycle(ps *profileState, batch []*commitReq) (res []commitResult) {
+// cycleEnd is what a cycle leaves to do once its records are durable:
+// write the log head (last is the cycle's last record, nil if it
+// committed nothing) and release the lock.
+type cycleEnd struct {
+	last   *CommitRecord
+	unlock func() error
+	cancel context.CancelFunc
+	ctx    context.Context
+}
+
+// finishCycle writes the log head and releases the lock. Back-to-back
+// cycles of a busy profile write the head at most every headEvery: it is
+// a hint that only ever lags (format.md), and the next cycle, already
+// queued, writes it soon.
+func (s *Store) finishCycle(c *committer, e cycleEnd) {
+	if e.unlock == nil {
+		return
+	}
+	defer e.cancel()
+	if e.last != nil {
+		c.headDue = e.last
+	}
+	c.mu.Lock()
+	busy := len(c.queue) > 0
+	c.mu.Unlock()
+	if c.headDue != nil && (!busy || time.Since(c.headAt) >= headEvery) {
+		s.writeHead(e.ctx, c.ps, c.headDue)
+		c.headDue, c.headAt = nil, time.Now()
+	}
+	if err := e.unlock(); err != nil {
+		s.opts.log.Error().Err(err).Str("profile", c.ps.p.String()).Msg("manifest lock")
+		return
+	}
+	if !busy {
+		// The release was not synced (the next cycle, already queued,
+		// takes the lock again); now that the profile is idle it is made
+		// durable, so that a crash cannot bring back a released lock.
+		if err := fsys.SyncDir(e.ctx, s.fs, c.ps.p.dir); err != nil {
+			s.opts.log.Warn().Err(err).Str("profile", c.ps.p.String()).Msg("sync after releasing the manifest lock")
+		}
+	}
+}
+
+// cycle commits a batch under the profile's manifest lock: the one place
+// where anything becomes committed (docs/architecture.md). It returns
+// with the lock still held: finishCycle writes the head and releases it.
+//
+// A panic in the cycle (a bug) becomes an error for each put of the batch,
+// so that the others waiting on it and the profile's next cycles are not
+// stuck, and a cycle on a goroutine of its own does not take the server
+// down; the lock, if taken, is still released by finishCycle. Whether a put
+// of the batch committed is then unknown: the error says to retry, which a
+// request id makes safe.
+func (s *Store) cycle(ps *profileState, batch []*commitReq) (res []commitResult, end cycleEnd) {
 	defer func() {
 		if v := recover(); v != nil {
 			pe := &PanicError{Profile: ps.p.String(), Value: v, Stack: debug.Stack()}
@@ -137,12 +195,24 @@ func (s *Store) safeCycle(ps *profileState, batch []*commitReq) (res []commitRes
 			}
 		}
 	}()
-	return s.cycle(ps, batch)
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.lockTimeout+time.Minute)
+	unlock, err := s.lockProfileSync(ctx, ps.p, fsys.SyncNone)
+	if err != nil {
+		cancel()
+		res := make([]commitResult, len(batch))
+		for i := range res {
+			res[i].err = err
+		}
+		return res, cycleEnd{}
+	}
+	end = cycleEnd{unlock: unlock, cancel: cancel, ctx: ctx}
+	res = s.cycleLocked(ctx, ps, batch, &end.last)
+	return res, end
 }
 
-// cycle commits a batch under the profile's manifest lock: the one place
-// where anything becomes committed (docs/architecture.md).
-func (s *Store) cycle(ps *profileState, batch []*commitReq) []commitResult {
+// cycleLocked is the body of cycle, holding the lock; *last is set to the
+// last record it committed.
+func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*commitReq, last **CommitRecord) []commitResult {
 	p := ps.p
 	res := make([]commitResult, len(batch))
 	fail := func(err error) []commitResult {
@@ -153,9 +223,6 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) []commitResult {
 		}
 		return res
 	}
-	// The cycle outlives any one client: it may commit others' puts.
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.lockTimeout+time.Minute)
-	defer cancel()
 	// Appends first, then writes: the batch is concurrent, and this order
 	// lands every append of it in the version that is latest now.
 	order := make([]int, len(batch))
@@ -170,15 +237,6 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) []commitResult {
 		// Writes by version: the highest commits last and is the latest.
 		return sa.mode != ModeAppend && sa.version < sb.version
 	})
-	unlock, err := s.lockProfile(ctx, p)
-	if err != nil {
-		return fail(err)
-	}
-	defer func() {
-		if err := unlock(); err != nil {
-			s.opts.log.Error().Err(err).Str("profile", p.String()).Msg("manifest lock")
-		}
-	}()
 	for attempt := 0; ; attempt++ {
 		for i := range res {
 			res[i] = commitResult{}
@@ -320,7 +378,7 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) []commitResult {
 			}
 			headHash = c.Hash()
 		}
-		if err := s.appendSegment(ctx, ps, all); err != nil {
+		if err := s.commitSegment(ctx, ps, all, stagedDirsOf(batch, accepted)); err != nil {
 			if errors.Is(err, fsys.ErrExist) && attempt < 5 {
 				// Another committer (whose lock we took over, or one
 				// ignoring it) got there first: read the log again.
@@ -328,6 +386,7 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) []commitResult {
 			}
 			return fail(fmt.Errorf("commit %s: %w", p, err))
 		}
+		*last = recs[len(recs)-1]
 		// Committed. The manifest follows the highest version written.
 		if newest >= 0 && (missing || newest > latest) {
 			if err := s.advanceManifest(ctx, p, newest, tok, missing); err != nil {
@@ -380,6 +439,65 @@ func (s *Store) adoptLegacy(ctx context.Context, ps *profileState) ([]*CommitRec
 		}
 	}
 	return out, nil
+}
+
+// stagedDirsOf lists the directories of the accepted puts of a batch,
+// each once.
+func stagedDirsOf(batch []*commitReq, accepted []int) []string {
+	var dirs []string
+	for _, i := range accepted {
+		for _, d := range batch[i].st.stagedDirs() {
+			if !slices.Contains(dirs, d) {
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	return dirs
+}
+
+// commitSegment writes recs as the log's next segment: the commit. The
+// puts' files and claims were created without syncing their directories
+// (fsys.SyncContent); here each of dirs is synced once for all of them,
+// in parallel with the sync of the segment's content, and only then is
+// the segment linked to its name and the log directory synced. On storage
+// without relaxed durability it is writeSegment.
+func (s *Store) commitSegment(ctx context.Context, ps *profileState, recs []*CommitRecord, dirs []string) error {
+	if !fsys.IsRelaxed(s.fs) {
+		return s.writeSegment(ctx, ps, recs)
+	}
+	name, data := segmentOf(ps.p, recs)
+	w, err := fsys.CreateSync(ctx, s.fs, name, fsys.SyncContent)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(data); err != nil {
+		_ = w.Abort()
+		return err
+	}
+	errs := make([]error, len(dirs)+1)
+	var wg sync.WaitGroup
+	for k, d := range dirs {
+		wg.Go(func() { errs[k] = fsys.SyncDir(ctx, s.fs, d) })
+	}
+	if ds, ok := w.(fsys.DataSyncer); ok {
+		errs[len(dirs)] = ds.Sync(ctx)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		_ = w.Abort()
+		return err
+	}
+	if err := w.Commit(ctx); err != nil {
+		_ = w.Abort()
+		return err
+	}
+	if err := fsys.SyncDir(ctx, s.fs, ps.p.join(logDir)); err != nil {
+		return err
+	}
+	ps.mu.Lock()
+	ps.log.add(recs)
+	ps.mu.Unlock()
+	return nil
 }
 
 // errCompactionStale: the version a compaction read is no longer the

@@ -127,6 +127,14 @@ func describeOwner(ls *lockState) string {
 // cannot both take over one stale lock on storage with a real CAS). The
 // returned func releases the lock if it is still ours.
 func (s *Store) lockProfile(ctx context.Context, p profile) (func() error, error) {
+	return s.lockProfileSync(ctx, p, fsys.SyncFull)
+}
+
+// lockProfileSync is lockProfile whose release has the durability
+// release: a commit cycle releases with fsys.SyncNone and syncs the
+// profile directory itself once its profile is idle (finishCycle).
+func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Sync) (func() error, error) {
+	releaseSync := release
 	me, _ := json.Marshal(s.self())
 	name := p.join(lockName)
 	start := time.Now()
@@ -137,7 +145,7 @@ func (s *Store) lockProfile(ctx context.Context, p profile) (func() error, error
 			(*fn)(time.Since(start), acquired)
 		}
 	}()
-	release := func() error {
+	unlock := func() error {
 		raw, _, err := s.fs.ReadFile(context.WithoutCancel(ctx), name)
 		if isNotExist(err) {
 			return fmt.Errorf("release manifest lock of %s: it was broken while held", p)
@@ -148,17 +156,23 @@ func (s *Store) lockProfile(ctx context.Context, p profile) (func() error, error
 		if !bytes.Equal(raw, me) {
 			return fmt.Errorf("release manifest lock of %s: it was taken over while held", p)
 		}
-		if err := s.fs.Delete(context.WithoutCancel(ctx), name); err != nil {
+		if err := fsys.DeleteSync(context.WithoutCancel(ctx), s.fs, name, releaseSync); err != nil {
 			return fmt.Errorf("release manifest lock of %s: %w", p, err)
 		}
 		return nil
 	}
 	poll := time.Millisecond
 	for {
-		err := s.fs.CreateExclusive(ctx, name, me)
+		// The lock's creation need not be durable: a lock lost in a
+		// machine crash protected nothing any more, and one that
+		// survives is judged as before (its owner's boot is gone). Its
+		// release is made durable (by the release, or by the commit
+		// cycle once the profile is idle), so that a released lock does
+		// not come back after a crash.
+		err := fsys.CreateExclusiveSync(ctx, s.fs, name, me, fsys.SyncNone)
 		if err == nil {
 			acquired = true
-			return release, nil
+			return unlock, nil
 		}
 		if !errors.Is(err, fsys.ErrExist) {
 			return nil, fmt.Errorf("lock manifest of %s: %w", p, err)
@@ -168,10 +182,10 @@ func (s *Store) lockProfile(ctx context.Context, p profile) (func() error, error
 			return nil, err
 		}
 		if ls.held && ls.stale {
-			if err := s.fs.Replace(ctx, name, me, ls.token); err == nil {
+			if err := fsys.ReplaceSync(ctx, s.fs, name, me, ls.token, fsys.SyncNone); err == nil {
 				s.opts.log.Warn().Str("profile", p.String()).Str("reason", ls.reason).Str("lock", string(ls.raw)).Msg("stale manifest lock taken over")
 				acquired = true
-				return release, nil
+				return unlock, nil
 			}
 			continue
 		}

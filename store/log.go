@@ -205,7 +205,10 @@ func (s *Store) writeHead(ctx context.Context, ps *profileState, last *CommitRec
 		ps.mu.Lock()
 		tok := ps.headTok
 		ps.mu.Unlock()
-		err := s.fs.Replace(ctx, name, b, tok)
+		// The head is a hint that only ever lags: its content is synced
+		// before it replaces the old one (a crash leaves the old or the
+		// new head, never a torn one), its directory entry is not.
+		err := fsys.ReplaceSync(ctx, s.fs, name, b, tok, fsys.SyncContent)
 		if err == nil {
 			_, ntok, rerr := s.fs.ReadFile(ctx, name)
 			if rerr == nil {
@@ -246,22 +249,35 @@ func (s *Store) readHead(ctx context.Context, p profile) (logHead, bool, error) 
 }
 
 // appendSegment writes recs (already chained and encoded) as the segment
-// that follows the log's head. fsys.ErrExist means another committer got
-// there first: refresh and retry.
+// that follows the log's head, then the head. fsys.ErrExist means another
+// committer got there first: refresh and retry.
 func (s *Store) appendSegment(ctx context.Context, ps *profileState, recs []*CommitRecord) error {
-	p := ps.p
+	if err := s.writeSegment(ctx, ps, recs); err != nil {
+		return err
+	}
+	s.writeHead(ctx, ps, recs[len(recs)-1])
+	return nil
+}
+
+// segmentOf is the name and content of the segment holding recs.
+func segmentOf(p profile, recs []*CommitRecord) (string, []byte) {
 	var buf bytes.Buffer
 	for _, r := range recs {
 		buf.Write(r.line)
 		buf.WriteByte('\n')
 	}
-	name := path.Join(p.dir, logDir, segmentName(recs[0].Seq))
-	if err := s.fs.CreateExclusive(ctx, name, buf.Bytes()); err != nil {
+	return path.Join(p.dir, logDir, segmentName(recs[0].Seq)), buf.Bytes()
+}
+
+// writeSegment is appendSegment without the head, which the caller
+// writes (a commit cycle writes it after answering its clients).
+func (s *Store) writeSegment(ctx context.Context, ps *profileState, recs []*CommitRecord) error {
+	name, data := segmentOf(ps.p, recs)
+	if err := s.fs.CreateExclusive(ctx, name, data); err != nil {
 		return err
 	}
 	ps.mu.Lock()
 	ps.log.add(recs)
 	ps.mu.Unlock()
-	s.writeHead(ctx, ps, recs[len(recs)-1])
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"path"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 
@@ -262,6 +263,9 @@ func (s *Store) put(ctx context.Context, ps *profileState, rdr array.RecordReade
 		}
 		return s.retarget(ctx, ps, st, attempt)
 	}
+	if res.rec.Mode == ModeAppend {
+		s.maybeCompact(ps, res.rec.version())
+	}
 	return res.rec, nil
 }
 
@@ -445,26 +449,38 @@ func (s *Store) writerOf(o PutOptions) string {
 // creating its .claim marker (never deleted). It starts where this process
 // last claimed, so it costs one create however long the history; only a
 // conflict (another process or pyrosome claimed meanwhile) probes further,
-// and repeated conflicts list the directory once to jump ahead.
+// and repeated conflicts list the directory once to jump ahead. Puts of
+// this process never race for one index: each takes the next one in
+// memory before creating its marker.
 func (s *Store) claimIndex(ctx context.Context, ps *profileState, version int, f Format) (int, error) {
 	p := ps.p
 	vdir := p.vdir(version)
+	// take reserves the first index at or above from that no put of this
+	// process has taken.
+	take := func(from int) int {
+		ps.mu.Lock()
+		defer ps.mu.Unlock()
+		n := max(from, ps.nextIndex[version])
+		ps.nextIndex[version] = n + 1
+		return n
+	}
 	ps.mu.Lock()
-	next, known := ps.nextIndex[version]
+	_, known := ps.nextIndex[version]
 	ps.mu.Unlock()
+	from := 0
 	if !known {
 		var err error
-		if next, err = s.scanNextIndex(ctx, ps, version); err != nil {
+		if from, err = s.scanNextIndex(ctx, ps, version); err != nil {
 			return 0, err
 		}
 	}
+	next := take(from)
 	conflicts := 0
 	for {
-		err := s.fs.CreateExclusive(ctx, path.Join(vdir, claimName(next, f)), nil)
+		// Not synced: the commit cycle syncs the version directory
+		// before the put's record (stagedDirs).
+		err := fsys.CreateExclusiveSync(ctx, s.fs, path.Join(vdir, claimName(next, f)), nil, fsys.SyncContent)
 		if err == nil {
-			ps.mu.Lock()
-			ps.nextIndex[version] = max(ps.nextIndex[version], next+1)
-			ps.mu.Unlock()
 			return next, nil
 		}
 		if !errors.Is(err, fsys.ErrExist) {
@@ -476,10 +492,10 @@ func (s *Store) claimIndex(ctx context.Context, ps *profileState, version int, f
 			if err != nil {
 				return 0, err
 			}
-			next = max(next+1, scanned)
+			next = take(max(next+1, scanned))
 			continue
 		}
-		next++
+		next = take(next + 1)
 	}
 }
 
@@ -653,6 +669,20 @@ func (s *Store) restage(ctx context.Context, ps *profileState, st *staged, lates
 	return nil
 }
 
+// stagedDirs are the directories whose entries (the put's files and
+// claims) the commit cycle syncs before the put's record is written: the
+// version directory and every directory holding a file of the put.
+func (st *staged) stagedDirs() []string {
+	vdir := st.p.vdir(st.version)
+	dirs := []string{vdir}
+	for _, f := range st.files {
+		if d := path.Dir(st.p.join(f.Path)); d != vdir && !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
 // stagedReader reads back the files a staged put wrote.
 func (s *Store) stagedReader(ctx context.Context, st *staged) (array.RecordReader, error) {
 	sn := &Snapshot{Keys: st.p.keys, Version: st.version, Format: st.format, Schema: st.schema, PartitionBy: st.by, SchemaVersion: st.schemaV}
@@ -743,6 +773,11 @@ type sink struct {
 	mem    int64 // bytes charged to the memory budget
 	used   int64 // when it was last written to (for evicting the least recently used)
 }
+
+// writeChunkRows is the most rows written to a file in one piece: a
+// larger batch is written in slices (zero-copy), checking the row group's
+// size after each.
+const writeChunkRows = 64 << 10
 
 // perColumnWriter is the memory an open Parquet writer holds per column
 // beyond what its allocator sees (measured: about 16 KiB for a string
@@ -889,7 +924,10 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			st.claims = append(st.claims, idx)
 		}
 		k.name = path.Join(vdir, dir, dataFileName(idx, st.format))
-		w, err := s.fs.Create(ctx, k.name)
+		// The file's content is synced at its Commit, its name by the
+		// commit cycle, once per directory for every put of the cycle
+		// (stagedDirs), before the record that lists it.
+		w, err := fsys.CreateSync(ctx, s.fs, k.name, fsys.SyncContent)
 		if err != nil {
 			return nil, fmt.Errorf("write %s: %w", p, err)
 		}
@@ -950,6 +988,105 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			return err
 		}
 	}
+	// encode writes one conformed batch into its files. It runs on a
+	// goroutine of its own, so that receiving, decoding, validating and
+	// conforming the next batch (this goroutine) overlaps encoding this
+	// one: a pipeline one batch deep.
+	encode := func(rec arrow.RecordBatch) error {
+		defer rec.Release()
+		if len(st.by) == 0 {
+			fb := toFileBatch(rec, fileSchema)
+			defer fb.Release()
+			// Large batches go in slices, so that a row group ends near
+			// its size limit rather than a whole batch past it.
+			for off, n := int64(0), fb.NumRows(); off < n || n == 0; off += writeChunkRows {
+				part := fb
+				if n > writeChunkRows {
+					part = fb.NewSlice(off, min(n, off+writeChunkRows))
+				} else {
+					part.Retain()
+				}
+				k, werr := open("", nil)
+				if werr == nil {
+					werr = writeTo(k, part)
+				}
+				part.Release()
+				if werr != nil {
+					return wrapWrite(p, werr)
+				}
+				if n <= writeChunkRows {
+					break
+				}
+			}
+		} else {
+			parts, err := codec.SplitByPartition(ctx, rec, st.by)
+			if err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+			var werr error
+			for _, part := range parts {
+				if werr == nil {
+					var k *sink
+					if k, werr = open(part.Dir, part.Values); werr == nil {
+						werr = writeTo(k, part.Batch)
+					}
+				}
+				part.Batch.Release()
+			}
+			if werr != nil {
+				return wrapWrite(p, werr)
+			}
+		}
+		if st.format == FormatParquet {
+			if err := relieve(nil); err != nil {
+				return wrapWrite(p, err)
+			}
+		}
+		return nil
+	}
+	work := make(chan arrow.RecordBatch)
+	encErr := make(chan error, 1)
+	encDone := make(chan struct{})
+	// safeEncode turns a panic of the encoder goroutine into this put's
+	// error, as the recover above does for this goroutine.
+	safeEncode := func(rec arrow.RecordBatch) (err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				err = &PanicError{Profile: st.p.String(), Value: v, Stack: debug.Stack()}
+			}
+		}()
+		return encode(rec)
+	}
+	go func() {
+		defer close(encDone)
+		for rec := range work {
+			if err := safeEncode(rec); err != nil {
+				encErr <- err
+				for r := range work {
+					r.Release()
+				}
+				return
+			}
+		}
+	}()
+	stopped := false
+	stopEncoder := func() error {
+		if !stopped {
+			stopped = true
+			close(work)
+			<-encDone
+		}
+		select {
+		case err := <-encErr:
+			encErr <- err // sticky
+			return err
+		default:
+			return nil
+		}
+	}
+	// Runs before the cleanup deferred above: the encoder is done with
+	// the files before they are aborted.
+	defer func() { _ = stopEncoder() }()
 	var inBytes int64
 	for rdr.Next() {
 		if err := ctx.Err(); err != nil {
@@ -975,42 +1112,16 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 				return fmt.Errorf("%s: %w", p, err)
 			}
 		}
-		if len(st.by) == 0 {
-			fb := toFileBatch(rec, fileSchema)
-			k, werr := open("", nil)
-			if werr == nil {
-				werr = writeTo(k, fb)
-			}
-			fb.Release()
+		select {
+		case work <- rec:
+		case err := <-encErr:
+			encErr <- err
 			rec.Release()
-			if werr != nil {
-				return wrapWrite(p, werr)
-			}
-		} else {
-			parts, err := codec.SplitByPartition(ctx, rec, st.by)
-			rec.Release()
-			if err != nil {
-				return fmt.Errorf("%s: %w", p, err)
-			}
-			var werr error
-			for _, part := range parts {
-				if werr == nil {
-					var k *sink
-					if k, werr = open(part.Dir, part.Values); werr == nil {
-						werr = writeTo(k, part.Batch)
-					}
-				}
-				part.Batch.Release()
-			}
-			if werr != nil {
-				return wrapWrite(p, werr)
-			}
+			return err
 		}
-		if st.format == FormatParquet {
-			if err := relieve(nil); err != nil {
-				return wrapWrite(p, err)
-			}
-		}
+	}
+	if err := stopEncoder(); err != nil {
+		return err
 	}
 	if err := rdr.Err(); err != nil {
 		return fmt.Errorf("%w: put to %s: %w", ErrBadStream, p, err)
@@ -1046,7 +1157,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		// indices too (claimed, for pyrosome's appenders).
 		for _, f := range st.files {
 			if i := indexOfPath(f.Path, 0); i > 0 {
-				if err := s.fs.CreateExclusive(ctx, path.Join(vdir, claimName(i, st.format)), nil); err != nil && !errors.Is(err, fsys.ErrExist) {
+				if err := fsys.CreateExclusiveSync(ctx, s.fs, path.Join(vdir, claimName(i, st.format)), nil, fsys.SyncContent); err != nil && !errors.Is(err, fsys.ErrExist) {
 					return fmt.Errorf("claim index in %s %s: %w", p, VersionName(st.version), err)
 				}
 			}

@@ -31,6 +31,7 @@ type Store struct {
 	mu       sync.Mutex
 	profiles map[string]*profileState
 	budget   *memBudget
+	bg       sync.WaitGroup // background work (automatic compaction)
 }
 
 // OnLockWait registers fn to be told, after every manifest lock attempt, how
@@ -62,6 +63,7 @@ type options struct {
 	signer         ed25519.PrivateKey
 	verifyReads    bool
 	compression    codec.Compression
+	autoCompact    AutoCompact
 }
 
 // Option configures a Store.
@@ -96,7 +98,8 @@ func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.log = l }
 func WithRowGroupRows(n int64) Option { return func(o *options) { o.rowGroupRows = n } }
 
 // WithRowGroupBytes starts a new row group once the encoded size of the
-// current one passes n bytes (default 64 MiB).
+// current one passes n bytes (default 16 MiB; a put writing several
+// files at once divides it among them).
 func WithRowGroupBytes(n int64) Option { return func(o *options) { o.rowGroupBytes = n } }
 
 // WithReadBatchRows sets the rows per batch a reader yields (default 64 Ki).
@@ -110,7 +113,7 @@ func WithMaxPartitions(n int) Option { return func(o *options) { o.partitionLimi
 func WithMaxPutBytes(n int64) Option { return func(o *options) { o.maxPutBytes = n } }
 
 // WithPutMemory sets the store-wide budget of memory that open Parquet
-// writers of all puts may buffer (default 256 MiB; 0 keeps the default).
+// writers of all puts may buffer (default 128 MiB; 0 keeps the default).
 // Writers over their share flush a row group early; a put whose files
 // cannot fit even then fails with ErrTooLarge.
 func WithPutMemory(n int64) Option { return func(o *options) { o.putMemory = n } }
@@ -139,7 +142,7 @@ func WithFS(f fsys.FS) Option { return func(o *options) { o.fs = f } }
 func withProcs(p procs) Option { return func(o *options) { o.procs = p } }
 
 // DefaultPutMemory is the default budget of WithPutMemory.
-const DefaultPutMemory = 256 << 20
+const DefaultPutMemory = 128 << 20
 
 // Open opens (creating if needed) the data directory dir on the local file
 // system, or the storage given by WithFS.
@@ -153,7 +156,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		mem:            memory.DefaultAllocator,
 		log:            zerolog.Nop(),
 		rowGroupRows:   1 << 20,
-		rowGroupBytes:  64 << 20,
+		rowGroupBytes:  16 << 20,
 		readBatchRows:  64 << 10,
 		partitionLimit: 4096,
 		lockStaleAfter: 10 * time.Minute,
@@ -194,8 +197,10 @@ func (s *Store) Root() string { return s.root }
 // FS is the storage under the store, for maintenance (store/maint).
 func (s *Store) FS() fsys.FS { return s.fs }
 
-// Close releases the storage.
+// Close waits for background work (automatic compactions) and releases
+// the storage.
 func (s *Store) Close() error {
+	s.bg.Wait()
 	if c, ok := s.fs.(interface{ Close() error }); ok {
 		return c.Close()
 	}

@@ -5,8 +5,8 @@
 //	flightbench get -addr HOST:PORT -ticket T
 //	    one DoGet, consuming every batch: {"seconds", "rows", "bytes"}
 //	flightbench append -addr HOST:PORT -path P -writers W -duration D -rows N
-//	    W goroutines, each appending N-row batches (one DoPut each) to
-//	    profile P until D has passed: {"appends", "rows", "seconds",
+//	    [-count C] W goroutines, each appending N-row batches (one DoPut each) to
+//	    profile P until D has passed (or C appends in all): {"appends", "rows", "seconds",
 //	    "per_s", "p50_ms", "p99_ms", "errors"}
 package main
 
@@ -18,6 +18,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -157,6 +158,7 @@ func appendCmd(args []string) error {
 	writers := fs.Int("writers", 1, "concurrent writers")
 	dur := fs.Duration("duration", 5*time.Second, "how long to append")
 	rows := fs.Int("rows", 1000, "rows per append")
+	count := fs.Int("count", 0, "stop after this many appends in all (0: run for -duration)")
 	_ = fs.Parse(args)
 	c, err := dial(*addr)
 	if err != nil {
@@ -178,6 +180,14 @@ func appendCmd(args []string) error {
 	)
 	start := time.Now()
 	deadline := start.Add(*dur)
+	var left atomic.Int64
+	left.Store(int64(*count))
+	more := func() bool {
+		if *count > 0 {
+			return left.Add(-1) >= 0
+		}
+		return time.Now().Before(deadline)
+	}
 	for w := 0; w < *writers; w++ {
 		wg.Add(1)
 		go func(w int) {
@@ -186,7 +196,7 @@ func appendCmd(args []string) error {
 			defer rec.Release()
 			var mine []time.Duration
 			bad := 0
-			for time.Now().Before(deadline) {
+			for more() {
 				t0 := time.Now()
 				if err := putOnce(c, *path, rec); err != nil {
 					bad++

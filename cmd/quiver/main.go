@@ -64,6 +64,8 @@ type serveConfig struct {
 	maxPutBytes  int64
 	memoryLimit  string
 	putMemory    string
+	autoCompact  int
+	compactSmall string
 	signingKey   string
 	verifyReads  bool
 	compression  string
@@ -94,6 +96,15 @@ type serveConfig struct {
 	authRatePerIP float64
 	loginCacheTTL time.Duration
 }
+
+// defaultMemoryLimit is serve's soft heap limit unless --memory-limit or
+// GOMEMLIMIT says otherwise: with the default put memory (128 MiB) a 1 GiB
+// put, one file or 64 partitions, peaks under 300 MB RSS
+// (docs/benchmarks.md).
+const (
+	defaultMemoryLimit     = 256 << 20
+	defaultMemoryLimitName = "256MiB"
+)
 
 // parseBytes reads a size such as 268435456, 256MiB, 512MB or 1GiB.
 func parseBytes(v string) (int64, error) {
@@ -182,8 +193,10 @@ environment. Once listening, serve prints "quiver: serving <data-dir> on
 	f.IntVar(&c.maxRecv, "max-recv-msg-size", flightserver.DefaultMaxRecvMsgSize, "largest message (one DoPut batch) a client may send, bytes")
 	f.IntVar(&c.maxSend, "max-send-msg-size", flightserver.DefaultMaxSendMsgSize, "DoGet slices batches to keep each message under this many bytes")
 	f.Int64Var(&c.maxPutBytes, "max-put-bytes", 0, "largest encoded size of one put, bytes (0: no limit)")
-	f.StringVar(&c.memoryLimit, "memory-limit", env("QUIVER_MEMORY_LIMIT", ""), "soft limit of the Go heap, e.g. 256MiB: the garbage collector works harder near it (a 1 GB put then peaks under 300 MB RSS, about 25% slower); empty: GOMEMLIMIT or none (env QUIVER_MEMORY_LIMIT)")
-	f.StringVar(&c.putMemory, "put-memory", env("QUIVER_PUT_MEMORY", "256MiB"), "memory all puts' Parquet writers may hold together; over it they flush row groups early and finish the files of their least recently written partitions (env QUIVER_PUT_MEMORY)")
+	f.StringVar(&c.memoryLimit, "memory-limit", env("QUIVER_MEMORY_LIMIT", "auto"), "soft limit of the Go heap, e.g. 1GiB: the garbage collector works harder near it; auto: "+defaultMemoryLimitName+" unless GOMEMLIMIT is set (a 1 GB put then peaks under 300 MB RSS); off: none (env QUIVER_MEMORY_LIMIT)")
+	f.IntVar(&c.autoCompact, "auto-compact", 0, "compact a profile's latest version in the background once it holds more than this many small files (0: off)")
+	f.StringVar(&c.compactSmall, "auto-compact-small", env("QUIVER_AUTO_COMPACT_SMALL", "16MiB"), "with --auto-compact: the size under which a file counts as small (env QUIVER_AUTO_COMPACT_SMALL)")
+	f.StringVar(&c.putMemory, "put-memory", env("QUIVER_PUT_MEMORY", "128MiB"), "memory all puts' Parquet writers may hold together; over it they flush row groups early and finish the files of their least recently written partitions (env QUIVER_PUT_MEMORY)")
 	f.StringVar(&c.signingKey, "signing-key", env("QUIVER_SIGNING_KEY", ""), "ed25519 private key file (from quiver keygen): sign every commit record; auditors check with quiver verify --public-key (env QUIVER_SIGNING_KEY)")
 	f.BoolVar(&c.verifyReads, "verify-reads", false, "check each file's SHA-256 against its commit record before any of it is sent (a read of altered data fails with DATA_LOSS)")
 	f.StringVar(&c.compression, "compression", env("QUIVER_COMPRESSION", "zstd"), "compression of the Parquet files the server writes: zstd, lz4_raw, snappy or none (env QUIVER_COMPRESSION)")
@@ -247,6 +260,16 @@ func storeOptions(c serveConfig) ([]store.Option, error) {
 		}
 		opts = append(opts, store.WithPutMemory(n))
 	}
+	if c.autoCompact < 0 {
+		return nil, errors.New("--auto-compact must not be negative")
+	}
+	if c.autoCompact > 0 {
+		small, err := parseBytes(c.compactSmall)
+		if err != nil || small <= 0 {
+			return nil, fmt.Errorf("--auto-compact-small %q: want a size such as 16MiB", c.compactSmall)
+		}
+		opts = append(opts, store.WithAutoCompact(store.AutoCompact{Files: c.autoCompact, SmallBytes: small}))
+	}
 	comp, err := codec.ParseCompression(c.compression)
 	if err != nil {
 		return nil, fmt.Errorf("--compression: %w", err)
@@ -277,7 +300,15 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 	if c.maxRecv <= 0 || c.maxSend <= 0 {
 		return errors.New("message size limits must be positive")
 	}
-	if c.memoryLimit != "" {
+	switch c.memoryLimit {
+	case "", "off", "none":
+	case "auto":
+		// Bounded memory by default (issue 14): unless the operator set
+		// GOMEMLIMIT, the heap is kept near defaultMemoryLimit.
+		if os.Getenv("GOMEMLIMIT") == "" {
+			debug.SetMemoryLimit(defaultMemoryLimit)
+		}
+	default:
 		n, err := parseBytes(c.memoryLimit)
 		if err != nil {
 			return fmt.Errorf("--memory-limit: %w", err)

@@ -103,6 +103,11 @@ type WriterOptions struct {
 	Metadata map[string]string
 	// Allocator for the encoder's buffers (memory.DefaultAllocator if nil).
 	Allocator memory.Allocator
+	// Serial encodes a Parquet file's columns one after the other, as
+	// pqarrow does, also where they could be encoded in parallel (flat
+	// schemas, several cores). For comparisons and for callers that run
+	// many writers at once.
+	Serial bool
 }
 
 func (o WriterOptions) mem() memory.Allocator {

@@ -305,25 +305,20 @@ func SplitByPartition(ctx context.Context, rec arrow.RecordBatch, by []string) (
 			}
 		}
 	}
-	// A part whose rows are one run is a slice of rec; any other is one
-	// Take (one per part: arrow-go's Take of strings grows its output
-	// buffer step by step, so a few small gathers beat one large one).
+	// A part whose rows are one run is a slice of rec; any other is
+	// gathered (gatherBatch).
 	for p := range parts {
 		lo, hi := start[p], start[p+1]
 		if int(order[hi-1]-order[lo]) == hi-lo-1 {
 			parts[p].Batch = data.NewSlice(int64(order[lo]), int64(order[hi-1])+1)
 			continue
 		}
-		idxData := array.NewData(arrow.PrimitiveTypes.Int32, hi-lo, []*memory.Buffer{nil, perm}, nil, 0, lo)
-		indices := array.MakeFromData(idxData)
-		idxData.Release()
-		taken, err := compute.Take(ctx, *compute.DefaultTakeOptions(), compute.NewDatumWithoutOwning(data), compute.NewDatumWithoutOwning(indices))
-		indices.Release()
+		taken, err := gatherBatch(ctx, fileSchema, data, order[lo:hi])
 		if err != nil {
 			release()
-			return nil, fmt.Errorf("split by partition: %w", err)
+			return nil, err
 		}
-		parts[p].Batch = taken.(*compute.RecordDatum).Value
+		parts[p].Batch = taken
 	}
 	return parts, nil
 }

@@ -35,7 +35,7 @@ type FileWriter struct {
 	schema *arrow.Schema
 	out    *countingWriter
 	mem    *countingAllocator
-	pw     *pqarrow.FileWriter
+	pw     parquetWriter
 	cw     *csv.Writer
 	rows   int64
 	// rowGroupRows caps a Parquet row group.
@@ -69,11 +69,24 @@ func NewFileWriter(w io.Writer, sc *arrow.Schema, o WriterOptions) (*FileWriter,
 		if err != nil {
 			return nil, err
 		}
-		pw, err := pqarrow.NewFileWriter(sc, fw.out, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(fw.mem)))
-		if err != nil {
-			return nil, fw.classify(err)
+		aprops := pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(fw.mem))
+		// Flat schemas: columns encoded in parallel (columnWriter);
+		// nested ones through pqarrow.
+		var cw *columnWriter
+		if !o.Serial {
+			if cw, err = newColumnWriter(sc, fw.out, props, aprops); err != nil {
+				return nil, fw.classify(err)
+			}
 		}
-		fw.pw = pw
+		if cw != nil {
+			fw.pw = cw
+		} else {
+			pw, err := pqarrow.NewFileWriter(sc, fw.out, props, aprops)
+			if err != nil {
+				return nil, fw.classify(err)
+			}
+			fw.pw = pw
+		}
 		keys := make([]string, 0, len(o.Metadata))
 		for k := range o.Metadata {
 			keys = append(keys, k)

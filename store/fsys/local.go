@@ -377,6 +377,12 @@ func (l *Local) mkdirAll(dir string) (dirRef, error) {
 // CreateExclusive implements FS: a temp file written and synced, then
 // linked to name (link fails with EEXIST rather than replacing).
 func (l *Local) CreateExclusive(ctx context.Context, name string, data []byte) error {
+	return l.CreateExclusiveSync(ctx, name, data, SyncFull)
+}
+
+// CreateExclusiveSync implements Relaxed: CreateExclusive with the
+// syncs that sync asks for.
+func (l *Local) CreateExclusiveSync(ctx context.Context, name string, data []byte, sync Sync) error {
 	const op = "create exclusive"
 	if err := l.enter(ctx, name); err != nil {
 		return pathErr(op, name, err)
@@ -387,7 +393,7 @@ func (l *Local) CreateExclusive(ctx context.Context, name string, data []byte) e
 	if err != nil {
 		return pathErr(op, name, err)
 	}
-	err = createIn(ctx, d.fd, base, data)
+	err = createIn(ctx, d.fd, base, data, sync)
 	if cerr := d.close(); err == nil {
 		err = cerr
 	}
@@ -397,7 +403,7 @@ func (l *Local) CreateExclusive(ctx context.Context, name string, data []byte) e
 	return nil
 }
 
-func createIn(ctx context.Context, dirfd int, base string, data []byte) error {
+func createIn(ctx context.Context, dirfd int, base string, data []byte, sync Sync) error {
 	if len(data) == 0 {
 		// Nothing can be seen half-written: create the name itself.
 		fd, err := openat(dirfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, filePerm)
@@ -410,9 +416,12 @@ func createIn(ctx context.Context, dirfd int, base string, data []byte) error {
 		if err := unix.Close(fd); err != nil {
 			return err
 		}
+		if sync != SyncFull {
+			return nil
+		}
 		return fsyncDir(dirfd)
 	}
-	tmp, fd, err := writeTemp(ctx, dirfd, base, data, filePerm)
+	tmp, fd, err := writeTemp(ctx, dirfd, base, data, filePerm, sync != SyncNone)
 	if err != nil {
 		return err
 	}
@@ -423,7 +432,7 @@ func createIn(ctx context.Context, dirfd int, base string, data []byte) error {
 	if uerr := unlinkat(dirfd, tmp, 0); err == nil {
 		err = uerr
 	}
-	if err == nil {
+	if err == nil && sync == SyncFull {
 		err = fsyncDir(dirfd)
 	}
 	return err
@@ -449,17 +458,17 @@ func tempName(base string) string {
 	return b.String()
 }
 
-// writeTemp writes data to a new temp file in dirfd and syncs it. It
-// returns the temp's name and its descriptor, still open; on error it
-// leaves nothing behind.
-func writeTemp(ctx context.Context, dirfd int, base string, data []byte, perm uint32) (string, int, error) {
+// writeTemp writes data to a new temp file in dirfd and syncs it (unless
+// syncData is false). It returns the temp's name and its descriptor, still
+// open; on error it leaves nothing behind.
+func writeTemp(ctx context.Context, dirfd int, base string, data []byte, perm uint32, syncData bool) (string, int, error) {
 	tmp := tempName(base)
 	fd, err := openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
 	if err != nil {
 		return "", -1, err
 	}
 	err = writeAll(ctx, fd, data)
-	if err == nil {
+	if err == nil && syncData {
 		err = fdatasync(fd)
 	}
 	if err != nil {
@@ -488,6 +497,12 @@ func linkTemp(dirfd int, tmp string, fd int, base string) error {
 
 // Create implements FS.
 func (l *Local) Create(ctx context.Context, name string) (Writer, error) {
+	return l.CreateSync(ctx, name, SyncFull)
+}
+
+// CreateSync implements Relaxed: Create whose Writer's Commit makes the
+// syncs that sync asks for.
+func (l *Local) CreateSync(ctx context.Context, name string, sync Sync) (Writer, error) {
 	const op = "create"
 	if err := l.enter(ctx, name); err != nil {
 		return nil, pathErr(op, name, err)
@@ -515,7 +530,7 @@ func (l *Local) Create(ctx context.Context, name string) (Writer, error) {
 		d.close()
 		return nil, pathErr(op, name, err)
 	}
-	return &localWriter{name: name, base: base, tmp: tmp, dir: d.fd, fd: fd}, nil
+	return &localWriter{name: name, base: base, tmp: tmp, dir: d.fd, fd: fd, sync: sync}, nil
 }
 
 // bufPool holds the buffers of Writers and of directory reads.
@@ -530,6 +545,8 @@ type localWriter struct {
 	n               int   // bytes buffered in *buf
 	err             error // sticky write error
 	committed       bool
+	sync            Sync
+	synced          bool // Sync ran and nothing was written since
 }
 
 func (w *localWriter) Write(p []byte) (int, error) {
@@ -539,6 +556,7 @@ func (w *localWriter) Write(p []byte) (int, error) {
 	if w.err != nil {
 		return 0, w.err
 	}
+	w.synced = false
 	if w.buf != nil && w.n+len(p) <= len(*w.buf) {
 		w.n += copy((*w.buf)[w.n:], p)
 		return len(p), nil
@@ -587,7 +605,7 @@ func (w *localWriter) Commit(ctx context.Context) error {
 			return err // already names the object
 		}
 	}
-	if err == nil {
+	if err == nil && w.sync != SyncNone && !w.synced {
 		err = fdatasync(w.fd)
 	}
 	if err == nil {
@@ -598,7 +616,7 @@ func (w *localWriter) Commit(ctx context.Context) error {
 		err = unlinkat(w.dir, w.tmp, 0)
 		unlinked = err == nil
 	}
-	if err == nil {
+	if err == nil && w.sync == SyncFull {
 		err = fsyncDir(w.dir)
 	}
 	if rerr := w.release(unlinked); err == nil {
@@ -608,6 +626,27 @@ func (w *localWriter) Commit(ctx context.Context) error {
 		return pathErr(op, w.name, err)
 	}
 	w.committed = true
+	return nil
+}
+
+// Sync implements DataSyncer: it flushes what was written and syncs it,
+// so that a later Commit (of a Writer created SyncContent or SyncFull)
+// has only the link left to do, plus the directory sync for SyncFull.
+func (w *localWriter) Sync(ctx context.Context) error {
+	if w.fd < 0 {
+		return pathErr("sync", w.name, fs.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := w.flush(); err != nil {
+		return err
+	}
+	if err := fdatasync(w.fd); err != nil {
+		w.err = pathErr("sync", w.name, err)
+		return w.err
+	}
+	w.synced = true
 	return nil
 }
 
@@ -723,6 +762,12 @@ func regularSize(fd int) (int64, error) {
 // against everyone; another Token is checked by reading and hashing the
 // current content, then the new one is renamed over it.
 func (l *Local) Replace(ctx context.Context, name string, data []byte, ifMatch Token) error {
+	return l.ReplaceSync(ctx, name, data, ifMatch, SyncFull)
+}
+
+// ReplaceSync implements Relaxed: Replace with the syncs that sync asks
+// for.
+func (l *Local) ReplaceSync(ctx context.Context, name string, data []byte, ifMatch Token, sync Sync) error {
 	const op = "replace"
 	if err := l.enter(ctx, name); err != nil {
 		return pathErr(op, name, err)
@@ -739,7 +784,7 @@ func (l *Local) Replace(ctx context.Context, name string, data []byte, ifMatch T
 	if err != nil {
 		return pathErr(op, name, err)
 	}
-	err = replaceIn(ctx, d.fd, base, data, ifMatch)
+	err = replaceIn(ctx, d.fd, base, data, ifMatch, sync)
 	if cerr := d.close(); err == nil {
 		err = cerr
 	}
@@ -749,9 +794,9 @@ func (l *Local) Replace(ctx context.Context, name string, data []byte, ifMatch T
 	return nil
 }
 
-func replaceIn(ctx context.Context, dirfd int, base string, data []byte, ifMatch Token) error {
+func replaceIn(ctx context.Context, dirfd int, base string, data []byte, ifMatch Token, sync Sync) error {
 	if ifMatch == "" {
-		err := createIn(ctx, dirfd, base, data)
+		err := createIn(ctx, dirfd, base, data, sync)
 		if err == unix.EEXIST {
 			return ErrPrecondition
 		}
@@ -775,7 +820,7 @@ func replaceIn(ctx context.Context, dirfd int, base string, data []byte, ifMatch
 	if string(hexSum(&h, old)) != string(ifMatch) {
 		return ErrPrecondition
 	}
-	tmp, fd, err := writeTemp(ctx, dirfd, base, data, filePerm)
+	tmp, fd, err := writeTemp(ctx, dirfd, base, data, filePerm, sync != SyncNone)
 	if err != nil {
 		return err
 	}
@@ -788,6 +833,9 @@ func replaceIn(ctx context.Context, dirfd int, base string, data []byte, ifMatch
 	if err := ignoringEINTR(func() error { return unix.Renameat(dirfd, tmp, dirfd, base) }); err != nil {
 		unlinkat(dirfd, tmp, 0)
 		return err
+	}
+	if sync != SyncFull {
+		return nil
 	}
 	return fsyncDir(dirfd)
 }
@@ -1043,12 +1091,18 @@ func (l *Local) Mkdir(ctx context.Context, name string) error {
 // Delete implements FS. It removes a file (read-only ones too) or an
 // empty directory; a symbolic link is refused.
 func (l *Local) Delete(ctx context.Context, name string) error {
+	return l.DeleteSync(ctx, name, SyncFull)
+}
+
+// DeleteSync implements Relaxed: Delete that syncs the directory only
+// with SyncFull.
+func (l *Local) DeleteSync(ctx context.Context, name string, sync Sync) error {
 	const op = "delete"
 	if err := l.enter(ctx, name); err != nil {
 		return pathErr(op, name, err)
 	}
 	defer l.mu.RUnlock()
-	err := l.remove(ctx, name, false)
+	err := l.remove(ctx, name, false, sync)
 	if err != nil {
 		return pathErr(op, name, err)
 	}
@@ -1063,13 +1117,13 @@ func (l *Local) DeleteAll(ctx context.Context, dir string) error {
 		return pathErr(op, dir, err)
 	}
 	defer l.mu.RUnlock()
-	if err := l.remove(ctx, dir, true); err != nil {
+	if err := l.remove(ctx, dir, true, SyncFull); err != nil {
 		return pathErr(op, dir, err)
 	}
 	return nil
 }
 
-func (l *Local) remove(ctx context.Context, name string, all bool) error {
+func (l *Local) remove(ctx context.Context, name string, all bool, sync Sync) error {
 	dir, base := split(name)
 	d, err := l.openDir(dir)
 	if err == unix.ENOENT || err == unix.ENOTDIR {
@@ -1078,14 +1132,14 @@ func (l *Local) remove(ctx context.Context, name string, all bool) error {
 	if err != nil {
 		return err
 	}
-	err = removeIn(ctx, d.fd, base, all)
+	err = removeIn(ctx, d.fd, base, all, sync)
 	if cerr := d.close(); err == nil {
 		err = cerr
 	}
 	return err
 }
 
-func removeIn(ctx context.Context, dirfd int, base string, all bool) error {
+func removeIn(ctx context.Context, dirfd int, base string, all bool, sync Sync) error {
 	var st unix.Stat_t
 	err := fstatat(dirfd, base, &st)
 	switch {
@@ -1105,10 +1159,32 @@ func removeIn(ctx context.Context, dirfd int, base string, all bool) error {
 	if err == unix.ENOENT {
 		return nil
 	}
-	if err != nil {
+	if err != nil || sync != SyncFull {
 		return err
 	}
 	return fsyncDir(dirfd)
+}
+
+// SyncDir implements Relaxed: it syncs the directory dir ("" is the
+// root), making durable every entry created, linked or removed in it.
+func (l *Local) SyncDir(ctx context.Context, dir string) error {
+	const op = "sync dir"
+	if err := l.begin(ctx, dir == "" || ValidName(dir)); err != nil {
+		return pathErr(op, dir, err)
+	}
+	defer l.mu.RUnlock()
+	d, err := l.openDir(dir)
+	if err != nil {
+		return pathErr(op, dir, lookupErr(err))
+	}
+	err = fsyncDir(d.fd)
+	if cerr := d.close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return pathErr(op, dir, err)
+	}
+	return nil
 }
 
 // removeTree removes the directory name in parent and everything below
@@ -1237,4 +1313,7 @@ func writeFull(fd int, p []byte) error {
 	return nil
 }
 
-var _ FS = (*Local)(nil)
+var (
+	_ FS      = (*Local)(nil)
+	_ Relaxed = (*Local)(nil)
+)

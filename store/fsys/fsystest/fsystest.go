@@ -54,6 +54,7 @@ func Run(t *testing.T, newFS func(t *testing.T) fsys.FS) {
 		{"Names", testNames},
 		{"UnsafeNames", testUnsafeNames},
 		{"CancelledContext", testCancelled},
+		{"RelaxedSync", testRelaxed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newFS(t)) })
@@ -1058,5 +1059,78 @@ func testCancelled(t *testing.T, f fsys.FS) {
 	wantEmpty(t, f, "new")
 	if got, temps := names(t, f, ""); !slices.Equal(got, []string{"keep"}) || temps != 0 {
 		t.Errorf("List(root) = %q and %d temps, want [keep]", got, temps)
+	}
+}
+
+// testRelaxed: every durability of fsys.Relaxed (through the package
+// functions, which fall back to the FS methods elsewhere) keeps the
+// visibility and atomicity of the FS method it relaxes.
+func testRelaxed(t *testing.T, f fsys.FS) {
+	ctx := t.Context()
+	for _, sync := range []fsys.Sync{fsys.SyncFull, fsys.SyncContent, fsys.SyncNone} {
+		d := fmt.Sprintf("relaxed%d", sync)
+		name := d + "/a"
+		data := pattern(100, byte(sync))
+		if err := fsys.CreateExclusiveSync(ctx, f, name, data, sync); err != nil {
+			t.Fatalf("sync %d: CreateExclusiveSync: %v", sync, err)
+		}
+		if err := fsys.CreateExclusiveSync(ctx, f, name, nil, sync); !errors.Is(err, fsys.ErrExist) {
+			t.Fatalf("sync %d: second CreateExclusiveSync: %v, want ErrExist", sync, err)
+		}
+		if err := fsys.CreateExclusiveSync(ctx, f, d+"/empty", nil, sync); err != nil {
+			t.Fatalf("sync %d: empty CreateExclusiveSync: %v", sync, err)
+		}
+		wantContent(t, f, name, data)
+		wantContent(t, f, d+"/empty", nil)
+		_, tok, err := f.ReadFile(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := pattern(50, byte(sync)+1)
+		if err := fsys.ReplaceSync(ctx, f, name, next, "x"+tok, sync); !errors.Is(err, fsys.ErrPrecondition) {
+			t.Fatalf("sync %d: ReplaceSync with a stale token: %v, want ErrPrecondition", sync, err)
+		}
+		if err := fsys.ReplaceSync(ctx, f, name, next, tok, sync); err != nil {
+			t.Fatalf("sync %d: ReplaceSync: %v", sync, err)
+		}
+		wantContent(t, f, name, next)
+		if err := fsys.ReplaceSync(ctx, f, d+"/new", data, "", sync); err != nil {
+			t.Fatalf("sync %d: ReplaceSync of a new object: %v", sync, err)
+		}
+		wantContent(t, f, d+"/new", data)
+		w, err := fsys.CreateSync(ctx, f, d+"/w", sync)
+		if err != nil {
+			t.Fatalf("sync %d: CreateSync: %v", sync, err)
+		}
+		if _, err := w.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		wantAbsent(t, f, d+"/w")
+		if err := w.Commit(ctx); err != nil {
+			t.Fatalf("sync %d: Commit: %v", sync, err)
+		}
+		wantContent(t, f, d+"/w", data)
+		w2, err := fsys.CreateSync(ctx, f, d+"/w", sync)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w2.Commit(ctx); !errors.Is(err, fsys.ErrExist) {
+			t.Fatalf("sync %d: Commit over an object: %v, want ErrExist", sync, err)
+		}
+		_ = w2.Abort()
+		wantContent(t, f, d+"/w", data)
+		if err := fsys.SyncDir(ctx, f, d); err != nil {
+			t.Fatalf("sync %d: SyncDir: %v", sync, err)
+		}
+		if err := fsys.SyncDir(ctx, f, ""); err != nil {
+			t.Fatalf("sync %d: SyncDir of the root: %v", sync, err)
+		}
+		if err := fsys.DeleteSync(ctx, f, name, sync); err != nil {
+			t.Fatalf("sync %d: DeleteSync: %v", sync, err)
+		}
+		wantAbsent(t, f, name)
+		if err := fsys.DeleteSync(ctx, f, name, sync); err != nil {
+			t.Fatalf("sync %d: DeleteSync of a missing object: %v", sync, err)
+		}
 	}
 }
