@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -22,6 +21,7 @@ type Catalog struct {
 type options struct {
 	endpointBytes int64
 	endpointFiles int
+	batchBytes    int64
 	mem           memory.Allocator
 }
 
@@ -35,6 +35,11 @@ func WithEndpointBytes(n int64) Option { return func(o *options) { o.endpointByt
 // WithEndpointFiles caps the files one endpoint ticket lists (default
 // 1024), which bounds the ticket size for profiles of many small appends.
 func WithEndpointFiles(n int) Option { return func(o *options) { o.endpointFiles = n } }
+
+// WithBatchBytes sets the size that Open's reader aims each batch at
+// (default store.DefaultReadBatchBytes): DoGet passes what fits its send
+// limit, so that batches need no slicing.
+func WithBatchBytes(n int64) Option { return func(o *options) { o.batchBytes = n } }
 
 // WithAllocator sets the allocator used to serialize schemas.
 func WithAllocator(mem memory.Allocator) Option { return func(o *options) { o.mem = mem } }
@@ -73,14 +78,18 @@ func (c *Catalog) Snapshot(ctx context.Context, r *Request) (*store.Snapshot, *a
 	return sn, sc, nil
 }
 
-// Open resolves r and returns a reader of exactly its snapshot. The caller
-// releases the reader; it must not outlive ctx.
-func (c *Catalog) Open(ctx context.Context, r *Request) (array.RecordReader, *store.Snapshot, error) {
-	sn, err := c.st.Snapshot(ctx, r.Keys, r.ReadOptions().SnapshotOptions)
+// Open resolves r and returns a reader of exactly its snapshot, in batches
+// of about WithBatchBytes, through the store's IPC cache when it has one
+// (a batch is then valid only until the next call to Next, even if
+// retained). The caller releases the reader; it must not outlive ctx.
+func (c *Catalog) Open(ctx context.Context, r *Request) (*store.SnapshotReader, *store.Snapshot, error) {
+	o := r.ReadOptions()
+	sn, err := c.st.Snapshot(ctx, r.Keys, o.SnapshotOptions)
 	if err != nil {
 		return nil, nil, err
 	}
-	rdr, err := c.st.OpenSnapshot(ctx, sn, r.Columns)
+	o.BatchBytes, o.Cached = c.opts.batchBytes, true
+	rdr, err := c.st.ReadSnapshot(ctx, sn, o)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -189,9 +189,13 @@ func New(st *store.Store, opts ...Option) *Server {
 	if o.maxInflight > 0 && o.maxInflight < int64(o.maxRecv) {
 		o.maxInflight = int64(o.maxRecv)
 	}
+	// Batches are aimed at 5/8 of the send limit, below DoGet's target of
+	// ¾, leaving room for the error of the row-size estimate.
+	cat := catalog.New(st, catalog.WithEndpointBytes(o.endpointBytes), catalog.WithAllocator(o.mem),
+		catalog.WithBatchBytes(int64(o.maxSend)*5/8))
 	s := &Server{
 		st:      st,
-		cat:     catalog.New(st, catalog.WithEndpointBytes(o.endpointBytes), catalog.WithAllocator(o.mem)),
+		cat:     cat,
 		opts:    o,
 		metrics: newMetrics(),
 		unary:   map[string]bool{},

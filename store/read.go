@@ -4,36 +4,58 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/quiverdb/quiver/store/codec"
+	"github.com/quiverdb/quiver/store/ipccache"
 )
 
-// readBatchBytes bounds the size of a batch a reader yields (besides
-// WithReadBatchRows), so a DoGet whose client stops reading holds a few
-// MiB, not 64 Ki rows of a wide table.
-const readBatchBytes = 4 << 20
+// DefaultReadBatchBytes bounds the size of a batch a reader yields (besides
+// WithReadBatchRows) unless ReadOptions.BatchBytes says otherwise, so a
+// DoGet whose client stops reading holds a few MiB, not 64 Ki rows of a
+// wide table.
+const DefaultReadBatchBytes = 4 << 20
+
+// segmentQueue is how many decoded batches each file being read ahead may
+// hold before its decoder waits for the consumer.
+const segmentQueue = 2
 
 // ReadOptions select what Read streams.
 type ReadOptions struct {
 	SnapshotOptions
 	// Columns projects the output, in this order; nil means all.
 	Columns []string
+	// BatchBytes bounds the size of a batch (default
+	// DefaultReadBatchBytes). Batches are sized by the decoded size of a
+	// row, measured once per read on the first rows of its first file, so
+	// it is a target, not a hard limit.
+	BatchBytes int64
+	// Cached lets the read use the store's IPC cache (WithCache): a file
+	// the cache holds is streamed from it, one it does not hold is filled
+	// into it as it is decoded (or, for a read of some columns, decoded
+	// in the background afterwards). Batches may then point into memory-
+	// mapped cache entries: a batch is valid only until the next call to
+	// Next, even if retained. For readers that hand each batch on before
+	// asking for the next, like DoGet.
+	Cached bool
 }
 
 // Read streams a version (latest by default) in index order. Partitions are
 // pruned before any file is opened; columns are projected while reading.
 // The caller must Release the reader; it must not outlive ctx.
-func (s *Store) Read(ctx context.Context, keys []string, o ReadOptions) (array.RecordReader, error) {
+func (s *Store) Read(ctx context.Context, keys []string, o ReadOptions) (*SnapshotReader, error) {
 	sn, err := s.Snapshot(ctx, keys, o.SnapshotOptions)
 	if err != nil {
 		return nil, err
 	}
-	return s.OpenSnapshot(ctx, sn, o.Columns)
+	return s.ReadSnapshot(ctx, sn, o)
 }
 
 // Schema returns the schema of a version (-1: latest).
@@ -49,133 +71,436 @@ func (s *Store) Schema(ctx context.Context, keys []string, version int) (*arrow.
 	return vs.Schema, nil
 }
 
-// OpenSnapshot streams exactly the files of sn.
+// OpenSnapshot streams exactly the files of sn, projected to columns (nil:
+// all), decoding them (never from the cache).
 func (s *Store) OpenSnapshot(ctx context.Context, sn *Snapshot, columns []string) (array.RecordReader, error) {
+	r, err := s.ReadSnapshot(ctx, sn, ReadOptions{Columns: columns})
+	if err != nil {
+		return nil, err // not a typed nil
+	}
+	return r, nil
+}
+
+// ReadSnapshot streams exactly the files of sn with o's columns, batch
+// size and use of the cache (o.SnapshotOptions are not used: sn is what is
+// read). Nothing is opened until the first Next. Files are opened and
+// decoded ahead of the consumer, in order, several at a time (WithReadAhead),
+// each holding at most a couple of batches: memory is bounded by the read
+// ahead, not the data.
+func (s *Store) ReadSnapshot(ctx context.Context, sn *Snapshot, o ReadOptions) (*SnapshotReader, error) {
 	p, err := s.resolve(sn.Keys)
 	if err != nil {
 		return nil, err
 	}
-	out, err := codec.Project(sn.Schema, columns)
+	out, err := codec.Project(sn.Schema, o.Columns)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
 	}
-	r := &snapshotReader{s: s, ctx: ctx, p: p, sn: sn, out: out}
+	if o.BatchBytes <= 0 {
+		o.BatchBytes = DefaultReadBatchBytes
+	}
+	r := &SnapshotReader{s: s, p: p, sn: sn, out: out, o: o, parent: ctx}
+	if o.Cached && s.cache != nil && ipccache.Cacheable(sn.Schema) {
+		r.cache = s.cache
+		r.whole = o.Columns == nil || out.Equal(sn.Schema)
+	}
 	r.refs.Store(1)
 	return r, nil
 }
 
-// snapshotReader is an array.RecordReader over a snapshot's files, one
-// file open at a time.
-type snapshotReader struct {
-	refs atomic.Int64
-	s    *Store
-	ctx  context.Context
-	p    profile
-	sn   *Snapshot
-	out  *arrow.Schema
+// SnapshotReader is an array.RecordReader over a snapshot's files. Files
+// are read ahead in parallel, and yielded in order.
+type SnapshotReader struct {
+	refs   atomic.Int64
+	s      *Store
+	p      profile
+	sn     *Snapshot
+	out    *arrow.Schema
+	o      ReadOptions
+	parent context.Context
+	cache  *ipccache.Cache
+	// whole is true when the output is every column in the snapshot's
+	// order: cached messages are sent as they are.
+	whole bool
 
-	next int // next file
-	cur  arrow.RecordBatch
-	err  error
-	file *openFile
+	started bool
+	ctx     context.Context
+	cancel  context.CancelFunc
+	segs    chan *segment
+	wg      sync.WaitGroup
+	// rowBytes is the decoded row size measured on the read's first
+	// Parquet file (bits of a float64; 0: not yet).
+	rowBytes atomic.Uint64
+
+	seg *segment
+	cur item
+	rec arrow.RecordBatch // cur's batch, decoded from its message on demand
+	err error
 }
 
-// openFile is the one file being read.
-type openFile struct {
-	df      DataFile
-	rr      array.RecordReader
-	close   func()
-	src     []int         // output column -> column of the file batch, or -1 for a partition column
-	consts  []arrow.Array // partition columns, sized to the batch size
-	counted bool          // the file reader yields no columns, only rows
+// segment is one file being read ahead: its batches in order.
+type segment struct {
+	items chan item
 }
 
-func (r *snapshotReader) Retain() { r.refs.Add(1) }
+// item is one batch of a segment: a decoded batch, or a message of a
+// cache entry (rec nil, msg >= 0), or the error that ends the read.
+type item struct {
+	rec   arrow.RecordBatch
+	entry *ipccache.Entry // retained by the item when set
+	msg   int
+	err   error
+}
 
-func (r *snapshotReader) Release() {
+func (it *item) release() {
+	if it.rec != nil {
+		it.rec.Release()
+		it.rec = nil
+	}
+	if it.entry != nil {
+		if it.msg >= 0 {
+			it.entry.Done(it.msg)
+		}
+		it.entry.Release()
+		it.entry = nil
+	}
+}
+
+// Retain adds a reference.
+func (r *SnapshotReader) Retain() { r.refs.Add(1) }
+
+// Release drops a reference; the last one stops the read ahead and frees
+// everything it held.
+func (r *SnapshotReader) Release() {
 	if r.refs.Add(-1) == 0 {
 		r.clear()
-		r.closeFile()
+		r.stop()
 	}
 }
 
-func (r *snapshotReader) Schema() *arrow.Schema { return r.out }
+// Schema is the schema of the batches (projected).
+func (r *SnapshotReader) Schema() *arrow.Schema { return r.out }
 
-func (r *snapshotReader) RecordBatch() arrow.RecordBatch { return r.cur }
+// RecordBatch is the current batch (nil if it could not be decoded from
+// the cache: see Err).
+func (r *SnapshotReader) RecordBatch() arrow.RecordBatch {
+	if r.rec == nil && r.cur.rec != nil {
+		return r.cur.rec
+	}
+	if r.rec == nil && r.cur.entry != nil && r.cur.msg >= 0 {
+		rec, err := r.cur.entry.ReadBatch(r.cur.msg, r.s.opts.mem)
+		if err != nil {
+			r.err = fmt.Errorf("read %s: cached batch: %w", r.p, err)
+			return nil
+		}
+		r.rec = rec
+	}
+	return r.rec
+}
 
 // Record is the deprecated name of RecordBatch.
-func (r *snapshotReader) Record() arrow.RecordBatch { return r.cur }
+func (r *SnapshotReader) Record() arrow.RecordBatch { return r.RecordBatch() }
 
-func (r *snapshotReader) Err() error { return r.err }
-
-func (r *snapshotReader) clear() {
-	if r.cur != nil {
-		r.cur.Release()
-		r.cur = nil
+// Message returns the current batch as the IPC message that a cache entry
+// holds (flatbuffer metadata and body, valid until Next), when the batch
+// comes unchanged from the cache; ok is false otherwise.
+func (r *SnapshotReader) Message() (meta, body []byte, rows int64, ok bool) {
+	if r.cur.entry == nil || r.cur.msg < 0 {
+		return nil, nil, 0, false
 	}
+	meta, body, rows = r.cur.entry.Batch(r.cur.msg)
+	return meta, body, rows, true
 }
 
-func (r *snapshotReader) closeFile() {
-	if r.file == nil {
+// Err is the error that ended the read, if any.
+func (r *SnapshotReader) Err() error { return r.err }
+
+func (r *SnapshotReader) clear() {
+	if r.rec != nil {
+		r.rec.Release()
+		r.rec = nil
+	}
+	r.cur.release()
+}
+
+// stop cancels the read ahead, waits for it and frees what it queued.
+func (r *SnapshotReader) stop() {
+	if !r.started {
 		return
 	}
-	if r.file.rr != nil {
-		r.file.rr.Release()
+	r.cancel()
+	drain := func(sg *segment) {
+		for it := range sg.items {
+			it.release()
+		}
 	}
-	releaseAll(r.file.consts)
-	if r.file.close != nil {
-		r.file.close()
+	if r.seg != nil {
+		drain(r.seg)
+		r.seg = nil
 	}
-	r.file = nil
+	for sg := range r.segs {
+		drain(sg)
+	}
+	r.wg.Wait()
 }
 
-func (r *snapshotReader) Next() bool {
+// Next moves to the next batch.
+func (r *SnapshotReader) Next() bool {
 	r.clear()
 	if r.err != nil {
 		return false
 	}
+	if !r.started {
+		r.start()
+	}
 	for {
-		if err := r.ctx.Err(); err != nil {
+		if err := r.parent.Err(); err != nil {
 			r.err = err
-			r.closeFile()
+			r.stop()
 			return false
 		}
-		if r.file == nil {
-			if r.next >= len(r.sn.Files) {
+		if r.seg == nil {
+			sg, ok := <-r.segs
+			if !ok {
 				return false
 			}
-			df := r.sn.Files[r.next]
-			r.next++
-			if err := r.open(df); err != nil {
-				r.closeFile()
-				r.err = err
-				return false
+			r.seg = sg
+		}
+		it, ok := <-r.seg.items
+		if !ok {
+			r.seg = nil
+			continue
+		}
+		if it.err != nil {
+			r.err = it.err
+			it.release()
+			r.stop()
+			return false
+		}
+		r.cur = it
+		return true
+	}
+}
+
+// ahead is how many files are decoded at once.
+func (s *Store) ahead() int {
+	if s.opts.readAhead > 0 {
+		return s.opts.readAhead
+	}
+	return max(1, runtime.GOMAXPROCS(0))
+}
+
+// start launches the read ahead: a scheduler that starts one decoder per
+// file, at most ahead at a time, and hands their queues to Next in order.
+func (r *SnapshotReader) start() {
+	r.started = true
+	r.ctx, r.cancel = context.WithCancel(r.parent)
+	n := r.s.ahead()
+	r.segs = make(chan *segment, n)
+	slots := make(chan struct{}, n)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer close(r.segs)
+		for _, df := range r.sn.Files {
+			select {
+			case slots <- struct{}{}:
+			case <-r.ctx.Done():
+				return
+			}
+			sg := &segment{items: make(chan item, segmentQueue)}
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				defer func() { <-slots }()
+				defer close(sg.items)
+				r.produce(sg, df)
+			}()
+			select {
+			case r.segs <- sg:
+			case <-r.ctx.Done():
+				// The decoder sees the cancellation too; Next no longer
+				// reads its queue, stop drains nothing of it.
+				go func() {
+					for it := range sg.items {
+						it.release()
+					}
+				}()
+				return
 			}
 		}
-		rec, err := r.readFile()
+	}()
+}
+
+// emit queues one item of sg; false (the item released) when the read was
+// stopped.
+func (r *SnapshotReader) emit(sg *segment, it item) bool {
+	select {
+	case sg.items <- it:
+		return true
+	case <-r.ctx.Done():
+		it.release()
+		return false
+	}
+}
+
+// fail queues the error that ends the read, as the file's error.
+func (r *SnapshotReader) fail(sg *segment, df DataFile, err error) {
+	if df.Recorded && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) &&
+		!errors.Is(err, ErrDataLoss) && !errors.Is(err, ErrVersionNotFound) {
+		err = fmt.Errorf("%w: %v", ErrDataLoss, err)
+	}
+	r.emit(sg, item{err: fmt.Errorf("read %s %s: %w", r.p, df.Path, err), msg: -1})
+}
+
+// produce reads one file into sg: from the cache when it holds the file,
+// else decoded (and filled into the cache when it is in use).
+func (r *SnapshotReader) produce(sg *segment, df DataFile) {
+	var key ipccache.Key
+	cacheable := r.cache != nil && df.Recorded && df.SHA256 != ""
+	if cacheable {
+		k, ok, err := r.s.cacheKey(r.ctx, r.p, r.sn, df)
 		if err != nil {
-			if r.file.df.Recorded && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrDataLoss) {
-				err = fmt.Errorf("%w: %v", ErrDataLoss, err)
+			r.emit(sg, item{err: fmt.Errorf("read %s %s: %w", r.p, df.Path, err), msg: -1})
+			return
+		}
+		cacheable, key = ok, k
+	}
+	if cacheable {
+		if e := r.hit(df, key); e != nil {
+			defer e.Release()
+			if err := r.fromCache(sg, e); err != nil {
+				r.emit(sg, item{err: fmt.Errorf("read %s %s: %w", r.p, df.Path, err), msg: -1})
 			}
-			r.err = fmt.Errorf("read %s %s: %w", r.p, r.file.df.Path, err)
-			r.closeFile()
-			return false
+			return
+		}
+	}
+	var fill *ipccache.Writer
+	if cacheable && r.whole {
+		if w, err := r.cache.Create(key, r.sn.Schema); err == nil {
+			fill = w
+		}
+	} else if cacheable {
+		r.s.fillLater(r.p, r.sn, df, r.o.BatchBytes)
+	}
+	of, err := r.open(df)
+	if err != nil {
+		if of != nil {
+			of.close()
+		}
+		if fill != nil {
+			fill.Abort()
+		}
+		r.emit(sg, item{err: err, msg: -1})
+		return
+	}
+	defer of.close()
+	for {
+		rec, err := r.readFile(of)
+		if err != nil {
+			if fill != nil {
+				fill.Abort()
+			}
+			r.fail(sg, df, err)
+			return
 		}
 		if rec == nil {
-			r.closeFile()
-			continue
+			break
 		}
 		if rec.NumRows() == 0 {
 			rec.Release()
 			continue
 		}
-		r.cur = rec
-		return true
+		if fill != nil && fill.Write(rec) != nil {
+			fill.Abort()
+			fill = nil
+		}
+		if !r.emit(sg, item{rec: rec, msg: -1}) {
+			if fill != nil {
+				fill.Abort()
+			}
+			return
+		}
+	}
+	if fill != nil {
+		if err := fill.Commit(); err != nil {
+			r.s.opts.log.Debug().Err(err).Str("profile", r.p.String()).Str("file", df.Path).Msg("IPC cache fill failed")
+		}
+	}
+}
+
+// fromCache streams a cache entry into sg: its messages as they are when
+// the read wants every column, else its batches with the columns picked.
+func (r *SnapshotReader) fromCache(sg *segment, e *ipccache.Entry) error {
+	if r.whole {
+		for i := range e.NumBatches() {
+			if _, _, rows := e.Batch(i); rows == 0 {
+				continue
+			}
+			e.Retain()
+			if !r.emit(sg, item{entry: e, msg: i}) {
+				return nil
+			}
+		}
+		return nil
+	}
+	src := make([]int, r.out.NumFields())
+	for i, f := range r.out.Fields() {
+		idx := e.Schema().FieldIndices(f.Name)
+		if len(idx) != 1 {
+			return fmt.Errorf("the cached copy lacks column %q", f.Name)
+		}
+		src[i] = idx[0]
+	}
+	rd, err := e.Reader(r.s.opts.mem)
+	if err != nil {
+		return err
+	}
+	defer rd.Release()
+	for rd.Next() {
+		in := rd.RecordBatch()
+		if in.NumRows() == 0 {
+			continue
+		}
+		cols := make([]arrow.Array, len(src))
+		for i, j := range src {
+			cols[i] = in.Column(j)
+		}
+		rec := array.NewRecordBatch(r.out, cols, in.NumRows())
+		e.Retain()
+		if !r.emit(sg, item{rec: rec, entry: e, msg: -1}) {
+			return nil
+		}
+	}
+	return rd.Err()
+}
+
+// openFile is one file being decoded.
+type openFile struct {
+	df      DataFile
+	rr      array.RecordReader
+	closeFn func()
+	src     []int         // output column -> column of the file batch, or -1 for a partition column
+	consts  []arrow.Array // partition columns, sized to the batch size
+	counted bool          // the file reader yields no columns, only rows
+}
+
+func (of *openFile) close() {
+	if of.rr != nil {
+		of.rr.Release()
+		of.rr = nil
+	}
+	releaseAll(of.consts)
+	of.consts = nil
+	if of.closeFn != nil {
+		of.closeFn()
+		of.closeFn = nil
 	}
 }
 
 // open opens one file and plans how its batches become output batches.
-func (r *snapshotReader) open(df DataFile) error {
+// Its errors are the read's (already wrapped).
+func (r *SnapshotReader) open(df DataFile) (*openFile, error) {
 	of := &openFile{df: df, src: make([]int, r.out.NumFields())}
 	fileCols := make([]string, 0, r.out.NumFields())
 	for i, f := range r.out.Fields() {
@@ -186,47 +511,51 @@ func (r *snapshotReader) open(df DataFile) error {
 		of.src[i] = len(fileCols)
 		fileCols = append(fileCols, f.Name)
 	}
-	r.file = of
+	wrap := func(err error) error { return fmt.Errorf("read %s %s: %w", r.p, df.Path, err) }
 	f, err := r.s.openData(r.ctx, r.p, df, r.s.opts.verifyReads)
 	if err != nil {
-		return err
+		return nil, wrap(err)
 	}
-	ropts := codec.ReadOptions{BatchRows: r.s.opts.readBatchRows, BatchBytes: readBatchBytes, Allocator: r.s.opts.mem}
+	ropts := codec.ReadOptions{BatchRows: r.s.opts.readBatchRows, BatchBytes: r.o.BatchBytes, Allocator: r.s.opts.mem}
 	if r.sn.Format == FormatCSV {
-		of.close = func() { _ = f.Close() }
+		of.closeFn = func() { _ = f.Close() }
 		rr, err := codec.NewCSVReader(f, r.sn.Schema, fileCols, ropts)
 		if err != nil {
-			return r.s.badFile(r.p, df, err)
+			return of, wrap(r.s.badFile(r.p, df, err))
 		}
 		of.rr = rr
-		return nil
+		return of, nil
 	}
+	ropts.RowBytes = math.Float64frombits(r.rowBytes.Load())
 	pf, err := codec.OpenParquet(f, f.Size(), ropts)
 	if err != nil {
 		f.Close()
-		return r.s.badFile(r.p, df, err)
+		return nil, wrap(r.s.badFile(r.p, df, err))
 	}
-	of.close = func() { _ = pf.Close(); _ = f.Close() }
+	of.closeFn = func() { _ = pf.Close(); _ = f.Close() }
 	if err := r.s.checkRows(r.p, df, pf.Footer().Rows, pf.Schema().NumFields()); err != nil {
-		return err
+		return of, wrap(err)
 	}
 	if len(fileCols) == 0 && df.Recorded && df.Rows >= 0 && pf.Footer().Rows != df.Rows {
 		// A file of a table without columns records no rows: the commit
 		// record's count is authoritative.
 		of.counted = true
-		return nil
+		return of, nil
 	}
 	rr, err := pf.Records(r.ctx, fileCols)
 	if err != nil {
-		return r.s.badFile(r.p, df, err)
+		return of, wrap(r.s.badFile(r.p, df, err))
+	}
+	if rb := pf.RowBytes(); rb > 0 && ropts.RowBytes == 0 {
+		r.rowBytes.CompareAndSwap(0, math.Float64bits(rb))
 	}
 	of.rr = rr
-	return nil
+	return of, nil
 }
 
-// readFile returns the next output batch of the open file, or nil at its end.
-func (r *snapshotReader) readFile() (arrow.RecordBatch, error) {
-	of := r.file
+// readFile returns the next output batch of an open file, or nil at its
+// end.
+func (r *SnapshotReader) readFile(of *openFile) (arrow.RecordBatch, error) {
 	var in arrow.RecordBatch
 	var n int64
 	if of.counted {
@@ -262,7 +591,7 @@ func (r *snapshotReader) readFile() (arrow.RecordBatch, error) {
 
 // partitionColumn returns n copies of the file's value of a partition
 // column, slicing one cached array.
-func (r *snapshotReader) partitionColumn(of *openFile, i int, f arrow.Field, n int64) (arrow.Array, error) {
+func (r *SnapshotReader) partitionColumn(of *openFile, i int, f arrow.Field, n int64) (arrow.Array, error) {
 	if of.consts == nil {
 		of.consts = make([]arrow.Array, r.out.NumFields())
 	}
@@ -270,7 +599,7 @@ func (r *snapshotReader) partitionColumn(of *openFile, i int, f arrow.Field, n i
 		if c != nil {
 			c.Release()
 		}
-		size := max(n, r.s.opts.readBatchRows)
+		size := max(n, min(r.s.opts.readBatchRows, max(of.df.Rows, n)))
 		raw, ok := of.df.Partition[f.Name]
 		if !ok {
 			raw = codec.HiveDefault

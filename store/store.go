@@ -16,6 +16,7 @@ import (
 
 	"github.com/quiverdb/quiver/store/codec"
 	"github.com/quiverdb/quiver/store/fsys"
+	"github.com/quiverdb/quiver/store/ipccache"
 )
 
 // Store is a data directory of profiles. It is safe for concurrent use by
@@ -31,6 +32,10 @@ type Store struct {
 	mu       sync.Mutex
 	profiles map[string]*profileState
 	budget   *memBudget
+	// cache is the IPC cache of decoded files (nil: none); fills decodes
+	// files into it in the background (readcache.go).
+	cache *ipccache.Cache
+	fills *fillQueue
 }
 
 // OnLockWait registers fn to be told, after every manifest lock attempt, how
@@ -62,6 +67,8 @@ type options struct {
 	signer         ed25519.PrivateKey
 	verifyReads    bool
 	compression    codec.Compression
+	readAhead      int
+	cache          *ipccache.Cache
 }
 
 // Option configures a Store.
@@ -173,7 +180,10 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		}
 		o.writer = fmt.Sprintf("%s@%s:%d", user, o.host, o.pid)
 	}
-	s := &Store{opts: o, profiles: map[string]*profileState{}, budget: newMemBudget(o.putMemory)}
+	s := &Store{opts: o, profiles: map[string]*profileState{}, budget: newMemBudget(o.putMemory), cache: o.cache}
+	if s.cache != nil {
+		s.fills = newFillQueue(s)
+	}
 	s.id = newIdentity(o.host, o.pid, o.procs, o.writer)
 	if o.fs != nil {
 		s.fs, s.root = o.fs, dir
@@ -194,8 +204,11 @@ func (s *Store) Root() string { return s.root }
 // FS is the storage under the store, for maintenance (store/maint).
 func (s *Store) FS() fsys.FS { return s.fs }
 
-// Close releases the storage.
+// Close releases the storage (and stops the cache's background fills).
 func (s *Store) Close() error {
+	if s.fills != nil {
+		s.fills.stop()
+	}
 	if c, ok := s.fs.(interface{ Close() error }); ok {
 		return c.Close()
 	}

@@ -62,6 +62,10 @@ type ReadOptions struct {
 	// from the row groups' sizes, so a wide table does not make 64 Ki-row
 	// batches of hundreds of MiB.
 	BatchBytes int64
+	// RowBytes, when positive, is the decoded size of a row that batches
+	// are sized by instead of measuring this file's first rows: a read of
+	// many files of one version measures once (see ParquetFile.RowBytes).
+	RowBytes float64
 	// Allocator for the decoded batches (memory.DefaultAllocator if nil).
 	Allocator memory.Allocator
 }
@@ -88,6 +92,9 @@ type ParquetFile struct {
 	schema *arrow.Schema
 	footer *Footer
 	o      ReadOptions
+	// rowBytes is the decoded row size that sized the last reader's
+	// batches (0: not known).
+	rowBytes float64
 }
 
 // OpenParquet opens the Parquet file in r, size bytes long: its footer and
@@ -121,6 +128,11 @@ func (f *ParquetFile) Footer() *Footer { return f.footer }
 // Schema is the file's Arrow schema (as stored in it when an Arrow writer
 // wrote it), field ids stripped.
 func (f *ParquetFile) Schema() *arrow.Schema { return f.schema }
+
+// RowBytes is the decoded size of a row measured (or given as
+// ReadOptions.RowBytes) when the last reader was made by Records; 0 when
+// no batch size needed it.
+func (f *ParquetFile) RowBytes() float64 { return f.rowBytes }
 
 // Close closes the file (not r).
 func (f *ParquetFile) Close() error { return f.pr.Close() }
@@ -181,7 +193,15 @@ const probeRows = 256
 func (f *ParquetFile) sizeBatches(ctx context.Context, leaves []int) error {
 	rows := f.o.batchRows()
 	f.fr.Props.BatchSize = rows
-	if f.o.BatchBytes <= 0 || f.footer.Rows <= probeRows || f.pr.NumRowGroups() == 0 {
+	if f.o.BatchBytes <= 0 || f.pr.NumRowGroups() == 0 {
+		return nil
+	}
+	if f.o.RowBytes > 0 {
+		f.rowBytes = f.o.RowBytes
+		f.fr.Props.BatchSize = max(probeRows, min(rows, int64(float64(f.o.BatchBytes)/f.o.RowBytes)))
+		return nil
+	}
+	if f.footer.Rows <= probeRows {
 		return nil
 	}
 	f.fr.Props.BatchSize = probeRows
@@ -197,6 +217,7 @@ func (f *ParquetFile) sizeBatches(ctx context.Context, leaves []int) error {
 	rec := rr.RecordBatch()
 	if n := rec.NumRows(); n > 0 {
 		if size := util.TotalRecordSize(rec); size > 0 {
+			f.rowBytes = float64(size) / float64(n)
 			f.fr.Props.BatchSize = max(probeRows, min(rows, f.o.BatchBytes*n/size))
 		}
 	}

@@ -87,11 +87,36 @@ func (e *Entry) Reader(mem memory.Allocator) (*ipc.Reader, error) {
 	return r, nil
 }
 
-// msgReader yields an entry's schema message, then its batches.
+// ReadBatch decodes message i without copying: the batch points into the
+// mapping, so it must not outlive the entry. The caller releases it.
+func (e *Entry) ReadBatch(i int, mem memory.Allocator) (arrow.RecordBatch, error) {
+	e.Retain()
+	mr := &msgReader{e: e, next: i, last: i + 1}
+	mr.refs.Store(1)
+	r, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(mem), ipc.WithSchema(e.p.schema))
+	if err != nil {
+		mr.Release()
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	defer r.Release()
+	if !r.Next() {
+		if r.Err() != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCorrupt, r.Err())
+		}
+		return nil, fmt.Errorf("%w: message %d is not a batch", ErrCorrupt, i)
+	}
+	rec := r.RecordBatch()
+	rec.Retain()
+	return rec, nil
+}
+
+// msgReader yields an entry's schema message, then its batches (from next
+// up to last, 0: all).
 type msgReader struct {
 	refs atomic.Int64
 	e    *Entry
-	next int // -1 before the schema
+	next int
+	last int
 	done bool
 	cur  *ipc.Message
 }
@@ -126,7 +151,7 @@ func (r *msgReader) Message() (*ipc.Message, error) {
 		r.cur = ipc.NewMessage(memory.NewBufferBytes(meta), memory.NewBufferBytes(nil))
 		return r.cur, nil
 	}
-	if r.next >= len(r.e.p.msgs) {
+	if r.next >= len(r.e.p.msgs) || (r.last > 0 && r.next >= r.last) {
 		return nil, io.EOF
 	}
 	meta, body, _ := r.e.Batch(r.next)
