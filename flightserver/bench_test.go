@@ -33,6 +33,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/ipccache"
 )
 
 const benchRows = 1 << 16
@@ -100,12 +101,12 @@ func benchBytes() int64 {
 
 // benchServer serves dir (a temp dir if empty) in-process; it returns a
 // client that accepts messages of any size, as pyarrow does.
-func benchServer(b *testing.B, dir string) (*store.Store, flight.Client) {
+func benchServer(b *testing.B, dir string, opts ...store.Option) (*store.Store, flight.Client) {
 	b.Helper()
 	if dir == "" {
 		dir = b.TempDir()
 	}
-	st, err := store.Open(dir)
+	st, err := store.Open(dir, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -183,23 +184,55 @@ func benchGet(b *testing.B, c flight.Client, ticket string) (rows, n int64) {
 	return rows, n
 }
 
-// BenchmarkDoGet reads a whole profile (64 partitions) through DoGet.
+// BenchmarkDoGet reads a whole profile (64 partitions) through DoGet,
+// decoding Parquet, and from a hot IPC cache (cached); and two columns of
+// it (cols2) both ways.
 func BenchmarkDoGet(b *testing.B) {
 	dir, path := os.Getenv("QUIVER_BENCH_DATA"), os.Getenv("QUIVER_BENCH_PATH")
 	if path == "" {
 		path = "bench/full"
 	}
-	_, c := benchServer(b, dir)
+	cols2 := `["id", "price"]` // the suite's data (bench/bench.py)
 	if dir == "" {
+		cols2 = `["id", "f0"]`
+		dir = b.TempDir()
+		_, c := benchServer(b, dir)
 		benchPut(b, c, map[string]any{"path": path, "mode": "write", "partition_by": []string{"part"}})
 	}
-	ticket := fmt.Sprintf(`{"path": %q}`, path)
-	_, n := benchGet(b, c, ticket) // warm the page cache
-	b.SetBytes(n)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		benchGet(b, c, ticket)
+	for _, cols := range []string{"", "cols2"} {
+		for _, cached := range []bool{false, true} {
+			name := "parquet"
+			if cached {
+				name = "cached"
+			}
+			if cols != "" {
+				name += "-" + cols
+			}
+			b.Run(name, func(b *testing.B) {
+				var opts []store.Option
+				if cached {
+					c, err := ipccache.Open(b.TempDir(), 8<<30)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { c.Close() })
+					opts = append(opts, store.WithCache(c))
+				}
+				_, c := benchServer(b, dir, opts...)
+				ticket := fmt.Sprintf(`{"path": %q}`, path)
+				_, n := benchGet(b, c, ticket) // warm the page cache (and fill the cache)
+				if cols != "" {
+					ticket = fmt.Sprintf(`{"path": %q, "columns": %s}`, path, cols2)
+					_, n = benchGet(b, c, ticket)
+				}
+				b.SetBytes(n)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					benchGet(b, c, ticket)
+				}
+			})
+		}
 	}
 }
 

@@ -188,7 +188,7 @@ func (r *SnapshotReader) RecordBatch() arrow.RecordBatch {
 		return r.cur.rec
 	}
 	if r.rec == nil && r.cur.entry != nil && r.cur.msg >= 0 {
-		rec, err := r.cur.entry.ReadBatch(r.cur.msg, r.s.opts.mem)
+		rec, err := r.cur.entry.ReadBatch(r.cur.msg, r.s.readMem)
 		if err != nil {
 			r.err = fmt.Errorf("read %s: cached batch: %w", r.p, err)
 			return nil
@@ -452,7 +452,7 @@ func (r *SnapshotReader) fromCache(sg *segment, e *ipccache.Entry) error {
 		}
 		src[i] = idx[0]
 	}
-	rd, err := e.Reader(r.s.opts.mem)
+	rd, err := e.Reader(r.s.readMem)
 	if err != nil {
 		return err
 	}
@@ -516,7 +516,7 @@ func (r *SnapshotReader) open(df DataFile) (*openFile, error) {
 	if err != nil {
 		return nil, wrap(err)
 	}
-	ropts := codec.ReadOptions{BatchRows: r.s.opts.readBatchRows, BatchBytes: r.o.BatchBytes, Allocator: r.s.opts.mem}
+	ropts := codec.ReadOptions{BatchRows: r.s.opts.readBatchRows, BatchBytes: r.o.BatchBytes, Allocator: r.s.readMem}
 	if r.sn.Format == FormatCSV {
 		of.closeFn = func() { _ = f.Close() }
 		rr, err := codec.NewCSVReader(f, r.sn.Schema, fileCols, ropts)
@@ -604,7 +604,7 @@ func (r *SnapshotReader) partitionColumn(of *openFile, i int, f arrow.Field, n i
 		if !ok {
 			raw = codec.HiveDefault
 		}
-		a, err := codec.ConstantColumn(r.s.opts.mem, f.Type, raw, int(size))
+		a, err := codec.ConstantColumn(r.s.readMem, f.Type, raw, int(size))
 		if err != nil {
 			return nil, err
 		}

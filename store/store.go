@@ -36,6 +36,9 @@ type Store struct {
 	// files into it in the background (readcache.go).
 	cache *ipccache.Cache
 	fills *fillQueue
+	// readMem allocates what reads decode: a pool unless WithAllocator
+	// gave another allocator (pool.go).
+	readMem memory.Allocator
 }
 
 // OnLockWait registers fn to be told, after every manifest lock attempt, how
@@ -183,6 +186,10 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	s := &Store{opts: o, profiles: map[string]*profileState{}, budget: newMemBudget(o.putMemory), cache: o.cache}
 	if s.cache != nil {
 		s.fills = newFillQueue(s)
+	}
+	s.readMem = o.mem
+	if o.mem == memory.DefaultAllocator {
+		s.readMem = newPoolAllocator()
 	}
 	s.id = newIdentity(o.host, o.pid, o.procs, o.writer)
 	if o.fs != nil {
