@@ -19,18 +19,22 @@ import (
 	"github.com/quiverdb/quiver/store/ipccache"
 )
 
-// waitGoroutines waits until at most n goroutines run (the read ahead of
-// released readers ends), failing after a while.
-func waitGoroutines(t *testing.T, n int) {
+// waitReadAhead waits until no goroutine of a reader's read ahead runs
+// (they end when the reader is released or its read ends), failing after
+// a while.
+func waitReadAhead(t *testing.T) {
 	t.Helper()
-	for i := 0; i < 200; i++ {
-		if runtime.NumGoroutine() <= n {
+	buf := make([]byte, 4<<20)
+	for i := 0; i < 300; i++ {
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		if !strings.Contains(stacks, "store.(*SnapshotReader).") {
 			return
+		}
+		if i == 299 {
+			t.Fatalf("read ahead still running:\n%s", stacks)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	buf := make([]byte, 1<<20)
-	t.Fatalf("%d goroutines, want <= %d:\n%s", runtime.NumGoroutine(), n, buf[:runtime.Stack(buf, true)])
 }
 
 // histProfile writes a profile of n appends of 1..n rows (ids in order)
@@ -87,7 +91,6 @@ func TestReadAheadOrder(t *testing.T) {
 	for _, partitioned := range []bool{false, true} {
 		for _, ahead := range []int{1, 2, 3, 8} {
 			t.Run(fmt.Sprintf("partitioned=%v/ahead=%d", partitioned, ahead), func(t *testing.T) {
-				base := runtime.NumGoroutine()
 				s, _ := newTestStore(t, WithReadAhead(ahead), WithReadBatchRows(2))
 				keys := []string{"h"}
 				histProfile(t, s, keys, 20, partitioned)
@@ -145,7 +148,7 @@ func TestReadAheadOrder(t *testing.T) {
 					t.Errorf("cancelled read: %v", rdr.Err())
 				}
 				rdr.Release()
-				waitGoroutines(t, base)
+				waitReadAhead(t)
 			})
 		}
 	}
@@ -156,7 +159,6 @@ func TestReadAheadOrder(t *testing.T) {
 // them, and never with fewer rows silently; the files read ahead of it
 // are freed.
 func TestReadAheadFailsInOrder(t *testing.T) {
-	base := runtime.NumGoroutine()
 	s, dir := newTestStore(t, WithReadAhead(4))
 	keys := []string{"h"}
 	histProfile(t, s, keys, 12, false)
@@ -179,7 +181,7 @@ func TestReadAheadFailsInOrder(t *testing.T) {
 	if int64(len(got)) != before {
 		t.Errorf("%d rows before the error, want the %d of the files before it", len(got), before)
 	}
-	waitGoroutines(t, base)
+	waitReadAhead(t)
 }
 
 // TestReadAheadBoundsMemory: a read whose consumer stops holds a few
