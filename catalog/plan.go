@@ -79,7 +79,8 @@ func (c *Catalog) Snapshot(ctx context.Context, r *Request) (*store.Snapshot, *a
 }
 
 // Open resolves r and returns a reader of exactly its snapshot, in batches
-// of about WithBatchBytes, through the store's IPC cache when it has one
+// of about WithBatchBytes (small ones joined), through the store's IPC
+// cache when it has one
 // (a batch is then valid only until the next call to Next, even if
 // retained). The caller releases the reader; it must not outlive ctx.
 func (c *Catalog) Open(ctx context.Context, r *Request) (*store.SnapshotReader, *store.Snapshot, error) {
@@ -88,7 +89,7 @@ func (c *Catalog) Open(ctx context.Context, r *Request) (*store.SnapshotReader, 
 	if err != nil {
 		return nil, nil, err
 	}
-	o.BatchBytes, o.Cached = c.opts.batchBytes, true
+	o.BatchBytes, o.Cached, o.Join = c.opts.batchBytes, true, true
 	rdr, err := c.st.ReadSnapshot(ctx, sn, o)
 	if err != nil {
 		return nil, nil, err

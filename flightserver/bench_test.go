@@ -20,7 +20,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -228,9 +230,13 @@ func BenchmarkDoGet(b *testing.B) {
 				b.SetBytes(n)
 				b.ReportAllocs()
 				b.ResetTimer()
+				cpu0 := cpuTime()
 				for b.Loop() {
 					benchGet(b, c, ticket)
 				}
+				// CPU time (server and client) per read: steadier than the
+				// wall time on a loaded machine.
+				b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
 			})
 		}
 	}
@@ -255,6 +261,62 @@ func BenchmarkDoPut(b *testing.B) {
 				}
 				benchPut(b, c, cmd)
 			}
+		})
+	}
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkGetFlightInfo plans a read of a profile (QUIVER_BENCH_PATH;
+// bench/hist3000 is the suite's profile of 3,000 appends) and lists
+// the profiles under QUIVER_BENCH_LIST (ListFlights).
+func BenchmarkGetFlightInfo(b *testing.B) {
+	dir, path := os.Getenv("QUIVER_BENCH_DATA"), os.Getenv("QUIVER_BENCH_PATH")
+	if dir == "" || path == "" {
+		b.Skip("QUIVER_BENCH_DATA and QUIVER_BENCH_PATH name the data")
+	}
+	_, c := benchServer(b, dir)
+	desc := &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: strings.Split(path, "/")}
+	b.Run("info", func(b *testing.B) {
+		b.ReportAllocs()
+		cpu0 := cpuTime()
+		for b.Loop() {
+			if _, err := c.GetFlightInfo(context.Background(), desc); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
+	})
+	if prefix := os.Getenv("QUIVER_BENCH_LIST"); prefix != "" {
+		b.Run("list", func(b *testing.B) {
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				s, err := c.ListFlights(context.Background(), &flight.Criteria{Expression: []byte(prefix)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				n := 0
+				for {
+					if _, err := s.Recv(); err == io.EOF {
+						break
+					} else if err != nil {
+						b.Fatal(err)
+					}
+					n++
+				}
+				if n == 0 {
+					b.Fatal("nothing listed")
+				}
+			}
+			b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
 		})
 	}
 }

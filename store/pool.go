@@ -15,7 +15,10 @@ import (
 // garbage collector must then find. Memory is zeroed when handed out, as
 // Go's allocator does.
 type poolAllocator struct {
-	pools [maxPoolClass + 1]sync.Pool
+	pools [maxPoolClass + 1]sync.Pool // of *[]byte
+	// holders are spare *[]byte boxes, so that returning a buffer to its
+	// pool allocates nothing.
+	holders sync.Pool
 }
 
 const (
@@ -44,6 +47,8 @@ func (a *poolAllocator) Allocate(size int) []byte {
 	}
 	if p, _ := a.pools[c].Get().(*[]byte); p != nil {
 		b := (*p)[:size]
+		*p = nil
+		a.holders.Put(p)
 		clear(b)
 		return b
 	}
@@ -72,8 +77,12 @@ func (a *poolAllocator) Free(b []byte) {
 	if !pooled(b) {
 		return
 	}
-	b = b[:0]
-	a.pools[bits.Len(uint(cap(b)))-1].Put(&b)
+	h, _ := a.holders.Get().(*[]byte)
+	if h == nil {
+		h = new([]byte)
+	}
+	*h = b[:0]
+	a.pools[bits.Len(uint(cap(b)))-1].Put(h)
 }
 
 // pooled reports whether b came from a pool: its capacity is a size class.

@@ -32,6 +32,8 @@ type profileState struct {
 	headTok fsys.Token
 	// lists caches the root listing of versions by directory mtime.
 	lists map[int]dirList
+	// loaded keeps readers' loads of versions Quiver wrote (loader.go).
+	loaded map[int]loadedVersion
 
 	commit committer
 }
@@ -58,7 +60,7 @@ type versionHead struct {
 
 func newProfileState(p profile) *profileState {
 	ps := &profileState{p: p, log: newLogView(), infos: map[int]*versionHead{}, ours: map[string]fileFacts{},
-		nextIndex: map[int]int{}, lists: map[int]dirList{}}
+		nextIndex: map[int]int{}, lists: map[int]dirList{}, loaded: map[int]loadedVersion{}}
 	ps.commit.ps = ps
 	return ps
 }

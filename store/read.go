@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/util"
 
 	"github.com/quiverdb/quiver/store/codec"
 	"github.com/quiverdb/quiver/store/ipccache"
@@ -45,6 +46,10 @@ type ReadOptions struct {
 	// Next, even if retained. For readers that hand each batch on before
 	// asking for the next, like DoGet.
 	Cached bool
+	// Join joins consecutive small batches (of small files: appends) into
+	// batches of about BatchBytes, so that a profile of many small appends
+	// streams as few batches as the same rows in large files.
+	Join bool
 }
 
 // Read streams a version (latest by default) in index order. Partitions are
@@ -132,10 +137,11 @@ type SnapshotReader struct {
 	// Parquet file (bits of a float64; 0: not yet).
 	rowBytes atomic.Uint64
 
-	seg *segment
-	cur item
-	rec arrow.RecordBatch // cur's batch, decoded from its message on demand
-	err error
+	seg     *segment
+	pending *item // an item pulled while coalescing, yielded next
+	cur     item
+	rec     arrow.RecordBatch // cur's batch, decoded from its message on demand
+	err     error
 }
 
 // segment is one file being read ahead: its batches in order.
@@ -234,6 +240,10 @@ func (r *SnapshotReader) stop() {
 			it.release()
 		}
 	}
+	if r.pending != nil {
+		r.pending.release()
+		r.pending = nil
+	}
 	if r.seg != nil {
 		drain(r.seg)
 		r.seg = nil
@@ -244,7 +254,8 @@ func (r *SnapshotReader) stop() {
 	r.wg.Wait()
 }
 
-// Next moves to the next batch.
+// Next moves to the next batch (with ReadOptions.Join, consecutive small
+// batches joined).
 func (r *SnapshotReader) Next() bool {
 	r.clear()
 	if r.err != nil {
@@ -253,16 +264,46 @@ func (r *SnapshotReader) Next() bool {
 	if !r.started {
 		r.start()
 	}
+	it, ok := r.pull()
+	if !ok {
+		return false
+	}
+	if it.err != nil {
+		r.err = it.err
+		it.release()
+		r.stop()
+		return false
+	}
+	if r.o.Join && it.rec != nil && r.small(it.rec) {
+		it = r.coalesce(it)
+		if it.err != nil {
+			r.err = it.err
+			r.stop()
+			return false
+		}
+	}
+	r.cur = it
+	return true
+}
+
+// pull returns the next item of the read in order (false at its end, or
+// when its context ended: r.err is set then).
+func (r *SnapshotReader) pull() (item, bool) {
+	if r.pending != nil {
+		it := *r.pending
+		r.pending = nil
+		return it, true
+	}
 	for {
 		if err := r.parent.Err(); err != nil {
 			r.err = err
 			r.stop()
-			return false
+			return item{}, false
 		}
 		if r.seg == nil {
 			sg, ok := <-r.segs
 			if !ok {
-				return false
+				return item{}, false
 			}
 			r.seg = sg
 		}
@@ -271,15 +312,73 @@ func (r *SnapshotReader) Next() bool {
 			r.seg = nil
 			continue
 		}
-		if it.err != nil {
-			r.err = it.err
-			it.release()
-			r.stop()
-			return false
-		}
-		r.cur = it
-		return true
+		return it, true
 	}
+}
+
+// small reports whether a batch is small enough to be joined with the
+// next ones.
+func (r *SnapshotReader) small(rec arrow.RecordBatch) bool {
+	return rec.NumCols() > 0 && util.TotalRecordSize(rec) < r.o.BatchBytes/4
+}
+
+// coalesce joins it with the decoded batches that follow while they fit
+// in BatchBytes; the first item that does not fit (or an error) is kept
+// for the next call to Next.
+func (r *SnapshotReader) coalesce(it item) item {
+	parts := []item{it}
+	size := util.TotalRecordSize(it.rec)
+	for {
+		nx, ok := r.pull()
+		if !ok {
+			if r.err != nil {
+				for i := range parts {
+					parts[i].release()
+				}
+				return item{err: r.err, msg: -1}
+			}
+			break
+		}
+		if nx.err != nil || nx.rec == nil {
+			r.pending = &nx
+			break
+		}
+		n := util.TotalRecordSize(nx.rec)
+		if size+n > r.o.BatchBytes {
+			r.pending = &nx
+			break
+		}
+		parts = append(parts, nx)
+		size += n
+	}
+	if len(parts) == 1 {
+		return it
+	}
+	defer func() {
+		for i := range parts {
+			parts[i].release()
+		}
+	}()
+	cols := make([]arrow.Array, r.out.NumFields())
+	var rows int64
+	for _, p := range parts {
+		rows += p.rec.NumRows()
+	}
+	arrs := make([]arrow.Array, len(parts))
+	for c := range cols {
+		for i, p := range parts {
+			arrs[i] = p.rec.Column(c)
+		}
+		a, err := array.Concatenate(arrs, r.s.readMem)
+		if err != nil {
+			releaseAll(cols)
+			return item{err: fmt.Errorf("read %s: join batches: %w", r.p, err), msg: -1}
+		}
+		cols[c] = a
+	}
+	rec := array.NewRecordBatch(r.out, cols, rows)
+	releaseAll(cols)
+	return item{rec: rec, msg: -1}
 }
 
 // ahead is how many files are decoded at once.

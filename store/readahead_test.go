@@ -94,7 +94,7 @@ func TestReadAheadOrder(t *testing.T) {
 				s, _ := newTestStore(t, WithReadAhead(ahead), WithReadBatchRows(2))
 				keys := []string{"h"}
 				histProfile(t, s, keys, 20, partitioned)
-				got, err := aheadIDs(t, s, keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}})
+				got, err := aheadIDs(t, s, keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}, Join: ahead%2 == 0})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -174,7 +174,7 @@ func TestReadAheadFailsInOrder(t *testing.T) {
 	if err := os.Remove(victim); err != nil {
 		t.Fatal(err)
 	}
-	got, err := aheadIDs(t, s, keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}})
+	got, err := aheadIDs(t, s, keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}, Join: true})
 	if !errors.Is(err, ErrDataLoss) {
 		t.Fatalf("read: %v", err)
 	}
@@ -198,12 +198,15 @@ func TestReadAheadBoundsMemory(t *testing.T) {
 	for i := 0; i < 9; i++ {
 		put(t, s, ModeAppend, keys, ids(vals...), PutOptions{})
 	}
-	rdr, err := s.Read(context.Background(), keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}})
+	rdr, err := s.Read(context.Background(), keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}, BatchBytes: 64 << 10, Join: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !rdr.Next() {
 		t.Fatal(rdr.Err())
+	}
+	if n := rdr.RecordBatch().NumRows(); n < 2000 || n > 8192 {
+		t.Errorf("batches of 1,000 rows (8 KB) joined into %d rows, want about 64 KiB", n)
 	}
 	time.Sleep(200 * time.Millisecond) // the read ahead fills its queues
 	// 1,000 rows of int64 are 8 KB a batch; the profile is 8 MB. Files
@@ -232,7 +235,7 @@ func cachedStore(t *testing.T, opts ...Option) (*Store, string, *ipccache.Cache)
 // cached message when there is one.
 func readCached(t *testing.T, s *Store, keys []string, o ReadOptions) (string, int, error) {
 	t.Helper()
-	o.Cached = true
+	o.Cached, o.Join = true, true // as DoGet reads
 	rdr, err := s.Read(context.Background(), keys, o)
 	if err != nil {
 		return "", 0, err

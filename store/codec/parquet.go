@@ -84,6 +84,10 @@ func (o ReadOptions) mem() memory.Allocator {
 	return o.Allocator
 }
 
+// smallParquetFile is the size up to which a file's column chunks are
+// read whole rather than through a buffer.
+const smallParquetFile = 16 << 20
+
 // ParquetFile is a Parquet file open for reading. Close it when done; the
 // readers it made must be released first.
 type ParquetFile struct {
@@ -103,7 +107,12 @@ type ParquetFile struct {
 // handle. Errors mean the file is not valid Parquet.
 func OpenParquet(r io.ReaderAt, size int64, o ReadOptions) (*ParquetFile, error) {
 	props := parquet.NewReaderProperties(o.mem())
-	props.BufferedStreamEnabled = true
+	// A large file's column chunks are read through 1 MiB buffers, so
+	// that decoding a row group does not hold it whole. A small file's
+	// are read whole, one read each: the buffered reader would allocate a
+	// buffer per column and grow it to peek at each page header, which
+	// made most of the cost of reading many small appended files.
+	props.BufferedStreamEnabled = size > smallParquetFile
 	props.BufferSize = 1 << 20
 	pr, err := file.NewParquetReader(io.NewSectionReader(r, 0, size), file.WithReadProps(props))
 	if err != nil {
