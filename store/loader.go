@@ -127,10 +127,6 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 	p := ps.p
 	vname := VersionName(v)
 	vs := &VersionState{Keys: p.keys, Version: v}
-	h, err := s.head(ctx, ps, v)
-	if err != nil {
-		return nil, err
-	}
 	ps.mu.Lock()
 	vs.Write = ps.log.writes[v]
 	vs.Retired = ps.log.retired[v]
@@ -154,6 +150,13 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 			return c.vs.clone(), nil
 		}
 	}
+	var h *versionHead
+	var err error
+	if logWritten || !dirExists || hasEntry(entries, versionInfoName) {
+		if h, err = s.head(ctx, ps, v); err != nil {
+			return nil, err
+		}
+	} // else: the full listing shows no .version.json (a pyrosome version)
 	ps.mu.Lock()
 	logRecs := append([]*CommitRecord(nil), ps.log.byVersion[v]...)
 	ps.mu.Unlock()
@@ -402,6 +405,15 @@ func withDir(e fsys.Entry, dir string) fsys.Entry {
 	return e
 }
 
+func hasEntry(entries []fsys.Entry, name string) bool {
+	for _, e := range entries {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // indexOfPath is the index in a data file's name ("v0/a=1/3.parquet" → 3),
 // or def.
 func indexOfPath(rel string, def int) int {
@@ -511,6 +523,14 @@ func (s *Store) inferSchema(ctx context.Context, p profile, f Format, files []Da
 		}
 		return inf.Schema(), nil
 	}
+	ps := s.state(p)
+	key := files[0].Path
+	ps.mu.Lock()
+	sf, ok := ps.schemas[key]
+	ps.mu.Unlock()
+	if ok && sf.size == files[0].Bytes {
+		return sf.schema, nil
+	}
 	fh, err := s.openData(ctx, p, files[0], false)
 	if err != nil {
 		return nil, err
@@ -521,7 +541,20 @@ func (s *Store) inferSchema(ctx context.Context, p profile, f Format, files []Da
 		return nil, s.badFile(p, files[0], err)
 	}
 	defer pf.Close()
+	// Kept as the root files' facts are (by path and size: data files are
+	// never rewritten), so that listing pyrosome profiles does not decode
+	// a footer each time.
+	ps.mu.Lock()
+	ps.schemas[key] = schemaFact{size: fh.Size(), schema: pf.Schema()}
+	ps.mu.Unlock()
 	return pf.Schema(), nil
+}
+
+// schemaFact is the schema of a version without .version.json, read from
+// its first file (profileState.schemas).
+type schemaFact struct {
+	size   int64
+	schema *arrow.Schema
 }
 
 var errStop = errors.New("stop")
