@@ -44,8 +44,19 @@ func TestPoolAllocator(t *testing.T) {
 		}
 		a.Free(again)
 	}
-	if class(4096) != 12 || class(4097) != 13 || class(1<<20) != 20 {
-		t.Errorf("classes %d %d %d", class(4096), class(4097), class(1<<20))
+	prev := 0
+	for size := 1 << 12; size <= 1<<22; size += 997 {
+		c, capacity := class(size)
+		if capacity < size || capacity > size+size/4+1 || c < prev || c >= numClasses {
+			t.Fatalf("class(%d) = %d, %d (previous class %d)", size, c, capacity, prev)
+		}
+		if c2, cap2 := class(capacity); c2 != c || cap2 != capacity {
+			t.Fatalf("class(%d) = %d, %d; class of its capacity %d, %d", size, c, capacity, c2, cap2)
+		}
+		prev = c
+	}
+	if _, c := class(1 << 28); c != 1<<28 || !pooled(make([]byte, 0, 5<<12)) || pooled(make([]byte, 0, 5<<12+8)) {
+		t.Error("class bounds")
 	}
 }
 

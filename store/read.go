@@ -132,7 +132,12 @@ type SnapshotReader struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	segs    chan *segment
-	wg      sync.WaitGroup
+	// slots bounds the segments that exist at once: the one being
+	// consumed and those read ahead. A segment's slot is freed when Next
+	// has consumed it, so a decoder that finished early does not let
+	// another one start while its batches wait.
+	slots chan struct{}
+	wg    sync.WaitGroup
 	// rowBytes is the decoded row size measured on the read's first
 	// Parquet file (bits of a float64; 0: not yet).
 	rowBytes atomic.Uint64
@@ -310,6 +315,7 @@ func (r *SnapshotReader) pull() (item, bool) {
 		it, ok := <-r.seg.items
 		if !ok {
 			r.seg = nil
+			<-r.slots
 			continue
 		}
 		return it, true
@@ -381,29 +387,32 @@ func (r *SnapshotReader) coalesce(it item) item {
 	return item{rec: rec, msg: -1}
 }
 
-// ahead is how many files are decoded at once.
+// ahead is how many files are decoded ahead of the one being consumed
+// (whose decoder is often still running: together GOMAXPROCS by default).
+// Each open file holds a page of every column it reads, decompressed.
 func (s *Store) ahead() int {
 	if s.opts.readAhead > 0 {
 		return s.opts.readAhead
 	}
-	return max(1, runtime.GOMAXPROCS(0))
+	return max(1, runtime.GOMAXPROCS(0)-1)
 }
 
 // start launches the read ahead: a scheduler that starts one decoder per
-// file, at most ahead at a time, and hands their queues to Next in order.
+// file, in order, while fewer than ahead files are read ahead of the one
+// Next consumes, and hands their queues to Next in order.
 func (r *SnapshotReader) start() {
 	r.started = true
 	r.ctx, r.cancel = context.WithCancel(r.parent)
-	n := r.s.ahead()
+	n := r.s.ahead() + 1
 	r.segs = make(chan *segment, n)
-	slots := make(chan struct{}, n)
+	r.slots = make(chan struct{}, n)
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		defer close(r.segs)
 		for _, df := range r.sn.Files {
 			select {
-			case slots <- struct{}{}:
+			case r.slots <- struct{}{}:
 			case <-r.ctx.Done():
 				return
 			}
@@ -411,7 +420,6 @@ func (r *SnapshotReader) start() {
 			r.wg.Add(1)
 			go func() {
 				defer r.wg.Done()
-				defer func() { <-slots }()
 				defer close(sg.items)
 				r.produce(sg, df)
 			}()

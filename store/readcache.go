@@ -22,9 +22,9 @@ import (
 // decoding them, and fill the cache with the files they decode.
 func WithCache(c *ipccache.Cache) Option { return func(o *options) { o.cache = c } }
 
-// WithReadAhead sets how many files a read decodes at once, ahead of its
-// consumer (default GOMAXPROCS). 1 reads one file at a time, still on its
-// own goroutine.
+// WithReadAhead sets how many files a read decodes ahead of the one its
+// consumer is on (default GOMAXPROCS-1, at least 1), each on its own
+// goroutine.
 func WithReadAhead(n int) Option { return func(o *options) { o.readAhead = n } }
 
 // Cache is the store's IPC cache (nil: none).

@@ -72,6 +72,7 @@ type options struct {
 	compression    codec.Compression
 	readAhead      int
 	cache          *ipccache.Cache
+	memSet         bool // WithAllocator was given
 }
 
 // Option configures a Store.
@@ -96,7 +97,9 @@ func WithPID(pid int) Option { return func(o *options) { o.pid = pid } }
 func WithWriter(w string) Option { return func(o *options) { o.writer = w } }
 
 // WithAllocator sets the Arrow allocator used for reads and writes.
-func WithAllocator(mem memory.Allocator) Option { return func(o *options) { o.mem = mem } }
+func WithAllocator(mem memory.Allocator) Option {
+	return func(o *options) { o.mem, o.memSet = mem, true }
+}
 
 // WithLogger sets the logger (default: none).
 func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.log = l } }
@@ -188,7 +191,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		s.fills = newFillQueue(s)
 	}
 	s.readMem = o.mem
-	if o.mem == memory.DefaultAllocator {
+	if !o.memSet {
 		s.readMem = newPoolAllocator()
 	}
 	s.id = newIdentity(o.host, o.pid, o.procs, o.writer)

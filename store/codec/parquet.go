@@ -86,7 +86,7 @@ func (o ReadOptions) mem() memory.Allocator {
 
 // smallParquetFile is the size up to which a file's column chunks are
 // read whole rather than through a buffer.
-const smallParquetFile = 16 << 20
+const smallParquetFile = 2 << 20
 
 // ParquetFile is a Parquet file open for reading. Close it when done; the
 // readers it made must be released first.
@@ -107,13 +107,15 @@ type ParquetFile struct {
 // handle. Errors mean the file is not valid Parquet.
 func OpenParquet(r io.ReaderAt, size int64, o ReadOptions) (*ParquetFile, error) {
 	props := parquet.NewReaderProperties(o.mem())
-	// A large file's column chunks are read through 1 MiB buffers, so
-	// that decoding a row group does not hold it whole. A small file's
-	// are read whole, one read each: the buffered reader would allocate a
-	// buffer per column and grow it to peek at each page header, which
-	// made most of the cost of reading many small appended files.
+	// A large file's column chunks are read through small buffers, so
+	// that decoding a row group does not hold it whole (every column's
+	// buffer is alive at once; the pages it decompresses are what must
+	// be held). A small file's are read whole, one read each: the
+	// buffered reader would allocate a buffer per column and grow it to
+	// peek at each page header, which made most of the cost of reading
+	// many small appended files.
 	props.BufferedStreamEnabled = size > smallParquetFile
-	props.BufferSize = 1 << 20
+	props.BufferSize = 128 << 10
 	pr, err := file.NewParquetReader(io.NewSectionReader(r, 0, size), file.WithReadProps(props))
 	if err != nil {
 		return nil, fmt.Errorf("not a Parquet file: %w", err)
