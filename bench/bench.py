@@ -802,6 +802,8 @@ def chart(path, meta):
 
     tp = [r for r in RESULTS if r.get("mib_per_s") and "setup" not in r["case"]]
     ap = [r for r in RESULTS if "appends_per_s" in r]
+    if not tp and not ap:
+        return
     cases = list(dict.fromkeys(r["case"] for r in tp))
     fig, axes = plt.subplots(len(cases) + (1 if ap else 0), 1,
                              figsize=(9, 2.2 + 0.5 * len(tp) + (2 if ap else 0)), squeeze=False)

@@ -206,6 +206,9 @@ func New(st *store.Store, opts ...Option) *Server {
 	}
 	s.pw = newPasswordGate(o.pwLimits, s.metrics)
 	st.OnLockWait(s.metrics.lockWait)
+	if c := st.Cache(); c != nil {
+		s.metrics.registerCache(c)
+	}
 	// Logging is outermost so that refused RPCs are logged and counted too;
 	// recovery next, so a panic anywhere below (auth included) becomes an
 	// Internal status that is logged; the in-flight budget after auth, so
