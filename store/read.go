@@ -39,12 +39,13 @@ type ReadOptions struct {
 	// it is a target, not a hard limit.
 	BatchBytes int64
 	// Cached lets the read use the store's IPC cache (WithCache): a file
-	// the cache holds is streamed from it, one it does not hold is filled
-	// into it as it is decoded (or, for a read of some columns, decoded
-	// in the background afterwards). Batches may then point into memory-
-	// mapped cache entries: a batch is valid only until the next call to
-	// Next, even if retained. For readers that hand each batch on before
-	// asking for the next, like DoGet.
+	// the cache holds with the read's columns is streamed from it as it
+	// lies; one it holds with every column is streamed from that entry,
+	// the columns picked; otherwise it is decoded. Either way what the
+	// read streams is kept as an entry of its columns. Batches may then
+	// point into memory-mapped cache entries: a batch is valid only until
+	// the next call to Next, even if retained. For readers that hand each
+	// batch on before asking for the next, like DoGet.
 	Cached bool
 	// Join joins consecutive small batches (of small files: appends) into
 	// batches of about BatchBytes, so that a profile of many small appends
@@ -460,35 +461,45 @@ func (r *SnapshotReader) fail(sg *segment, df DataFile, err error) {
 	r.emit(sg, item{err: fmt.Errorf("read %s %s: %w", r.p, df.Path, err), msg: -1})
 }
 
-// produce reads one file into sg: from the cache when it holds the file,
-// else decoded (and filled into the cache when it is in use).
+// produce reads one file into sg: from the cache when it holds the file
+// (with this read's columns, or with every column), else decoded; a read
+// through the cache keeps what it streams as an entry of its columns.
 func (r *SnapshotReader) produce(sg *segment, df DataFile) {
-	var key ipccache.Key
+	var keyOut, keyAll ipccache.Key
 	cacheable := r.cache != nil && df.Recorded && df.SHA256 != ""
 	if cacheable {
-		k, ok, err := r.s.cacheKey(r.ctx, r.p, r.sn, df)
+		stamp, ok, err := r.s.fileStamp(r.ctx, r.p, df)
 		if err != nil {
 			r.emit(sg, item{err: fmt.Errorf("read %s %s: %w", r.p, df.Path, err), msg: -1})
 			return
 		}
-		cacheable, key = ok, k
+		cacheable = ok
+		keyOut = cacheKey(r.p, r.sn, df, stamp, r.cols())
+		keyAll = keyOut
+		if !r.whole {
+			keyAll = cacheKey(r.p, r.sn, df, stamp, nil)
+		}
 	}
 	if cacheable {
-		if e := r.hit(df, key); e != nil {
+		if e := r.hit(df, keyOut, r.out); e != nil {
 			defer e.Release()
-			if err := r.fromCache(sg, e); err != nil {
-				r.emit(sg, item{err: fmt.Errorf("read %s %s: %w", r.p, df.Path, err), msg: -1})
-			}
+			r.fromCache(sg, df, e, nil)
 			return
+		}
+		if !r.whole {
+			if e := r.hit(df, keyAll, r.sn.Schema); e != nil {
+				defer e.Release()
+				// Every column: pick this read's, and keep them as an
+				// entry of their own, for the next read of them.
+				fill, _ := r.cache.Create(keyOut, r.out)
+				r.fromCache(sg, df, e, fill)
+				return
+			}
 		}
 	}
 	var fill *ipccache.Writer
-	if cacheable && r.whole {
-		if w, err := r.cache.Create(key, r.sn.Schema); err == nil {
-			fill = w
-		}
-	} else if cacheable {
-		r.s.fillLater(r.p, r.sn, df, r.o.BatchBytes)
+	if cacheable {
+		fill, _ = r.cache.Create(keyOut, r.out)
 	}
 	of, err := r.open(df)
 	if err != nil {
@@ -518,10 +529,7 @@ func (r *SnapshotReader) produce(sg *segment, df DataFile) {
 			rec.Release()
 			continue
 		}
-		if fill != nil && fill.Write(rec) != nil {
-			fill.Abort()
-			fill = nil
-		}
+		fill = r.tee(fill, df, rec)
 		if !r.emit(sg, item{rec: rec, msg: -1}) {
 			if fill != nil {
 				fill.Abort()
@@ -529,57 +537,101 @@ func (r *SnapshotReader) produce(sg *segment, df DataFile) {
 			return
 		}
 	}
-	if fill != nil {
-		if err := fill.Commit(); err != nil {
-			r.s.opts.log.Debug().Err(err).Str("profile", r.p.String()).Str("file", df.Path).Msg("IPC cache fill failed")
-		}
+	r.commit(fill, df)
+}
+
+// cols names the read's columns for its cache key (nil: every column).
+func (r *SnapshotReader) cols() []string {
+	if r.whole {
+		return nil
+	}
+	return codec.FieldNames(r.out)
+}
+
+// tee writes rec into a cache entry being filled; a failed write drops
+// the entry (the read goes on).
+func (r *SnapshotReader) tee(fill *ipccache.Writer, df DataFile, rec arrow.RecordBatch) *ipccache.Writer {
+	if fill == nil {
+		return nil
+	}
+	if err := fill.Write(rec); err != nil {
+		fill.Abort()
+		r.s.opts.log.Debug().Err(err).Str("profile", r.p.String()).Str("file", df.Path).Msg("IPC cache fill dropped")
+		return nil
+	}
+	return fill
+}
+
+// commit publishes a filled entry.
+func (r *SnapshotReader) commit(fill *ipccache.Writer, df DataFile) {
+	if fill == nil {
+		return
+	}
+	if err := fill.Commit(); err != nil {
+		r.s.opts.log.Debug().Err(err).Str("profile", r.p.String()).Str("file", df.Path).Msg("IPC cache fill failed")
 	}
 }
 
 // fromCache streams a cache entry into sg: its messages as they are when
-// the read wants every column, else its batches with the columns picked.
-func (r *SnapshotReader) fromCache(sg *segment, e *ipccache.Entry) error {
-	if r.whole {
+// they hold the read's columns, else its batches with the columns picked
+// (and written to fill, when given).
+func (r *SnapshotReader) fromCache(sg *segment, df DataFile, e *ipccache.Entry, fill *ipccache.Writer) {
+	if e.Schema().Equal(r.out) {
 		for i := range e.NumBatches() {
 			if _, _, rows := e.Batch(i); rows == 0 {
 				continue
 			}
 			e.Retain()
 			if !r.emit(sg, item{entry: e, msg: i}) {
+				return
+			}
+		}
+		return
+	}
+	err := func() error {
+		src := make([]int, r.out.NumFields())
+		for i, f := range r.out.Fields() {
+			idx := e.Schema().FieldIndices(f.Name)
+			if len(idx) != 1 {
+				return fmt.Errorf("the cached copy lacks column %q", f.Name)
+			}
+			src[i] = idx[0]
+		}
+		rd, err := e.Reader(r.s.readMem)
+		if err != nil {
+			return err
+		}
+		defer rd.Release()
+		for rd.Next() {
+			in := rd.RecordBatch()
+			if in.NumRows() == 0 {
+				continue
+			}
+			cols := make([]arrow.Array, len(src))
+			for i, j := range src {
+				cols[i] = in.Column(j)
+			}
+			rec := array.NewRecordBatch(r.out, cols, in.NumRows())
+			fill = r.tee(fill, df, rec)
+			e.Retain()
+			if !r.emit(sg, item{rec: rec, entry: e, msg: -1}) {
+				if fill != nil {
+					fill.Abort() // stopped: the entry is partial
+					fill = nil
+				}
 				return nil
 			}
 		}
-		return nil
-	}
-	src := make([]int, r.out.NumFields())
-	for i, f := range r.out.Fields() {
-		idx := e.Schema().FieldIndices(f.Name)
-		if len(idx) != 1 {
-			return fmt.Errorf("the cached copy lacks column %q", f.Name)
-		}
-		src[i] = idx[0]
-	}
-	rd, err := e.Reader(r.s.readMem)
+		return rd.Err()
+	}()
 	if err != nil {
-		return err
+		if fill != nil {
+			fill.Abort()
+		}
+		r.emit(sg, item{err: fmt.Errorf("read %s %s: %w", r.p, df.Path, err), msg: -1})
+		return
 	}
-	defer rd.Release()
-	for rd.Next() {
-		in := rd.RecordBatch()
-		if in.NumRows() == 0 {
-			continue
-		}
-		cols := make([]arrow.Array, len(src))
-		for i, j := range src {
-			cols[i] = in.Column(j)
-		}
-		rec := array.NewRecordBatch(r.out, cols, in.NumRows())
-		e.Retain()
-		if !r.emit(sg, item{rec: rec, entry: e, msg: -1}) {
-			return nil
-		}
-	}
-	return rd.Err()
+	r.commit(fill, df)
 }
 
 // openFile is one file being decoded.

@@ -289,9 +289,10 @@ func TestCacheServesWhatParquetDoes(t *testing.T) {
 			t.Fatalf("case %d: cold cached read %s, want %s", i, got, want)
 		}
 	}
-	// Every file is in the cache now (the first case read them all).
+	// Every file is in the cache now, with every column (the first case
+	// read them all) and with the columns of each projection.
 	sn, _ := s.Snapshot(context.Background(), keys, SnapshotOptions{Version: Latest})
-	if st := c.Stats(); st.Entries != len(sn.Files) {
+	if st := c.Stats(); st.Entries != 3*len(sn.Files) {
 		t.Fatalf("%d entries for %d files: %+v", st.Entries, len(sn.Files), st)
 	}
 	for i, o := range cases {
@@ -307,33 +308,45 @@ func TestCacheServesWhatParquetDoes(t *testing.T) {
 		if c.Stats().Hits == before {
 			t.Errorf("case %d: no cache hit", i)
 		}
-		if whole := o.Columns == nil; whole != (raw > 0) {
-			t.Errorf("case %d: %d batches as cached messages", i, raw)
+		if raw == 0 {
+			t.Errorf("case %d: no batch streamed as the cache holds it", i)
 		}
 	}
 }
 
-// TestCacheBackgroundFill: a read of some columns fills the cache in the
-// background; the next read of them hits it.
-func TestCacheBackgroundFill(t *testing.T) {
+// TestCacheProjections: a read of some columns keeps them as entries of
+// their own; a read of other columns served from the entries of every
+// column keeps its columns too; hot, each streams its entries as they
+// are.
+func TestCacheProjections(t *testing.T) {
 	s, _, c := cachedStore(t)
 	keys := []string{"h"}
 	histProfile(t, s, keys, 4, false)
-	if _, _, err := readCached(t, s, keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}, Columns: []string{"id"}}); err != nil {
+	latest := SnapshotOptions{Version: Latest}
+	ids := ReadOptions{SnapshotOptions: latest, Columns: []string{"id"}}
+	if _, raw, err := readCached(t, s, keys, ids); err != nil || raw != 0 {
+		t.Fatalf("cold: %d cached batches, %v", raw, err)
+	}
+	if st := c.Stats(); st.Entries != 4 || st.Hits != 0 {
+		t.Fatalf("after a read of one column: %+v", st)
+	}
+	if _, raw, err := readCached(t, s, keys, ids); err != nil || raw != 4 {
+		t.Fatalf("hot: %d cached batches, %v", raw, err)
+	}
+	// Every column, then another projection picked from those entries.
+	if _, _, err := readCached(t, s, keys, ReadOptions{SnapshotOptions: latest}); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; c.Stats().Entries < 4; i++ {
-		if i > 300 {
-			t.Fatalf("background fill: %+v", c.Stats())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	p := ReadOptions{SnapshotOptions: latest, Columns: []string{"p"}}
 	hits := c.Stats().Hits
-	if _, _, err := readCached(t, s, keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}, Columns: []string{"id"}}); err != nil {
-		t.Fatal(err)
+	if _, raw, err := readCached(t, s, keys, p); err != nil || raw != 0 || c.Stats().Hits != hits+4 {
+		t.Fatalf("from every column: %d cached batches, %v, %+v", raw, err, c.Stats())
 	}
-	if c.Stats().Hits != hits+4 {
-		t.Errorf("hits %d, want %d", c.Stats().Hits, hits+4)
+	if _, raw, err := readCached(t, s, keys, p); err != nil || raw != 4 {
+		t.Fatalf("hot: %d cached batches, %v", raw, err)
+	}
+	if st := c.Stats(); st.Entries != 12 {
+		t.Fatalf("entries %+v", st)
 	}
 }
 

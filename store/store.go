@@ -32,10 +32,8 @@ type Store struct {
 	mu       sync.Mutex
 	profiles map[string]*profileState
 	budget   *memBudget
-	// cache is the IPC cache of decoded files (nil: none); fills decodes
-	// files into it in the background (readcache.go).
+	// cache is the IPC cache of decoded files (nil: none; readcache.go).
 	cache *ipccache.Cache
-	fills *fillQueue
 	// readMem allocates what reads decode: a pool unless WithAllocator
 	// gave another allocator (pool.go).
 	readMem memory.Allocator
@@ -187,9 +185,6 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		o.writer = fmt.Sprintf("%s@%s:%d", user, o.host, o.pid)
 	}
 	s := &Store{opts: o, profiles: map[string]*profileState{}, budget: newMemBudget(o.putMemory), cache: o.cache}
-	if s.cache != nil {
-		s.fills = newFillQueue(s)
-	}
 	s.readMem = o.mem
 	if !o.memSet {
 		s.readMem = newPoolAllocator()
@@ -214,11 +209,8 @@ func (s *Store) Root() string { return s.root }
 // FS is the storage under the store, for maintenance (store/maint).
 func (s *Store) FS() fsys.FS { return s.fs }
 
-// Close releases the storage (and stops the cache's background fills).
+// Close releases the storage.
 func (s *Store) Close() error {
-	if s.fills != nil {
-		s.fills.stop()
-	}
 	if c, ok := s.fs.(interface{ Close() error }); ok {
 		return c.Close()
 	}
