@@ -223,10 +223,18 @@ func TestDoGetFromCache(t *testing.T) {
 		}
 		rec := httptest.NewRecorder()
 		s.srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-		for _, m := range []string{fmt.Sprintf("quiver_cache_hits_total %d", st.Hits), fmt.Sprintf("quiver_cache_entries %d", st.Entries),
-			fmt.Sprintf("quiver_cache_misses_total %d", st.Misses), "quiver_cache_evictions_total 0", fmt.Sprintf("quiver_cache_bytes %d", st.Bytes)} {
-			if !strings.Contains(rec.Body.String(), m+"\n") {
-				t.Errorf("metrics lack %q", m)
+		for name, want := range map[string]float64{"quiver_cache_hits_total": float64(st.Hits), "quiver_cache_entries": float64(st.Entries),
+			"quiver_cache_misses_total": float64(st.Misses), "quiver_cache_evictions_total": 0, "quiver_cache_bytes": float64(st.Bytes)} {
+			var got float64
+			found := false
+			for _, line := range strings.Split(rec.Body.String(), "\n") {
+				if v, ok := strings.CutPrefix(line, name+" "); ok {
+					_, err := fmt.Sscan(v, &got)
+					found = err == nil
+				}
+			}
+			if !found || got != want {
+				t.Errorf("metric %s = %v (found %v), want %v", name, got, found, want)
 			}
 		}
 	})
