@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/store/ipccache"
 )
 
 // validatingReader checks every batch of a DoPut before the store sees it
@@ -291,6 +292,10 @@ func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServ
 	if err != nil {
 		return fail(ctx, fmt.Errorf("send %s: %w", req.Path(), err))
 	}
+	// Without dictionaries a batch is sent as one message of its own
+	// buffers (sendCodec); with them the IPC writer sends the dictionary
+	// messages that must come first.
+	direct := ipccache.Cacheable(rdr.Schema())
 	pw := &payloadSender{out: out, skip: 1}
 	w := ipc.NewWriterWithPayloadWriter(pw, ipc.WithSchema(rdr.Schema()), ipc.WithAllocator(s.opts.mem))
 	defer func() {
@@ -304,7 +309,7 @@ func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServ
 			return fail(ctx, err)
 		}
 		if meta, body, rows, ok := rdr.Message(); ok && int64(len(meta)+len(body)) <= limit {
-			if err := out.Send(&flight.FlightData{DataHeader: meta, DataBody: body}); err != nil {
+			if err := out.sendMessage(&dataMessage{header: meta, body: [][]byte{body}, release: rdr.Hold()}); err != nil {
 				return fail(ctx, fmt.Errorf("send %s: %w", req.Path(), err))
 			}
 			ri.rows.Add(rows)
@@ -313,7 +318,11 @@ func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServ
 			if rec == nil {
 				break // rdr.Err says why
 			}
-			if err := s.writeSliced(w, rec, ri); err != nil {
+			write := w.Write
+			if direct {
+				write = func(rec arrow.RecordBatch) error { return s.sendBatch(out, rec, rdr.Hold()) }
+			}
+			if err := s.writeSliced(write, rec, ri); err != nil {
 				return fail(ctx, fmt.Errorf("send %s: %w", req.Path(), err))
 			}
 		}
@@ -323,6 +332,23 @@ func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServ
 		return fail(ctx, err)
 	}
 	return nil
+}
+
+// sendBatch sends one batch as a message of its own buffers; hold is
+// released once gRPC is done with them.
+func (s *Server) sendBatch(out *sendCounter, rec arrow.RecordBatch, hold func()) error {
+	pl, err := ipc.GetRecordBatchPayload(rec, ipc.WithAllocator(s.opts.mem))
+	if err != nil {
+		hold()
+		return fmt.Errorf("encode batch: %w", err)
+	}
+	m, err := payloadMessage(&pl, hold)
+	if err != nil {
+		pl.Release()
+		hold()
+		return fmt.Errorf("encode batch: %w", err)
+	}
+	return out.sendMessage(m)
 }
 
 // payloadSender sends an IPC writer's payloads as Flight messages,
@@ -380,22 +406,38 @@ func (c *sendCounter) Send(d *flight.FlightData) error {
 	return nil
 }
 
+// sendMessage sends a dataMessage (sendCodec encodes it), releasing it
+// when gRPC never took it.
+func (c *sendCounter) sendMessage(m *dataMessage) error {
+	n := len(m.header)
+	for _, b := range m.body {
+		n += len(b)
+	}
+	err := c.FlightService_DoGetServer.SendMsg(m)
+	m.abandon()
+	if err != nil {
+		return err
+	}
+	c.ri.bytes.Add(int64(n))
+	return nil
+}
+
 // writeSliced writes rec as slices whose buffers total at most the send
 // target. A single row larger than that is sent alone.
-func (s *Server) writeSliced(w *ipc.Writer, rec arrow.RecordBatch, ri *rpcInfo) error {
+func (s *Server) writeSliced(write func(arrow.RecordBatch) error, rec arrow.RecordBatch, ri *rpcInfo) error {
 	rows := rec.NumRows()
 	size := recordSize(rec)
 	ri.rows.Add(rows)
 	target := s.sendTarget()
 	if size <= target || rows <= 1 {
-		return w.Write(rec)
+		return write(rec)
 	}
 	parts := (size + target - 1) / target
 	step := (rows + parts - 1) / parts
 	for off := int64(0); off < rows; off += step {
 		end := min(off+step, rows)
 		sl := rec.NewSlice(off, end)
-		err := w.Write(sl)
+		err := write(sl)
 		sl.Release()
 		if err != nil {
 			return err

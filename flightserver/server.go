@@ -216,6 +216,7 @@ func New(st *store.Store, opts ...Option) *Server {
 	// guard innermost, around the handler's own stream use. The static
 	// windows bound what a stream buffers while nothing reads it.
 	gopts := append([]grpc.ServerOption{
+		grpc.ForceServerCodecV2(newSendCodec()),
 		grpc.MaxRecvMsgSize(o.maxRecv),
 		grpc.MaxConcurrentStreams(o.maxStreams),
 		grpc.StaticStreamWindowSize(streamWindow),

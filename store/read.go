@@ -224,6 +224,19 @@ func (r *SnapshotReader) Message() (meta, body []byte, rows int64, ok bool) {
 	return meta, body, rows, true
 }
 
+// Hold keeps what the current batch's memory belongs to (a cache entry's
+// mapping) until the returned function is called, for a consumer that
+// hands the batch's buffers on past Next (DoGet, to gRPC, which may write
+// them later). Decoded buffers need no hold: Arrow counts their
+// references.
+func (r *SnapshotReader) Hold() func() {
+	if e := r.cur.entry; e != nil {
+		e.Retain()
+		return e.Release
+	}
+	return func() {}
+}
+
 // Err is the error that ended the read, if any.
 func (r *SnapshotReader) Err() error { return r.err }
 
