@@ -120,7 +120,9 @@ func OpenParquet(r io.ReaderAt, size int64, o ReadOptions) (*ParquetFile, error)
 	if err != nil {
 		return nil, fmt.Errorf("not a Parquet file: %w", err)
 	}
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: o.batchRows()}, o.mem())
+	// PreAllocBinaryData reserves a batch's string bytes up front (from
+	// the row group's size) instead of growing them by doubling.
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: o.batchRows(), PreAllocBinaryData: true}, o.mem())
 	if err != nil {
 		pr.Close()
 		return nil, fmt.Errorf("the file's Arrow schema: %w", err)
