@@ -15,7 +15,15 @@ venv, then runs this). Environment:
                   generated source is kept there and reused.
     BENCH_OUT     where results.json, results.md and benchmarks.png go
                   (default bench/out).
-    BENCH_CASES   comma-separated subset of: get,prune,put,append,history,list,info.
+    BENCH_CASES   comma-separated subset of:
+                  get,prune,cache,comp,hist,put,append,history,list,info
+                  (default: all). cache adds the variants of a server with an
+                  Arrow IPC cache (--cache-dir) to the get/prune cases; comp
+                  reads the data written with each --compression; hist
+                  compares a profile of 3,000 appends with the same rows in
+                  30 files; history times appends against the files already
+                  in the version.
+    BENCH_HIST_ROWS  rows per append of the hist case (default 1000).
     BENCH_HISTORY comma-separated file counts of the append-latency-vs-history
                   case (default 100,1000,10000; 100,1000 below scale 0.25).
 
@@ -50,9 +58,13 @@ APPEND_S = float(os.environ.get("BENCH_APPEND_SECONDS", "8" if BIG else "2"))
 WORK = os.environ.get("BENCH_WORK", f"/tmp/quiver-bench-{SCALE:g}")
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.environ.get("BENCH_OUT", os.path.join(HERE, "out"))
-CASES = set(os.environ.get("BENCH_CASES", "get,prune,put,append,history,list,info").split(","))
+CASES = set(os.environ.get("BENCH_CASES", "get,prune,cache,comp,hist,put,append,history,list,info").split(","))
 HISTORY = [int(n) for n in os.environ.get("BENCH_HISTORY", "100,1000,10000" if SCALE >= 0.25 else "100,1000").split(",")]
 HISTORY_APPENDS = 200  # timed appends at each history size
+CASES = set(os.environ.get("BENCH_CASES", "get,prune,cache,comp,hist,put,append,list,info").split(","))
+HIST_ROWS = int(os.environ.get("BENCH_HIST_ROWS", "1000"))
+HIST_FILES = (3000, 30)  # the history case: appends vs the same rows in few files
+COMPRESSIONS = ("zstd", "lz4_raw", "snappy", "none")
 COUNT = max(100, int(10_000 * SCALE))  # profiles to list, files in one profile
 BATCH_ROWS = 256 * 1024  # "large batches": ~37 MiB each
 PROJ = ["id", "price"]  # 2 columns of 20
@@ -146,26 +158,38 @@ class Sampler:
     def __init__(self, pid):
         self.pid = pid
         self.peak = 0
+        self.peak_anon = 0
         self._stop = threading.Event()
         self._t = None
 
-    def rss(self, key="VmRSS"):
+    def rss(self):
+        """(VmRSS, RssAnon) in bytes. RssAnon leaves out file pages mapped
+        into the process (the IPC cache's memory-mapped entries, the
+        binary), which the kernel can drop at any time."""
+        out = {}
         try:
             with open(f"/proc/{self.pid}/status") as f:
                 for line in f:
-                    if line.startswith(key + ":"):
-                        return int(line.split()[1]) * 1024
+                    k, _, v = line.partition(":")
+                    if k in ("VmRSS", "RssAnon"):
+                        out[k] = int(v.split()[0]) * 1024
         except OSError:
             pass
-        return 0
+        return out.get("VmRSS", 0), out.get("RssAnon", 0)
+
+    def _sample(self):
+        r, a = self.rss()
+        self.peak = max(self.peak, r)
+        self.peak_anon = max(self.peak_anon, a)
 
     def start(self):
-        self.peak = self.rss()
+        self.peak = self.peak_anon = 0
+        self._sample()
         self._stop.clear()
 
         def run():
             while not self._stop.wait(0.02):
-                self.peak = max(self.peak, self.rss())
+                self._sample()
 
         self._t = threading.Thread(target=run, daemon=True)
         self._t.start()
@@ -173,7 +197,7 @@ class Sampler:
     def stop(self):
         self._stop.set()
         self._t.join()
-        self.peak = max(self.peak, self.rss())
+        self._sample()
         return self.peak
 
 
@@ -209,9 +233,39 @@ def data_dir():
     return os.path.join(WORK, "data")
 
 
-def start_quiver():
-    return Server([QUIVER, "serve", "--data-dir", data_dir(), "--addr", "127.0.0.1:0", "--log-level", "warn"],
+def start_quiver(*extra):
+    return Server([QUIVER, "serve", "--data-dir", data_dir(), "--addr", "127.0.0.1:0", "--log-level", "warn", *extra],
                   "quiver.log")
+
+
+def cache_dir():
+    return os.path.join(WORK, "ipc-cache")
+
+
+def start_quiver_cached():
+    """A server with the Arrow IPC cache (outside the data dir). The cache
+    is emptied first, so the warm-up read of each case fills it."""
+    shutil.rmtree(cache_dir(), ignore_errors=True)
+    return start_quiver("--cache-dir", cache_dir(), "--cache-size", "8GiB")
+
+
+def cache_settled(timeout=120):
+    """Waits until the cache holds no temp entry and its size has not
+    changed for a second (entries are finished in the background)."""
+    last, stable, t0 = None, 0, time.time()
+    while time.time() - t0 < timeout:
+        names = []
+        for root, _, files in os.walk(cache_dir()):
+            names += [os.path.join(root, f) for f in files]
+        size = sum(os.path.getsize(n) for n in names if os.path.exists(n))
+        busy = any(".tmp" in os.path.basename(n) for n in names)
+        cur = (len(names), size)
+        stable = stable + 1 if cur == last and not busy else 0
+        if stable >= 5:
+            return cur
+        last = cur
+        time.sleep(0.2)
+    return last
 
 
 def start_peer():
@@ -229,6 +283,7 @@ def run_case(case, variants, reps=REPS, what=""):
     a dict of extra fields. Runs every variant once per round."""
     times = {v[0]: [] for v in variants}
     peaks = {v[0]: 0 for v in variants}
+    anon = {v[0]: 0 for v in variants}
     out = {v[0]: None for v in variants}
     for r in range(reps):
         for name, fn, srv in (variants if r % 2 == 0 else list(reversed(variants))):
@@ -239,6 +294,7 @@ def run_case(case, variants, reps=REPS, what=""):
             dt = time.perf_counter() - t0
             if srv is not None:
                 peaks[name] = max(peaks[name], srv.sampler.stop())
+                anon[name] = max(anon[name], srv.sampler.peak_anon)
             if isinstance(res, dict) and "seconds" in res:
                 dt = res["seconds"]
             times[name].append(dt)
@@ -253,7 +309,10 @@ def run_case(case, variants, reps=REPS, what=""):
             "min_s": min(times[name]), "max_s": max(times[name]), "rows": rows, "bytes": nbytes,
             "rows_per_s": rows / med if med else 0, "mib_per_s": nbytes / MiB / med if med else 0,
             "server_peak_rss_mib": peaks[name] / MiB if srv is not None else None,
+            "server_peak_anon_mib": anon[name] / MiB if srv is not None else None,
         })
+        if isinstance(res, dict):
+            RESULTS[-1].update({k: v for k, v in res.items() if k not in ("rows", "bytes", "seconds")})
 
 
 def flight_read(client, ticket):
@@ -282,6 +341,7 @@ def read_cases(full_dir):
 
     q = start_quiver()
     p = start_peer()
+    qc = start_quiver_cached() if "cache" in CASES else None
     try:
         glob = os.path.join(full_dir, "*", "*.parquet")
 
@@ -312,9 +372,22 @@ def read_cases(full_dir):
                 d = ds.dataset(full_dir, format="parquet", partitioning="hive")
                 return table_res(d.to_table(columns=columns, filter=flt))
 
+            cached = []
+            if qc is not None:
+                # Hot: the warm-up read filled the cache with every file this
+                # read touches (a projection is served from whole-file
+                # entries).
+                flight_read(qc.client, json.dumps({"path": "bench/full"}).encode())
+                flight_read(qc.client, qticket.encode())
+                cache_settled()
+                cached = [
+                    ("quiver, IPC cache hot (Go client)", lambda: go_read(qc.addr, qticket), qc),
+                    ("quiver, IPC cache hot (pyarrow client)", lambda: flight_read(qc.client, qticket.encode()), qc),
+                ]
             return [
                 ("quiver (Go client)", lambda: go_read(q.addr, qticket), q),
                 ("quiver (pyarrow client)", lambda: flight_read(q.client, qticket.encode()), q),
+                *cached,
                 ("pyarrow Flight peer (pyarrow client)", lambda: flight_read(p.client, pticket.encode()), p),
                 ("pyarrow Flight peer (Go client)", lambda: go_read(p.addr, pticket), p),
                 ("local pq.read_table", pq_read, None),
@@ -341,6 +414,133 @@ def read_cases(full_dir):
     finally:
         q.stop()
         p.stop()
+        if qc is not None:
+            qc.stop()
+
+
+def comp_dir(c):
+    return os.path.join(data_dir(), "bench", "full" if c == "zstd" else f"full_{c}")
+
+
+def setup_compressions():
+    """The read data written again with each other --compression (zstd is
+    bench/full itself)."""
+    for c in COMPRESSIONS:
+        if c == "zstd":
+            continue
+        stamp = os.path.join(WORK, f"full_{c}.done")
+        if os.path.exists(stamp):
+            continue
+        shutil.rmtree(comp_dir(c), ignore_errors=True)
+        q = start_quiver("--compression", c)
+        try:
+            log(f"setup: writing bench/full_{c} with --compression {c}")
+            desc = fl.FlightDescriptor.for_command(json.dumps({"path": f"bench/full_{c}", "mode": "write", "partition_by": ["part"]}))
+            flight_put(q.client, desc, source_reader)
+        finally:
+            q.stop()
+        open(stamp, "w").close()
+
+
+def dir_bytes(d):
+    return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(d) for f in fs if f.endswith(".parquet"))
+
+
+def comp_cases():
+    setup_compressions()
+    q = start_quiver()
+    try:
+        variants = []
+        for c in COMPRESSIONS:
+            t = json.dumps({"path": os.path.relpath(comp_dir(c), data_dir())})
+            size = dir_bytes(comp_dir(c))
+            variants.append((f"quiver {c} (Go client)", lambda t=t, size=size: {**go_read(q.addr, t), "file_mib": size / MiB}, q))
+            variants.append((f"quiver {c} (pyarrow client)",
+                             lambda t=t, size=size: dict(zip(("rows", "bytes"), flight_read(q.client, t.encode())), file_mib=size / MiB), q))
+        run_case("DoGet full, by file compression", variants, what="--compression of the files read")
+    finally:
+        q.stop()
+
+
+def hist_path(n):
+    return f"bench/hist{n}"
+
+
+def setup_history():
+    """Two profiles of the same HIST_ROWS x 3000 rows (20 columns): one
+    made of 3,000 appends, one of 30 larger appends. Written once through
+    Quiver (4 clients at a time), reused by later runs."""
+    stamp = os.path.join(WORK, f"hist-{HIST_ROWS}.done")
+    if os.path.exists(stamp):
+        return
+    total = HIST_ROWS * HIST_FILES[0]
+    for n in HIST_FILES:
+        shutil.rmtree(os.path.join(data_dir(), hist_path(n)), ignore_errors=True)
+    q = start_quiver()
+    try:
+        for n in HIST_FILES:
+            per = total // n
+            log(f"setup: {hist_path(n)}: {n:,} appends of {per:,} rows")
+            rng = np.random.default_rng(13)
+            batches = [gen_batch(rng, i * per, per) for i in range(n)] if per * n <= 200_000 else None
+            desc = fl.FlightDescriptor.for_path(*hist_path(n).split("/"))
+            # the first append creates the profile (the version's write)
+            first = batches[0] if batches else gen_batch(np.random.default_rng(13), 0, per)
+            flight_put(q.client, desc, lambda b=first: pa.RecordBatchReader.from_batches(b.schema, [b]))
+            todo = list(range(1, n))
+            lock = threading.Lock()
+
+            def work():
+                c = fl.connect(f"grpc://{q.addr}")
+                try:
+                    while True:
+                        with lock:
+                            if not todo:
+                                return
+                            i = todo.pop(0)
+                        b = batches[i] if batches else gen_batch(np.random.default_rng(13 + i), i * per, per)
+                        flight_put(c, desc, lambda b=b: pa.RecordBatchReader.from_batches(b.schema, [b]))
+                finally:
+                    c.close()
+
+            ts = [threading.Thread(target=work) for _ in range(4)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+    finally:
+        q.stop()
+    open(stamp, "w").close()
+
+
+def hist_cases():
+    from pyrosome import ParquetDal
+
+    setup_history()
+    q = start_quiver()
+    try:
+        def pyrosome_read(n):
+            df = ParquetDal(data_dir()).read(*hist_path(n).split("/")).collect()
+            return df.height, df.estimated_size()
+
+        def info(n):
+            fi = q.client.get_flight_info(fl.FlightDescriptor.for_path(*hist_path(n).split("/")))
+            assert fi.total_records == HIST_ROWS * HIST_FILES[0], fi.total_records
+            return fi.total_records, 0
+
+        for n in HIST_FILES:
+            t = json.dumps({"path": hist_path(n)})
+            label = f"{n:,} appends" if n == HIST_FILES[0] else f"{n} files"
+            run_case(f"DoGet history: {label}", [
+                ("quiver (Go client)", lambda t=t: go_read(q.addr, t), q),
+                ("quiver (pyarrow client)", lambda t=t: flight_read(q.client, t.encode()), q),
+                ("pyrosome ParquetDal.read (local)", lambda n=n: pyrosome_read(n), None),
+            ], what=f"{HIST_ROWS * HIST_FILES[0]:,} rows")
+            run_case(f"GetFlightInfo history: {label}", [
+                ("quiver (pyarrow client)", lambda n=n: info(n), q),
+            ], what="rows column = rows planned")
+    finally:
+        q.stop()
 
 
 def flight_put(client, descriptor, reader_fn):
@@ -607,6 +807,9 @@ def ratios(rows):
         peer = vs.get(REF_PEER)
         for r in vs.values():
             r["vs_peer"] = peer["median_s"] / r["median_s"] if peer and r["median_s"] else None
+            # the peer read by the same client as this variant
+            same = vs.get("pyarrow Flight peer (Go client)" if "(Go client)" in r["variant"] else REF_PEER)
+            r["vs_peer_same"] = same["median_s"] / r["median_s"] if same and r["median_s"] and r["variant"].startswith("quiver") else None
             r["vs_local"] = local["median_s"] / r["median_s"] if local and r["median_s"] else None
 
 
@@ -619,27 +822,56 @@ def markdown(meta):
         f"Scale {SCALE:g}: {meta['rows']:,} rows, {meta['arrow_mib']:,.0f} MiB as Arrow, "
         f"{meta['parquet_mib']:,.0f} MiB as zstd Parquet in {PARTS} partitions; "
         f"medians of {REPS} runs; ratios are throughput relative to the pyarrow Flight peer "
-        f"and to local pyarrow (dataset.to_table / pq.write_table), > 1 is faster.",
+        f"(pyarrow client; and read by the same client as the variant) and to local pyarrow "
+        f"(dataset.to_table / pq.write_table), > 1 is faster. anon RSS leaves out file pages mapped into the server "
+        f"(the IPC cache's entries).",
         "",
-        "| case | variant | median s | rows/s | MiB/s | vs peer | vs local pyarrow | server peak RSS MiB |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| case | variant | median s | rows/s | MiB/s | vs peer | vs peer, same client | vs local pyarrow | server peak RSS MiB | anon RSS MiB |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in RESULTS:
         if "appends_per_s" in r:
             lines.append(
                 f"| {r['case']} | {r['variant']} | {r['appends_per_s']:,.0f} appends/s | {r['rows_per_s']:,.0f} | "
-                f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms | — | — | {fmt(r['server_peak_rss_mib'], '.0f')} |")
+                f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms | — | — | — | {fmt(r['server_peak_rss_mib'], '.0f')} | — |")
             continue
         lines.append(
             f"| {r['case']} | {r['variant']} | {r['median_s']:.3f} | {r['rows_per_s']:,.0f} | "
             f"{fmt(r['mib_per_s'] or None, ',.1f')} | {fmt(r.get('vs_peer'), '.2f')}× | "
-            f"{fmt(r.get('vs_local'), '.2f')}× | {fmt(r['server_peak_rss_mib'], '.0f')} |".replace("—×", "—"))
+            f"{fmt(r.get('vs_peer_same'), '.2f')}× | "
+            f"{fmt(r.get('vs_local'), '.2f')}× | {fmt(r['server_peak_rss_mib'], '.0f')} | "
+            f"{fmt(r.get('server_peak_anon_mib'), '.0f')} |".replace("—×", "—"))
+    hist = history_rows()
+    if hist:
+        lines += ["", f"History: the same {HIST_ROWS * HIST_FILES[0]:,} rows as {HIST_FILES[0]:,} appends and as "
+                  f"{HIST_FILES[1]} files; the ratio is the time of the first over the second (goal ≤ 3).", "",
+                  "| case | variant | 3,000 appends s | 30 files s | ratio |", "|---|---|---:|---:|---:|"]
+        for case, variant, a, b in hist:
+            lines.append(f"| {case} | {variant} | {a:.3f} | {b:.3f} | {a / b:.2f}× |")
+    comp = [r for r in RESULTS if r["case"] == "DoGet full, by file compression"]
+    if comp:
+        lines += ["", "Compression of the files (`quiver serve --compression`): size on disk and full DoGet.", "",
+                  "| variant | files MiB | median s | MiB/s of Arrow |", "|---|---:|---:|---:|"]
+        for r in comp:
+            lines.append(f"| {r['variant']} | {r.get('file_mib', 0):,.0f} | {r['median_s']:.3f} | {r['mib_per_s']:,.1f} |")
     one = next((r for r in RESULTS if r["variant"] == "quiver (pyarrow client)" and r["case"].startswith("DoPut (one file")), None)
     part = next((r for r in RESULTS if r["variant"].startswith("quiver partitioned by")), None)
     if one and part:
         lines += ["", f"Partitioned put (64 partitions) / one-file put throughput: "
                       f"{part['rows_per_s'] / one['rows_per_s']:.2f}×."]
     return "\n".join(lines) + "\n"
+
+
+def history_rows():
+    """(case, variant, seconds with 3,000 appends, seconds with 30 files)."""
+    out = []
+    for kind in ("DoGet", "GetFlightInfo"):
+        a = {r["variant"]: r for r in RESULTS if r["case"] == f"{kind} history: {HIST_FILES[0]:,} appends"}
+        b = {r["variant"]: r for r in RESULTS if r["case"] == f"{kind} history: {HIST_FILES[1]} files"}
+        for v in a:
+            if v in b:
+                out.append((kind, v, a[v]["median_s"], b[v]["median_s"]))
+    return out
 
 
 def chart(path, meta):
@@ -650,6 +882,8 @@ def chart(path, meta):
     tp = [r for r in RESULTS if r.get("mib_per_s") and "setup" not in r["case"]]
     ap = [r for r in RESULTS if "appends_per_s" in r and not r["case"].startswith("append latency")]
     hist = [r for r in RESULTS if "appends_per_s" in r and r["case"].startswith("append latency")]
+    if not tp and not ap and not hist:
+        return
     cases = list(dict.fromkeys(r["case"] for r in tp))
     panels = len(cases) + (1 if ap else 0) + (1 if hist else 0)
     fig, axes = plt.subplots(panels, 1, figsize=(9, 2.2 + 0.5 * len(tp) + (2 if ap else 0) + (2.5 if hist else 0)),
@@ -722,6 +956,10 @@ def main():
             "machine": machine(), "pyarrow": pa.__version__, "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     if CASES & {"get", "prune"}:
         read_cases(full_dir)
+    if "comp" in CASES:
+        comp_cases()
+    if "hist" in CASES:
+        hist_cases()
     if "put" in CASES:
         put_cases()
     if "append" in CASES:

@@ -3,25 +3,30 @@ package catalog
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/quiverdb/quiver/store"
 )
 
-// Catalog plans reads and lists profiles over one store. It holds no state
-// of its own and is safe for concurrent use.
+// Catalog plans reads and lists profiles over one store. It keeps only
+// serialized schemas, and is safe for concurrent use.
 type Catalog struct {
 	st   *store.Store
 	opts options
+
+	memoMu sync.Mutex
+	memo   map[*arrow.Schema][]byte // serialized schemas (schemaBytes)
 }
 
 type options struct {
 	endpointBytes int64
 	endpointFiles int
+	batchBytes    int64
 	mem           memory.Allocator
 }
 
@@ -35,6 +40,11 @@ func WithEndpointBytes(n int64) Option { return func(o *options) { o.endpointByt
 // WithEndpointFiles caps the files one endpoint ticket lists (default
 // 1024), which bounds the ticket size for profiles of many small appends.
 func WithEndpointFiles(n int) Option { return func(o *options) { o.endpointFiles = n } }
+
+// WithBatchBytes sets the size that Open's reader aims each batch at
+// (default store.DefaultReadBatchBytes): DoGet passes what fits its send
+// limit, so that batches need no slicing.
+func WithBatchBytes(n int64) Option { return func(o *options) { o.batchBytes = n } }
 
 // WithAllocator sets the allocator used to serialize schemas.
 func WithAllocator(mem memory.Allocator) Option { return func(o *options) { o.mem = mem } }
@@ -51,7 +61,7 @@ func New(st *store.Store, opts ...Option) *Catalog {
 	if o.endpointFiles <= 0 {
 		o.endpointFiles = 1
 	}
-	return &Catalog{st: st, opts: o}
+	return &Catalog{st: st, opts: o, memo: map[*arrow.Schema][]byte{}}
 }
 
 // Snapshot resolves a read request to a pinned snapshot (partitions pruned,
@@ -73,14 +83,19 @@ func (c *Catalog) Snapshot(ctx context.Context, r *Request) (*store.Snapshot, *a
 	return sn, sc, nil
 }
 
-// Open resolves r and returns a reader of exactly its snapshot. The caller
-// releases the reader; it must not outlive ctx.
-func (c *Catalog) Open(ctx context.Context, r *Request) (array.RecordReader, *store.Snapshot, error) {
-	sn, err := c.st.Snapshot(ctx, r.Keys, r.ReadOptions().SnapshotOptions)
+// Open resolves r and returns a reader of exactly its snapshot, in batches
+// of about WithBatchBytes (small ones joined), through the store's IPC
+// cache when it has one
+// (a batch is then valid only until the next call to Next, even if
+// retained). The caller releases the reader; it must not outlive ctx.
+func (c *Catalog) Open(ctx context.Context, r *Request) (*store.SnapshotReader, *store.Snapshot, error) {
+	o := r.ReadOptions()
+	sn, err := c.st.Snapshot(ctx, r.Keys, o.SnapshotOptions)
 	if err != nil {
 		return nil, nil, err
 	}
-	rdr, err := c.st.OpenSnapshot(ctx, sn, r.Columns)
+	o.BatchBytes, o.Cached, o.Join = c.opts.batchBytes, true, true
+	rdr, err := c.st.ReadSnapshot(ctx, sn, o)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -100,7 +115,7 @@ func (c *Catalog) Plan(ctx context.Context, r *Request, desc *flight.FlightDescr
 		desc = PathDescriptor(sn.Keys)
 	}
 	info := &flight.FlightInfo{
-		Schema:           flight.SerializeSchema(sc, c.opts.mem),
+		Schema:           c.schemaBytes(sc),
 		FlightDescriptor: desc,
 		TotalRecords:     sn.Rows(),
 		TotalBytes:       sn.Bytes(),
@@ -112,6 +127,29 @@ func (c *Catalog) Plan(ctx context.Context, r *Request, desc *flight.FlightDescr
 	}
 	return info, nil
 }
+
+// schemaBytes serializes a schema, once per schema object: a version's
+// schema is one object for as long as the store keeps the version's head,
+// and a listing would otherwise serialize every profile's schema each time.
+func (c *Catalog) schemaBytes(sc *arrow.Schema) []byte {
+	c.memoMu.Lock()
+	b, ok := c.memo[sc]
+	c.memoMu.Unlock()
+	if ok {
+		return b
+	}
+	b = flight.SerializeSchema(sc, c.opts.mem)
+	c.memoMu.Lock()
+	if len(c.memo) >= maxSchemaMemo {
+		clear(c.memo)
+	}
+	c.memo[sc] = b
+	c.memoMu.Unlock()
+	return b
+}
+
+// maxSchemaMemo bounds the schemas schemaBytes keeps.
+const maxSchemaMemo = 1 << 16
 
 // groups splits files, in order, into runs of about endpointBytes. There is
 // always at least one group, so an empty snapshot still has an endpoint that
@@ -136,26 +174,84 @@ func (c *Catalog) groups(files []store.DataFile) [][]string {
 // descriptor, the latest schema, totals and planned endpoints. A profile
 // that cannot be planned (a corrupt manifest, a version being retired) is
 // listed with its descriptor only and totals of -1, so one bad profile does
-// not hide the others.
+// not hide the others. Profiles are planned several at a time (GOMAXPROCS)
+// while the walk goes on; fn is called in order, from one goroutine.
 func (c *Catalog) List(ctx context.Context, prefix []string, fn func(*flight.FlightInfo) error) error {
-	err := c.st.ListProfiles(ctx, prefix, func(ps store.ProfileSummary) error {
-		if ps.Err != nil {
-			// An entry that is not a readable profile (a manifest that
-			// does not parse, a symbolic link): verify reports it; the
-			// listing goes on without it.
-			return nil
-		}
-		info, err := c.Plan(ctx, &Request{Keys: ps.Keys, Version: Latest}, nil)
-		if err != nil {
-			if ctx.Err() != nil {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type job struct {
+		keys []string
+		done chan *flight.FlightInfo // buffered: a planner never waits
+	}
+	n := max(1, runtime.GOMAXPROCS(0))
+	jobs := make(chan *job, 4*n)
+	slots := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	var walkErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(jobs)
+		walkErr = c.st.ListProfiles(ctx, prefix, func(ps store.ProfileSummary) error {
+			if ps.Err != nil {
+				// An entry that is not a readable profile (a manifest that
+				// does not parse, a symbolic link): verify reports it; the
+				// listing goes on without it.
+				return nil
+			}
+			j := &job{keys: ps.Keys, done: make(chan *flight.FlightInfo, 1)}
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
 				return ctx.Err()
 			}
-			info = &flight.FlightInfo{FlightDescriptor: PathDescriptor(ps.Keys), TotalRecords: -1, TotalBytes: -1, Ordered: true}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				j.done <- c.listed(ctx, j.keys)
+			}()
+			select {
+			case jobs <- j:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	var err error
+	for j := range jobs {
+		if err != nil {
+			continue // drain: the walk stops at the cancellation
 		}
-		return fn(info)
-	})
+		info := <-j.done
+		if info == nil {
+			err = ctx.Err()
+		} else {
+			err = fn(info)
+		}
+		if err != nil {
+			cancel()
+		}
+	}
+	wg.Wait()
+	if err == nil {
+		err = walkErr
+	}
 	if err != nil {
 		return fmt.Errorf("list profiles: %w", err)
 	}
 	return nil
+}
+
+// listed is a profile's FlightInfo in a listing (nil when ctx ended).
+func (c *Catalog) listed(ctx context.Context, keys []string) *flight.FlightInfo {
+	info, err := c.Plan(ctx, &Request{Keys: keys, Version: Latest}, nil)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		info = &flight.FlightInfo{FlightDescriptor: PathDescriptor(keys), TotalRecords: -1, TotalBytes: -1, Ordered: true}
+	}
+	return info
 }

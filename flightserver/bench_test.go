@@ -20,7 +20,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +35,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/ipccache"
 )
 
 const benchRows = 1 << 16
@@ -100,12 +103,12 @@ func benchBytes() int64 {
 
 // benchServer serves dir (a temp dir if empty) in-process; it returns a
 // client that accepts messages of any size, as pyarrow does.
-func benchServer(b *testing.B, dir string) (*store.Store, flight.Client) {
+func benchServer(b *testing.B, dir string, opts ...store.Option) (*store.Store, flight.Client) {
 	b.Helper()
 	if dir == "" {
 		dir = b.TempDir()
 	}
-	st, err := store.Open(dir)
+	st, err := store.Open(dir, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -183,23 +186,59 @@ func benchGet(b *testing.B, c flight.Client, ticket string) (rows, n int64) {
 	return rows, n
 }
 
-// BenchmarkDoGet reads a whole profile (64 partitions) through DoGet.
+// BenchmarkDoGet reads a whole profile (64 partitions) through DoGet,
+// decoding Parquet, and from a hot IPC cache (cached); and two columns of
+// it (cols2) both ways.
 func BenchmarkDoGet(b *testing.B) {
 	dir, path := os.Getenv("QUIVER_BENCH_DATA"), os.Getenv("QUIVER_BENCH_PATH")
 	if path == "" {
 		path = "bench/full"
 	}
-	_, c := benchServer(b, dir)
+	cols2 := `["id", "price"]` // the suite's data (bench/bench.py)
 	if dir == "" {
+		cols2 = `["id", "f0"]`
+		dir = b.TempDir()
+		_, c := benchServer(b, dir)
 		benchPut(b, c, map[string]any{"path": path, "mode": "write", "partition_by": []string{"part"}})
 	}
-	ticket := fmt.Sprintf(`{"path": %q}`, path)
-	_, n := benchGet(b, c, ticket) // warm the page cache
-	b.SetBytes(n)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		benchGet(b, c, ticket)
+	for _, cols := range []string{"", "cols2"} {
+		for _, cached := range []bool{false, true} {
+			name := "parquet"
+			if cached {
+				name = "cached"
+			}
+			if cols != "" {
+				name += "-" + cols
+			}
+			b.Run(name, func(b *testing.B) {
+				var opts []store.Option
+				if cached {
+					c, err := ipccache.Open(b.TempDir(), 8<<30)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { c.Close() })
+					opts = append(opts, store.WithCache(c))
+				}
+				_, c := benchServer(b, dir, opts...)
+				ticket := fmt.Sprintf(`{"path": %q}`, path)
+				_, n := benchGet(b, c, ticket) // warm the page cache (and fill the cache)
+				if cols != "" {
+					ticket = fmt.Sprintf(`{"path": %q, "columns": %s}`, path, cols2)
+					_, n = benchGet(b, c, ticket)
+				}
+				b.SetBytes(n)
+				b.ReportAllocs()
+				b.ResetTimer()
+				cpu0 := cpuTime()
+				for b.Loop() {
+					benchGet(b, c, ticket)
+				}
+				// CPU time (server and client) per read: steadier than the
+				// wall time on a loaded machine.
+				b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
+			})
+		}
 	}
 }
 
@@ -222,6 +261,62 @@ func BenchmarkDoPut(b *testing.B) {
 				}
 				benchPut(b, c, cmd)
 			}
+		})
+	}
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkGetFlightInfo plans a read of a profile (QUIVER_BENCH_PATH;
+// bench/hist3000 is the suite's profile of 3,000 appends) and lists
+// the profiles under QUIVER_BENCH_LIST (ListFlights).
+func BenchmarkGetFlightInfo(b *testing.B) {
+	dir, path := os.Getenv("QUIVER_BENCH_DATA"), os.Getenv("QUIVER_BENCH_PATH")
+	if dir == "" || path == "" {
+		b.Skip("QUIVER_BENCH_DATA and QUIVER_BENCH_PATH name the data")
+	}
+	_, c := benchServer(b, dir)
+	desc := &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: strings.Split(path, "/")}
+	b.Run("info", func(b *testing.B) {
+		b.ReportAllocs()
+		cpu0 := cpuTime()
+		for b.Loop() {
+			if _, err := c.GetFlightInfo(context.Background(), desc); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
+	})
+	if prefix := os.Getenv("QUIVER_BENCH_LIST"); prefix != "" {
+		b.Run("list", func(b *testing.B) {
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				s, err := c.ListFlights(context.Background(), &flight.Criteria{Expression: []byte(prefix)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				n := 0
+				for {
+					if _, err := s.Recv(); err == io.EOF {
+						break
+					} else if err != nil {
+						b.Fatal(err)
+					}
+					n++
+				}
+				if n == 0 {
+					b.Fatal("nothing listed")
+				}
+			}
+			b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package flightserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/store/ipccache"
 )
 
 // validatingReader checks every batch of a DoPut before the store sees it
@@ -258,7 +260,10 @@ func unwrapStatus(err error) error {
 
 // DoGet streams the read a ticket names: a bare path or JSON (path, version,
 // partition, columns, files). Partitions are pruned before any file is
-// opened; each message stays under the send limit.
+// opened; each message stays under the send limit. Files are decoded ahead
+// of the send on their own goroutines (the store's read ahead); a file the
+// IPC cache holds is sent as the messages it stores, without decoding or
+// re-encoding them.
 func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServer) (err error) {
 	ctx := stream.Context()
 	ri := info(ctx)
@@ -275,18 +280,51 @@ func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServ
 		return fail(ctx, err)
 	}
 	defer rdr.Release()
-	w := flight.NewRecordWriter(&sendCounter{FlightService_DoGetServer: stream, ri: ri}, ipc.WithSchema(rdr.Schema()), ipc.WithAllocator(s.opts.mem))
+	out := &sendCounter{FlightService_DoGetServer: stream, ri: ri}
+	// The schema goes first, sent here so that cached messages may follow
+	// it before the IPC writer has written anything; the writer's own
+	// schema message is then dropped.
+	sp := ipc.GetSchemaPayload(rdr.Schema(), s.opts.mem)
+	meta := sp.Meta()
+	err = out.Send(&flight.FlightData{DataHeader: meta.Bytes()})
+	meta.Release()
+	sp.Release()
+	if err != nil {
+		return fail(ctx, fmt.Errorf("send %s: %w", req.Path(), err))
+	}
+	// Without dictionaries a batch is sent as one message of its own
+	// buffers (sendCodec); with them the IPC writer sends the dictionary
+	// messages that must come first.
+	direct := ipccache.Cacheable(rdr.Schema())
+	pw := &payloadSender{out: out, skip: 1}
+	w := ipc.NewWriterWithPayloadWriter(pw, ipc.WithSchema(rdr.Schema()), ipc.WithAllocator(s.opts.mem))
 	defer func() {
 		if cerr := w.Close(); cerr != nil && err == nil {
 			err = fail(ctx, fmt.Errorf("close stream of %s: %w", req.Path(), cerr))
 		}
 	}()
+	limit := s.sendTarget()
 	for rdr.Next() {
 		if err := ctx.Err(); err != nil {
 			return fail(ctx, err)
 		}
-		if err := s.writeSliced(w, rdr.RecordBatch(), ri); err != nil {
-			return fail(ctx, fmt.Errorf("send %s: %w", req.Path(), err))
+		if meta, body, rows, ok := rdr.Message(); ok && int64(len(meta)+len(body)) <= limit {
+			if err := out.sendMessage(&dataMessage{header: meta, body: [][]byte{body}, release: rdr.Hold()}); err != nil {
+				return fail(ctx, fmt.Errorf("send %s: %w", req.Path(), err))
+			}
+			ri.rows.Add(rows)
+		} else {
+			rec := rdr.RecordBatch()
+			if rec == nil {
+				break // rdr.Err says why
+			}
+			write := w.Write
+			if direct {
+				write = func(rec arrow.RecordBatch) error { return s.sendBatch(out, rec, rdr.Hold()) }
+			}
+			if err := s.writeSliced(write, rec, ri); err != nil {
+				return fail(ctx, fmt.Errorf("send %s: %w", req.Path(), err))
+			}
 		}
 		s.hook("DoGet")
 	}
@@ -295,6 +333,63 @@ func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServ
 	}
 	return nil
 }
+
+// sendBatch sends one batch as a message of its own buffers; hold is
+// released once gRPC is done with them.
+func (s *Server) sendBatch(out *sendCounter, rec arrow.RecordBatch, hold func()) error {
+	pl, err := ipc.GetRecordBatchPayload(rec, ipc.WithAllocator(s.opts.mem))
+	if err != nil {
+		hold()
+		return fmt.Errorf("encode batch: %w", err)
+	}
+	m, err := payloadMessage(&pl, hold)
+	if err != nil {
+		pl.Release()
+		hold()
+		return fmt.Errorf("encode batch: %w", err)
+	}
+	return out.sendMessage(m)
+}
+
+// payloadSender sends an IPC writer's payloads as Flight messages,
+// dropping the first skip of them (the schema, sent already). The body is
+// gathered into one reused buffer: gRPC has copied it when Send returns.
+type payloadSender struct {
+	out  flight.DataStreamWriter
+	skip int
+	fd   flight.FlightData
+	buf  bytes.Buffer
+}
+
+func (p *payloadSender) Start() error { return nil }
+func (p *payloadSender) Close() error { return nil }
+
+func (p *payloadSender) WritePayload(pl ipc.Payload) error {
+	if p.skip > 0 {
+		p.skip--
+		return nil
+	}
+	m := pl.Meta()
+	defer m.Release()
+	p.buf.Reset()
+	if err := pl.SerializeBody(&p.buf); err != nil {
+		return err
+	}
+	p.fd.DataHeader, p.fd.DataBody = m.Bytes(), p.buf.Bytes()
+	err := p.out.Send(&p.fd)
+	p.fd.DataHeader, p.fd.DataBody = nil, nil
+	if p.buf.Cap() > 4*maxKeptBuffer {
+		p.buf = bytes.Buffer{} // do not keep a giant's buffer
+	}
+	return err
+}
+
+// maxKeptBuffer is the message buffer size a DoGet keeps between batches.
+const maxKeptBuffer = 8 << 20
+
+// sendTarget is the size DoGet keeps a message's buffers under: ¾ of the
+// send limit, leaving room for IPC metadata and padding.
+func (s *Server) sendTarget() int64 { return int64(s.opts.maxSend) * 3 / 4 }
 
 // sendCounter counts the IPC message bytes (metadata and body) a DoGet
 // sent, for the log line and the metrics.
@@ -311,23 +406,38 @@ func (c *sendCounter) Send(d *flight.FlightData) error {
 	return nil
 }
 
-// writeSliced writes rec as slices whose buffers total at most ¾ of the
-// send limit, leaving room for IPC metadata and padding. A single row
-// larger than that is sent alone.
-func (s *Server) writeSliced(w *flight.Writer, rec arrow.RecordBatch, ri *rpcInfo) error {
+// sendMessage sends a dataMessage (sendCodec encodes it), releasing it
+// when gRPC never took it.
+func (c *sendCounter) sendMessage(m *dataMessage) error {
+	n := len(m.header)
+	for _, b := range m.body {
+		n += len(b)
+	}
+	err := c.FlightService_DoGetServer.SendMsg(m)
+	m.abandon()
+	if err != nil {
+		return err
+	}
+	c.ri.bytes.Add(int64(n))
+	return nil
+}
+
+// writeSliced writes rec as slices whose buffers total at most the send
+// target. A single row larger than that is sent alone.
+func (s *Server) writeSliced(write func(arrow.RecordBatch) error, rec arrow.RecordBatch, ri *rpcInfo) error {
 	rows := rec.NumRows()
 	size := recordSize(rec)
 	ri.rows.Add(rows)
-	target := int64(s.opts.maxSend) * 3 / 4
+	target := s.sendTarget()
 	if size <= target || rows <= 1 {
-		return w.Write(rec)
+		return write(rec)
 	}
 	parts := (size + target - 1) / target
 	step := (rows + parts - 1) / parts
 	for off := int64(0); off < rows; off += step {
 		end := min(off+step, rows)
 		sl := rec.NewSlice(off, end)
-		err := w.Write(sl)
+		err := write(sl)
 		sl.Release()
 		if err != nil {
 			return err

@@ -189,9 +189,13 @@ func New(st *store.Store, opts ...Option) *Server {
 	if o.maxInflight > 0 && o.maxInflight < int64(o.maxRecv) {
 		o.maxInflight = int64(o.maxRecv)
 	}
+	// Batches are aimed at 5/8 of the send limit, below DoGet's target of
+	// ¾, leaving room for the error of the row-size estimate.
+	cat := catalog.New(st, catalog.WithEndpointBytes(o.endpointBytes), catalog.WithAllocator(o.mem),
+		catalog.WithBatchBytes(int64(o.maxSend)*5/8))
 	s := &Server{
 		st:      st,
-		cat:     catalog.New(st, catalog.WithEndpointBytes(o.endpointBytes), catalog.WithAllocator(o.mem)),
+		cat:     cat,
 		opts:    o,
 		metrics: newMetrics(),
 		unary:   map[string]bool{},
@@ -202,6 +206,9 @@ func New(st *store.Store, opts ...Option) *Server {
 	}
 	s.pw = newPasswordGate(o.pwLimits, s.metrics)
 	st.OnLockWait(s.metrics.lockWait)
+	if c := st.Cache(); c != nil {
+		s.metrics.registerCache(c)
+	}
 	// Logging is outermost so that refused RPCs are logged and counted too;
 	// recovery next, so a panic anywhere below (auth included) becomes an
 	// Internal status that is logged; the in-flight budget after auth, so
@@ -209,7 +216,7 @@ func New(st *store.Store, opts ...Option) *Server {
 	// guard innermost, around the handler's own stream use. The static
 	// windows bound what a stream buffers while nothing reads it.
 	gopts := append([]grpc.ServerOption{
-		grpc.ForceServerCodecV2(newFlightCodec()), // DoPut bodies decoded without a copy
+		grpc.ForceServerCodecV2(newSendCodec()), // DoGet batches sent and DoPut bodies decoded without a copy
 		grpc.MaxRecvMsgSize(o.maxRecv),
 		grpc.MaxConcurrentStreams(o.maxStreams),
 		grpc.StaticStreamWindowSize(streamWindow),

@@ -79,13 +79,29 @@ func legacyRecordName(i int) string       { return "." + strconv.Itoa(i) + legac
 func segmentName(first int64) string      { return fmt.Sprintf("%020d%s", first, segmentExt) }
 
 // parseDataFile returns the index and format of a numbered data file name.
+// parseDataFile parses a data file's name as dataFileRe matches it
+// (without the regexp: the loader parses every file of every record on
+// each read of a version).
 func parseDataFile(name string) (int, Format, bool) {
-	m := dataFileRe.FindStringSubmatch(name)
-	if m == nil {
+	num, ext, ok := strings.Cut(name, ".")
+	if !ok || num == "" || len(num) > 9 || (num[0] == '0' && len(num) > 1) {
 		return 0, "", false
 	}
-	n, err := strconv.Atoi(m[1])
-	return n, Format(m[2]), err == nil
+	n := 0
+	for i := 0; i < len(num); i++ {
+		c := num[i]
+		if c < '0' || c > '9' {
+			return 0, "", false
+		}
+		n = n*10 + int(c-'0')
+	}
+	switch ext {
+	case "parquet":
+		return n, FormatParquet, true
+	case "csv":
+		return n, FormatCSV, true
+	}
+	return 0, "", false
 }
 
 func parseIndexed(re *regexp.Regexp, name string) (int, bool) {

@@ -145,19 +145,43 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 	p := ps.p
 	vname := VersionName(v)
 	vs := &VersionState{Keys: p.keys, Version: v}
-	h, err := s.head(ctx, ps, v)
-	if err != nil {
-		return nil, err
-	}
 	ps.mu.Lock()
 	vs.Write = ps.log.writes[v]
 	vs.Retired = ps.log.retired[v]
-	logRecs := append([]*CommitRecord(nil), ps.log.byVersion[v]...)
+	nrecs := len(ps.log.byVersion[v])
 	ps.mu.Unlock()
 
-	entries, dirExists, lerr := s.listVersion(ctx, ps, v, vs.Write != nil && mode == loadRead)
+	logWritten := vs.Write != nil && mode == loadRead
+	entries, dirExists, stamp, lerr := s.listVersion(ctx, ps, v, logWritten)
 	if lerr != nil {
 		return nil, fmt.Errorf("list %s %s: %w", p, vname, lerr)
+	}
+	// A reader's load of a version Quiver wrote is kept: it holds until
+	// the log gains a record of the version, the manifest moves or the
+	// directory's listing changes (its modification time).
+	key := loadKey{latest: latest, records: nrecs, write: vs.Write, retired: vs.Retired, exists: dirExists, stamp: stamp.UnixNano()}
+	if logWritten {
+		ps.mu.Lock()
+		c, ok := ps.loaded[v]
+		ps.mu.Unlock()
+		if ok && c.key == key {
+			return c.vs.clone(), nil
+		}
+	}
+	var h *versionHead
+	var err error
+	if logWritten || !dirExists || hasEntry(entries, versionInfoName) {
+		if h, err = s.head(ctx, ps, v); err != nil {
+			return nil, err
+		}
+	} // else: the full listing shows no .version.json (a pyrosome version)
+	ps.mu.Lock()
+	logRecs := append([]*CommitRecord(nil), ps.log.byVersion[v]...)
+	ps.mu.Unlock()
+	if len(logRecs) != nrecs {
+		// The log grew meanwhile: what the key says must be what is
+		// loaded, so load it next time.
+		logWritten = false
 	}
 	if !dirExists && vs.Write == nil && vs.Retired == nil && len(logRecs) == 0 {
 		return nil, fmt.Errorf("%w: %s has no version %s", ErrVersionNotFound, p, vname)
@@ -300,7 +324,37 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 			return nil, err
 		}
 	}
+	if logWritten {
+		ps.mu.Lock()
+		ps.loaded[v] = loadedVersion{key: key, vs: vs}
+		ps.mu.Unlock()
+		return vs.clone(), nil
+	}
 	return vs, nil
+}
+
+// loadKey is what a reader's load of a version depends on.
+type loadKey struct {
+	latest, records int
+	write, retired  *CommitRecord
+	exists          bool
+	stamp           int64 // the listing's (UnixNano)
+}
+
+// loadedVersion is a kept load (profileState.loaded).
+type loadedVersion struct {
+	key loadKey
+	vs  *VersionState
+}
+
+// clone copies a kept state for a caller, its slices capped so that an
+// append never writes into the kept arrays.
+func (vs *VersionState) clone() *VersionState {
+	c := *vs
+	c.Files = c.Files[:len(c.Files):len(c.Files)]
+	c.Records = c.Records[:len(c.Records):len(c.Records)]
+	c.Unrecorded = c.Unrecorded[:len(c.Unrecorded):len(c.Unrecorded)]
+	return &c
 }
 
 // listVersion lists a version directory for the loader. A reader of a
@@ -309,31 +363,34 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 // directory's modification time where the storage has one (local disks),
 // and skipped on object storage, which pyrosome does not write to — so a
 // read does not cost a listing of the whole history.
-func (s *Store) listVersion(ctx context.Context, ps *profileState, v int, logWritten bool) (entries []fsys.Entry, exists bool, err error) {
+//
+// stamp identifies the listing of a version Quiver wrote: the directory's
+// modification time (zero on object storage, where nothing is listed).
+func (s *Store) listVersion(ctx context.Context, ps *profileState, v int, logWritten bool) (entries []fsys.Entry, exists bool, stamp time.Time, err error) {
 	vdir := ps.p.vdir(v)
 	if logWritten {
 		if _, local := s.fs.(*fsys.Local); !local {
-			return nil, true, nil
+			return nil, true, time.Time{}, nil
 		}
 		st, err := s.fs.Stat(ctx, vdir)
 		if isNotExist(err) {
-			return nil, false, nil
+			return nil, false, time.Time{}, nil
 		}
 		if err != nil {
-			return nil, false, err
+			return nil, false, time.Time{}, err
 		}
 		ps.mu.Lock()
 		c, ok := ps.lists[v]
 		ps.mu.Unlock()
 		if ok && c.mtime.Equal(st.ModTime) && !st.ModTime.IsZero() {
-			return c.entries, true, nil
+			return c.entries, true, st.ModTime, nil
 		}
 		entries, err := s.fs.List(ctx, vdir)
 		if isNotExist(err) {
-			return nil, false, nil
+			return nil, false, time.Time{}, nil
 		}
 		if err != nil {
-			return nil, false, err
+			return nil, false, time.Time{}, err
 		}
 		// Keep only what a reader looks at: root data files and legacy
 		// records.
@@ -346,13 +403,17 @@ func (s *Store) listVersion(ctx context.Context, ps *profileState, v int, logWri
 		ps.mu.Lock()
 		ps.lists[v] = dirList{mtime: st.ModTime, entries: kept}
 		ps.mu.Unlock()
-		return kept, true, nil
+		if st.ModTime.IsZero() {
+			// No modification time: the listing is not a stamp.
+			return kept, true, time.Now(), nil
+		}
+		return kept, true, st.ModTime, nil
 	}
 	entries, err = s.fs.List(ctx, vdir)
 	if isNotExist(err) {
-		return nil, false, nil
+		return nil, false, time.Time{}, nil
 	}
-	return entries, err == nil, err
+	return entries, err == nil, time.Time{}, err
 }
 
 // legacyKnown reports whether a .<i>.commit.json file belongs to the
@@ -414,6 +475,15 @@ func (s *Store) readLegacy(ctx context.Context, p profile, v int, idx []int) ([]
 func withDir(e fsys.Entry, dir string) fsys.Entry {
 	e.Name = path.Join(dir, e.Name)
 	return e
+}
+
+func hasEntry(entries []fsys.Entry, name string) bool {
+	for _, e := range entries {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // indexOfPath is the index in a data file's name ("v0/a=1/3.parquet" → 3),
@@ -529,6 +599,14 @@ func (s *Store) inferSchema(ctx context.Context, p profile, f Format, files []Da
 		}
 		return inf.Schema(), nil
 	}
+	ps := s.state(p)
+	key := files[0].Path
+	ps.mu.Lock()
+	sf, ok := ps.schemas[key]
+	ps.mu.Unlock()
+	if ok && sf.size == files[0].Bytes {
+		return sf.schema, nil
+	}
 	fh, err := s.openData(ctx, p, files[0], false)
 	if err != nil {
 		return nil, err
@@ -539,5 +617,18 @@ func (s *Store) inferSchema(ctx context.Context, p profile, f Format, files []Da
 		return nil, s.badFile(p, files[0], err)
 	}
 	defer pf.Close()
+	// Kept as the root files' facts are (by path and size: data files are
+	// never rewritten), so that listing pyrosome profiles does not decode
+	// a footer each time.
+	ps.mu.Lock()
+	ps.schemas[key] = schemaFact{size: fh.Size(), schema: pf.Schema()}
+	ps.mu.Unlock()
 	return pf.Schema(), nil
+}
+
+// schemaFact is the schema of a version without .version.json, read from
+// its first file (profileState.schemas).
+type schemaFact struct {
+	size   int64
+	schema *arrow.Schema
 }

@@ -32,6 +32,11 @@ type profileState struct {
 	headTok fsys.Token
 	// lists caches the root listing of versions by directory mtime.
 	lists map[int]dirList
+	// loaded keeps readers' loads of versions Quiver wrote (loader.go).
+	loaded map[int]loadedVersion
+	// schemas keeps the schemas of versions without .version.json, by
+	// their first file's path (loader.go).
+	schemas map[string]schemaFact
 
 	commit committer
 }
@@ -58,7 +63,8 @@ type versionHead struct {
 
 func newProfileState(p profile) *profileState {
 	ps := &profileState{p: p, log: newLogView(), infos: map[int]*versionHead{}, ours: map[string]fileFacts{},
-		nextIndex: map[int]int{}, lists: map[int]dirList{}}
+		nextIndex: map[int]int{}, lists: map[int]dirList{}, loaded: map[int]loadedVersion{},
+		schemas: map[string]schemaFact{}}
 	ps.commit.ps = ps
 	return ps
 }

@@ -4,36 +4,64 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/util"
 
 	"github.com/quiverdb/quiver/store/codec"
+	"github.com/quiverdb/quiver/store/ipccache"
 )
 
-// readBatchBytes bounds the size of a batch a reader yields (besides
-// WithReadBatchRows), so a DoGet whose client stops reading holds a few
-// MiB, not 64 Ki rows of a wide table.
-const readBatchBytes = 4 << 20
+// DefaultReadBatchBytes bounds the size of a batch a reader yields (besides
+// WithReadBatchRows) unless ReadOptions.BatchBytes says otherwise, so a
+// DoGet whose client stops reading holds a few MiB, not 64 Ki rows of a
+// wide table.
+const DefaultReadBatchBytes = 4 << 20
+
+// segmentQueue is how many decoded batches each file being read ahead may
+// hold before its decoder waits for the consumer.
+const segmentQueue = 2
 
 // ReadOptions select what Read streams.
 type ReadOptions struct {
 	SnapshotOptions
 	// Columns projects the output, in this order; nil means all.
 	Columns []string
+	// BatchBytes bounds the size of a batch (default
+	// DefaultReadBatchBytes). Batches are sized by the decoded size of a
+	// row, measured once per read on the first rows of its first file, so
+	// it is a target, not a hard limit.
+	BatchBytes int64
+	// Cached lets the read use the store's IPC cache (WithCache): a file
+	// the cache holds with the read's columns is streamed from it as it
+	// lies; one it holds with every column is streamed from that entry,
+	// the columns picked; otherwise it is decoded. Either way what the
+	// read streams is kept as an entry of its columns. Batches may then
+	// point into memory-mapped cache entries: a batch is valid only until
+	// the next call to Next, even if retained. For readers that hand each
+	// batch on before asking for the next, like DoGet.
+	Cached bool
+	// Join joins consecutive small batches (of small files: appends) into
+	// batches of about BatchBytes, so that a profile of many small appends
+	// streams as few batches as the same rows in large files.
+	Join bool
 }
 
 // Read streams a version (latest by default) in index order. Partitions are
 // pruned before any file is opened; columns are projected while reading.
 // The caller must Release the reader; it must not outlive ctx.
-func (s *Store) Read(ctx context.Context, keys []string, o ReadOptions) (array.RecordReader, error) {
+func (s *Store) Read(ctx context.Context, keys []string, o ReadOptions) (*SnapshotReader, error) {
 	sn, err := s.Snapshot(ctx, keys, o.SnapshotOptions)
 	if err != nil {
 		return nil, err
 	}
-	return s.OpenSnapshot(ctx, sn, o.Columns)
+	return s.ReadSnapshot(ctx, sn, o)
 }
 
 // Schema returns the schema of a version (-1: latest).
@@ -49,133 +77,602 @@ func (s *Store) Schema(ctx context.Context, keys []string, version int) (*arrow.
 	return vs.Schema, nil
 }
 
-// OpenSnapshot streams exactly the files of sn.
+// OpenSnapshot streams exactly the files of sn, projected to columns (nil:
+// all), decoding them (never from the cache).
 func (s *Store) OpenSnapshot(ctx context.Context, sn *Snapshot, columns []string) (array.RecordReader, error) {
+	r, err := s.ReadSnapshot(ctx, sn, ReadOptions{Columns: columns})
+	if err != nil {
+		return nil, err // not a typed nil
+	}
+	return r, nil
+}
+
+// ReadSnapshot streams exactly the files of sn with o's columns, batch
+// size and use of the cache (o.SnapshotOptions are not used: sn is what is
+// read). Nothing is opened until the first Next. Files are opened and
+// decoded ahead of the consumer, in order, several at a time (WithReadAhead),
+// each holding at most a couple of batches: memory is bounded by the read
+// ahead, not the data.
+func (s *Store) ReadSnapshot(ctx context.Context, sn *Snapshot, o ReadOptions) (*SnapshotReader, error) {
 	p, err := s.resolve(sn.Keys)
 	if err != nil {
 		return nil, err
 	}
-	out, err := codec.Project(sn.Schema, columns)
+	out, err := codec.Project(sn.Schema, o.Columns)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
 	}
-	r := &snapshotReader{s: s, ctx: ctx, p: p, sn: sn, out: out}
+	if o.BatchBytes <= 0 {
+		o.BatchBytes = DefaultReadBatchBytes
+	}
+	r := &SnapshotReader{s: s, p: p, sn: sn, out: out, o: o, parent: ctx}
+	if o.Cached && s.cache != nil && ipccache.Cacheable(sn.Schema) {
+		r.cache = s.cache
+		r.whole = o.Columns == nil || out.Equal(sn.Schema)
+	}
 	r.refs.Store(1)
 	return r, nil
 }
 
-// snapshotReader is an array.RecordReader over a snapshot's files, one
-// file open at a time.
-type snapshotReader struct {
-	refs atomic.Int64
-	s    *Store
-	ctx  context.Context
-	p    profile
-	sn   *Snapshot
-	out  *arrow.Schema
+// SnapshotReader is an array.RecordReader over a snapshot's files. Files
+// are read ahead in parallel, and yielded in order.
+type SnapshotReader struct {
+	refs   atomic.Int64
+	s      *Store
+	p      profile
+	sn     *Snapshot
+	out    *arrow.Schema
+	o      ReadOptions
+	parent context.Context
+	cache  *ipccache.Cache
+	// whole is true when the output is every column in the snapshot's
+	// order: cached messages are sent as they are.
+	whole bool
 
-	next int // next file
-	cur  arrow.RecordBatch
-	err  error
-	file *openFile
+	started bool
+	ctx     context.Context
+	cancel  context.CancelFunc
+	segs    chan *segment
+	// slots bounds the segments that exist at once: the one being
+	// consumed and those read ahead. A segment's slot is freed when Next
+	// has consumed it, so a decoder that finished early does not let
+	// another one start while its batches wait.
+	slots chan struct{}
+	wg    sync.WaitGroup
+	// rowBytes is the decoded row size measured on the read's first
+	// Parquet file (bits of a float64; 0: not yet).
+	rowBytes atomic.Uint64
+
+	seg     *segment
+	pending *item // an item pulled while coalescing, yielded next
+	cur     item
+	rec     arrow.RecordBatch // cur's batch, decoded from its message on demand
+	err     error
 }
 
-// openFile is the one file being read.
-type openFile struct {
-	df      DataFile
-	rr      array.RecordReader
-	close   func()
-	src     []int         // output column -> column of the file batch, or -1 for a partition column
-	consts  []arrow.Array // partition columns, sized to the batch size
-	counted bool          // the file reader yields no columns, only rows
+// segment is one file being read ahead: its batches in order.
+type segment struct {
+	items chan item
 }
 
-func (r *snapshotReader) Retain() { r.refs.Add(1) }
+// item is one batch of a segment: a decoded batch, or a message of a
+// cache entry (rec nil, msg >= 0), or the error that ends the read.
+type item struct {
+	rec   arrow.RecordBatch
+	entry *ipccache.Entry // retained by the item when set
+	msg   int
+	err   error
+}
 
-func (r *snapshotReader) Release() {
+func (it *item) release() {
+	if it.rec != nil {
+		it.rec.Release()
+		it.rec = nil
+	}
+	if it.entry != nil {
+		if it.msg >= 0 {
+			it.entry.Done(it.msg)
+		}
+		it.entry.Release()
+		it.entry = nil
+	}
+}
+
+// Retain adds a reference.
+func (r *SnapshotReader) Retain() { r.refs.Add(1) }
+
+// Release drops a reference; the last one stops the read ahead and frees
+// everything it held.
+func (r *SnapshotReader) Release() {
 	if r.refs.Add(-1) == 0 {
 		r.clear()
-		r.closeFile()
+		r.stop()
 	}
 }
 
-func (r *snapshotReader) Schema() *arrow.Schema { return r.out }
+// Schema is the schema of the batches (projected).
+func (r *SnapshotReader) Schema() *arrow.Schema { return r.out }
 
-func (r *snapshotReader) RecordBatch() arrow.RecordBatch { return r.cur }
+// RecordBatch is the current batch (nil if it could not be decoded from
+// the cache: see Err).
+func (r *SnapshotReader) RecordBatch() arrow.RecordBatch {
+	if r.rec == nil && r.cur.rec != nil {
+		return r.cur.rec
+	}
+	if r.rec == nil && r.cur.entry != nil && r.cur.msg >= 0 {
+		rec, err := r.cur.entry.ReadBatch(r.cur.msg, r.s.readMem)
+		if err != nil {
+			r.err = fmt.Errorf("read %s: cached batch: %w", r.p, err)
+			return nil
+		}
+		r.rec = rec
+	}
+	return r.rec
+}
 
 // Record is the deprecated name of RecordBatch.
-func (r *snapshotReader) Record() arrow.RecordBatch { return r.cur }
+func (r *SnapshotReader) Record() arrow.RecordBatch { return r.RecordBatch() }
 
-func (r *snapshotReader) Err() error { return r.err }
-
-func (r *snapshotReader) clear() {
-	if r.cur != nil {
-		r.cur.Release()
-		r.cur = nil
+// Message returns the current batch as the IPC message that a cache entry
+// holds (flatbuffer metadata and body, valid until Next), when the batch
+// comes unchanged from the cache; ok is false otherwise.
+func (r *SnapshotReader) Message() (meta, body []byte, rows int64, ok bool) {
+	if r.cur.entry == nil || r.cur.msg < 0 {
+		return nil, nil, 0, false
 	}
+	meta, body, rows = r.cur.entry.Batch(r.cur.msg)
+	return meta, body, rows, true
 }
 
-func (r *snapshotReader) closeFile() {
-	if r.file == nil {
+// Hold keeps what the current batch's memory belongs to (a cache entry's
+// mapping) until the returned function is called, for a consumer that
+// hands the batch's buffers on past Next (DoGet, to gRPC, which may write
+// them later). Decoded buffers need no hold: Arrow counts their
+// references.
+func (r *SnapshotReader) Hold() func() {
+	if e := r.cur.entry; e != nil {
+		e.Retain()
+		return e.Release
+	}
+	return func() {}
+}
+
+// Err is the error that ended the read, if any.
+func (r *SnapshotReader) Err() error { return r.err }
+
+func (r *SnapshotReader) clear() {
+	if r.rec != nil {
+		r.rec.Release()
+		r.rec = nil
+	}
+	r.cur.release()
+}
+
+// stop cancels the read ahead, waits for it and frees what it queued.
+func (r *SnapshotReader) stop() {
+	if !r.started {
 		return
 	}
-	if r.file.rr != nil {
-		r.file.rr.Release()
+	r.cancel()
+	drain := func(sg *segment) {
+		for it := range sg.items {
+			it.release()
+		}
 	}
-	releaseAll(r.file.consts)
-	if r.file.close != nil {
-		r.file.close()
+	if r.pending != nil {
+		r.pending.release()
+		r.pending = nil
 	}
-	r.file = nil
+	if r.seg != nil {
+		drain(r.seg)
+		r.seg = nil
+	}
+	for sg := range r.segs {
+		drain(sg)
+	}
+	r.wg.Wait()
 }
 
-func (r *snapshotReader) Next() bool {
+// Next moves to the next batch (with ReadOptions.Join, consecutive small
+// batches joined).
+func (r *SnapshotReader) Next() bool {
 	r.clear()
 	if r.err != nil {
 		return false
 	}
+	if !r.started {
+		r.start()
+	}
+	it, ok := r.pull()
+	if !ok {
+		return false
+	}
+	if it.err != nil {
+		r.err = it.err
+		it.release()
+		r.stop()
+		return false
+	}
+	if r.o.Join && it.rec != nil && r.small(it.rec) {
+		it = r.coalesce(it)
+		if it.err != nil {
+			r.err = it.err
+			r.stop()
+			return false
+		}
+	}
+	r.cur = it
+	return true
+}
+
+// pull returns the next item of the read in order (false at its end, or
+// when its context ended: r.err is set then).
+func (r *SnapshotReader) pull() (item, bool) {
+	if r.pending != nil {
+		it := *r.pending
+		r.pending = nil
+		return it, true
+	}
 	for {
-		if err := r.ctx.Err(); err != nil {
+		if err := r.parent.Err(); err != nil {
 			r.err = err
-			r.closeFile()
-			return false
+			r.stop()
+			return item{}, false
 		}
-		if r.file == nil {
-			if r.next >= len(r.sn.Files) {
-				return false
+		if r.seg == nil {
+			sg, ok := <-r.segs
+			if !ok {
+				return item{}, false
 			}
-			df := r.sn.Files[r.next]
-			r.next++
-			if err := r.open(df); err != nil {
-				r.closeFile()
-				r.err = err
-				return false
-			}
+			r.seg = sg
 		}
-		rec, err := r.readFile()
+		it, ok := <-r.seg.items
+		if !ok {
+			r.seg = nil
+			<-r.slots
+			continue
+		}
+		return it, true
+	}
+}
+
+// small reports whether a batch is small enough to be joined with the
+// next ones.
+func (r *SnapshotReader) small(rec arrow.RecordBatch) bool {
+	return rec.NumCols() > 0 && util.TotalRecordSize(rec) < r.o.BatchBytes/4
+}
+
+// coalesce joins it with the decoded batches that follow while they fit
+// in BatchBytes; the first item that does not fit (or an error) is kept
+// for the next call to Next.
+func (r *SnapshotReader) coalesce(it item) item {
+	parts := []item{it}
+	size := util.TotalRecordSize(it.rec)
+	for {
+		nx, ok := r.pull()
+		if !ok {
+			if r.err != nil {
+				for i := range parts {
+					parts[i].release()
+				}
+				return item{err: r.err, msg: -1}
+			}
+			break
+		}
+		if nx.err != nil || nx.rec == nil {
+			r.pending = &nx
+			break
+		}
+		n := util.TotalRecordSize(nx.rec)
+		if size+n > r.o.BatchBytes {
+			r.pending = &nx
+			break
+		}
+		parts = append(parts, nx)
+		size += n
+	}
+	if len(parts) == 1 {
+		return it
+	}
+	defer func() {
+		for i := range parts {
+			parts[i].release()
+		}
+	}()
+	cols := make([]arrow.Array, r.out.NumFields())
+	var rows int64
+	for _, p := range parts {
+		rows += p.rec.NumRows()
+	}
+	arrs := make([]arrow.Array, len(parts))
+	for c := range cols {
+		for i, p := range parts {
+			arrs[i] = p.rec.Column(c)
+		}
+		a, err := array.Concatenate(arrs, r.s.readMem)
 		if err != nil {
-			if r.file.df.Recorded && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrDataLoss) {
-				err = fmt.Errorf("%w: %v", ErrDataLoss, err)
+			releaseAll(cols)
+			return item{err: fmt.Errorf("read %s: join batches: %w", r.p, err), msg: -1}
+		}
+		cols[c] = a
+	}
+	rec := array.NewRecordBatch(r.out, cols, rows)
+	releaseAll(cols)
+	return item{rec: rec, msg: -1}
+}
+
+// ahead is how many files are decoded ahead of the one being consumed
+// (whose decoder is often still running: together GOMAXPROCS by default).
+// Each open file holds a page of every column it reads, decompressed.
+func (s *Store) ahead() int {
+	if s.opts.readAhead > 0 {
+		return s.opts.readAhead
+	}
+	return max(1, runtime.GOMAXPROCS(0)-1)
+}
+
+// start launches the read ahead: a scheduler that starts one decoder per
+// file, in order, while fewer than ahead files are read ahead of the one
+// Next consumes, and hands their queues to Next in order.
+func (r *SnapshotReader) start() {
+	r.started = true
+	r.ctx, r.cancel = context.WithCancel(r.parent)
+	n := r.s.ahead() + 1
+	r.segs = make(chan *segment, n)
+	r.slots = make(chan struct{}, n)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer close(r.segs)
+		for _, df := range r.sn.Files {
+			select {
+			case r.slots <- struct{}{}:
+			case <-r.ctx.Done():
+				return
 			}
-			r.err = fmt.Errorf("read %s %s: %w", r.p, r.file.df.Path, err)
-			r.closeFile()
-			return false
+			sg := &segment{items: make(chan item, segmentQueue)}
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				defer close(sg.items)
+				r.produce(sg, df)
+			}()
+			select {
+			case r.segs <- sg:
+			case <-r.ctx.Done():
+				// The decoder sees the cancellation too; Next no longer
+				// reads its queue, stop drains nothing of it.
+				go func() {
+					for it := range sg.items {
+						it.release()
+					}
+				}()
+				return
+			}
+		}
+	}()
+}
+
+// emit queues one item of sg; false (the item released) when the read was
+// stopped.
+func (r *SnapshotReader) emit(sg *segment, it item) bool {
+	select {
+	case sg.items <- it:
+		return true
+	case <-r.ctx.Done():
+		it.release()
+		return false
+	}
+}
+
+// fail queues the error that ends the read, as the file's error.
+func (r *SnapshotReader) fail(sg *segment, df DataFile, err error) {
+	if df.Recorded && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) &&
+		!errors.Is(err, ErrDataLoss) && !errors.Is(err, ErrVersionNotFound) {
+		err = fmt.Errorf("%w: %v", ErrDataLoss, err)
+	}
+	r.emit(sg, item{err: fmt.Errorf("read %s %s: %w", r.p, df.Path, err), msg: -1})
+}
+
+// produce reads one file into sg: from the cache when it holds the file
+// (with this read's columns, or with every column), else decoded; a read
+// through the cache keeps what it streams as an entry of its columns.
+func (r *SnapshotReader) produce(sg *segment, df DataFile) {
+	var keyOut, keyAll ipccache.Key
+	cacheable := r.cache != nil && df.Recorded && df.SHA256 != ""
+	if cacheable {
+		stamp, ok, err := r.s.fileStamp(r.ctx, r.p, df)
+		if err != nil {
+			r.emit(sg, item{err: fmt.Errorf("read %s %s: %w", r.p, df.Path, err), msg: -1})
+			return
+		}
+		cacheable = ok
+		keyOut = cacheKey(r.p, r.sn, df, stamp, r.cols())
+		keyAll = keyOut
+		if !r.whole {
+			keyAll = cacheKey(r.p, r.sn, df, stamp, nil)
+		}
+	}
+	if cacheable {
+		if e := r.hit(df, keyOut, r.out); e != nil {
+			defer e.Release()
+			r.fromCache(sg, df, e, nil)
+			return
+		}
+		if !r.whole {
+			if e := r.hit(df, keyAll, r.sn.Schema); e != nil {
+				defer e.Release()
+				// Every column: pick this read's, and keep them as an
+				// entry of their own, for the next read of them.
+				fill, _ := r.cache.Create(keyOut, r.out)
+				r.fromCache(sg, df, e, fill)
+				return
+			}
+		}
+	}
+	var fill *ipccache.Writer
+	if cacheable {
+		fill, _ = r.cache.Create(keyOut, r.out)
+	}
+	of, err := r.open(df)
+	if err != nil {
+		if of != nil {
+			of.close()
+		}
+		if fill != nil {
+			fill.Abort()
+		}
+		r.emit(sg, item{err: err, msg: -1})
+		return
+	}
+	defer of.close()
+	for {
+		rec, err := r.readFile(of)
+		if err != nil {
+			if fill != nil {
+				fill.Abort()
+			}
+			r.fail(sg, df, err)
+			return
 		}
 		if rec == nil {
-			r.closeFile()
-			continue
+			break
 		}
 		if rec.NumRows() == 0 {
 			rec.Release()
 			continue
 		}
-		r.cur = rec
-		return true
+		fill = r.tee(fill, df, rec)
+		if !r.emit(sg, item{rec: rec, msg: -1}) {
+			if fill != nil {
+				fill.Abort()
+			}
+			return
+		}
+	}
+	r.commit(fill, df)
+}
+
+// cols names the read's columns for its cache key (nil: every column).
+func (r *SnapshotReader) cols() []string {
+	if r.whole {
+		return nil
+	}
+	return codec.FieldNames(r.out)
+}
+
+// tee writes rec into a cache entry being filled; a failed write drops
+// the entry (the read goes on).
+func (r *SnapshotReader) tee(fill *ipccache.Writer, df DataFile, rec arrow.RecordBatch) *ipccache.Writer {
+	if fill == nil {
+		return nil
+	}
+	if err := fill.Write(rec); err != nil {
+		fill.Abort()
+		r.s.opts.log.Debug().Err(err).Str("profile", r.p.String()).Str("file", df.Path).Msg("IPC cache fill dropped")
+		return nil
+	}
+	return fill
+}
+
+// commit publishes a filled entry.
+func (r *SnapshotReader) commit(fill *ipccache.Writer, df DataFile) {
+	if fill == nil {
+		return
+	}
+	if err := fill.Commit(); err != nil {
+		r.s.opts.log.Debug().Err(err).Str("profile", r.p.String()).Str("file", df.Path).Msg("IPC cache fill failed")
+	}
+}
+
+// fromCache streams a cache entry into sg: its messages as they are when
+// they hold the read's columns, else its batches with the columns picked
+// (and written to fill, when given).
+func (r *SnapshotReader) fromCache(sg *segment, df DataFile, e *ipccache.Entry, fill *ipccache.Writer) {
+	if e.Schema().Equal(r.out) {
+		for i := range e.NumBatches() {
+			if _, _, rows := e.Batch(i); rows == 0 {
+				continue
+			}
+			e.Retain()
+			if !r.emit(sg, item{entry: e, msg: i}) {
+				return
+			}
+		}
+		return
+	}
+	err := func() error {
+		src := make([]int, r.out.NumFields())
+		for i, f := range r.out.Fields() {
+			idx := e.Schema().FieldIndices(f.Name)
+			if len(idx) != 1 {
+				return fmt.Errorf("the cached copy lacks column %q", f.Name)
+			}
+			src[i] = idx[0]
+		}
+		rd, err := e.Reader(r.s.readMem)
+		if err != nil {
+			return err
+		}
+		defer rd.Release()
+		for rd.Next() {
+			in := rd.RecordBatch()
+			if in.NumRows() == 0 {
+				continue
+			}
+			cols := make([]arrow.Array, len(src))
+			for i, j := range src {
+				cols[i] = in.Column(j)
+			}
+			rec := array.NewRecordBatch(r.out, cols, in.NumRows())
+			fill = r.tee(fill, df, rec)
+			e.Retain()
+			if !r.emit(sg, item{rec: rec, entry: e, msg: -1}) {
+				if fill != nil {
+					fill.Abort() // stopped: the entry is partial
+					fill = nil
+				}
+				return nil
+			}
+		}
+		return rd.Err()
+	}()
+	if err != nil {
+		if fill != nil {
+			fill.Abort()
+		}
+		r.emit(sg, item{err: fmt.Errorf("read %s %s: %w", r.p, df.Path, err), msg: -1})
+		return
+	}
+	r.commit(fill, df)
+}
+
+// openFile is one file being decoded.
+type openFile struct {
+	df      DataFile
+	rr      array.RecordReader
+	closeFn func()
+	src     []int         // output column -> column of the file batch, or -1 for a partition column
+	consts  []arrow.Array // partition columns, sized to the batch size
+	counted bool          // the file reader yields no columns, only rows
+}
+
+func (of *openFile) close() {
+	if of.rr != nil {
+		of.rr.Release()
+		of.rr = nil
+	}
+	releaseAll(of.consts)
+	of.consts = nil
+	if of.closeFn != nil {
+		of.closeFn()
+		of.closeFn = nil
 	}
 }
 
 // open opens one file and plans how its batches become output batches.
-func (r *snapshotReader) open(df DataFile) error {
+// Its errors are the read's (already wrapped).
+func (r *SnapshotReader) open(df DataFile) (*openFile, error) {
 	of := &openFile{df: df, src: make([]int, r.out.NumFields())}
 	fileCols := make([]string, 0, r.out.NumFields())
 	for i, f := range r.out.Fields() {
@@ -186,47 +683,51 @@ func (r *snapshotReader) open(df DataFile) error {
 		of.src[i] = len(fileCols)
 		fileCols = append(fileCols, f.Name)
 	}
-	r.file = of
+	wrap := func(err error) error { return fmt.Errorf("read %s %s: %w", r.p, df.Path, err) }
 	f, err := r.s.openData(r.ctx, r.p, df, r.s.opts.verifyReads)
 	if err != nil {
-		return err
+		return nil, wrap(err)
 	}
-	ropts := codec.ReadOptions{BatchRows: r.s.opts.readBatchRows, BatchBytes: readBatchBytes, Allocator: r.s.opts.mem}
+	ropts := codec.ReadOptions{BatchRows: r.s.opts.readBatchRows, BatchBytes: r.o.BatchBytes, Allocator: r.s.readMem}
 	if r.sn.Format == FormatCSV {
-		of.close = func() { _ = f.Close() }
+		of.closeFn = func() { _ = f.Close() }
 		rr, err := codec.NewCSVReader(f, r.sn.Schema, fileCols, ropts)
 		if err != nil {
-			return r.s.badFile(r.p, df, err)
+			return of, wrap(r.s.badFile(r.p, df, err))
 		}
 		of.rr = rr
-		return nil
+		return of, nil
 	}
+	ropts.RowBytes = math.Float64frombits(r.rowBytes.Load())
 	pf, err := codec.OpenParquet(f, f.Size(), ropts)
 	if err != nil {
 		f.Close()
-		return r.s.badFile(r.p, df, err)
+		return nil, wrap(r.s.badFile(r.p, df, err))
 	}
-	of.close = func() { _ = pf.Close(); _ = f.Close() }
+	of.closeFn = func() { _ = pf.Close(); _ = f.Close() }
 	if err := r.s.checkRows(r.p, df, pf.Footer().Rows, pf.Schema().NumFields()); err != nil {
-		return err
+		return of, wrap(err)
 	}
 	if len(fileCols) == 0 && df.Recorded && df.Rows >= 0 && pf.Footer().Rows != df.Rows {
 		// A file of a table without columns records no rows: the commit
 		// record's count is authoritative.
 		of.counted = true
-		return nil
+		return of, nil
 	}
 	rr, err := pf.Records(r.ctx, fileCols)
 	if err != nil {
-		return r.s.badFile(r.p, df, err)
+		return of, wrap(r.s.badFile(r.p, df, err))
+	}
+	if rb := pf.RowBytes(); rb > 0 && ropts.RowBytes == 0 {
+		r.rowBytes.CompareAndSwap(0, math.Float64bits(rb))
 	}
 	of.rr = rr
-	return nil
+	return of, nil
 }
 
-// readFile returns the next output batch of the open file, or nil at its end.
-func (r *snapshotReader) readFile() (arrow.RecordBatch, error) {
-	of := r.file
+// readFile returns the next output batch of an open file, or nil at its
+// end.
+func (r *SnapshotReader) readFile(of *openFile) (arrow.RecordBatch, error) {
 	var in arrow.RecordBatch
 	var n int64
 	if of.counted {
@@ -262,7 +763,7 @@ func (r *snapshotReader) readFile() (arrow.RecordBatch, error) {
 
 // partitionColumn returns n copies of the file's value of a partition
 // column, slicing one cached array.
-func (r *snapshotReader) partitionColumn(of *openFile, i int, f arrow.Field, n int64) (arrow.Array, error) {
+func (r *SnapshotReader) partitionColumn(of *openFile, i int, f arrow.Field, n int64) (arrow.Array, error) {
 	if of.consts == nil {
 		of.consts = make([]arrow.Array, r.out.NumFields())
 	}
@@ -270,12 +771,12 @@ func (r *snapshotReader) partitionColumn(of *openFile, i int, f arrow.Field, n i
 		if c != nil {
 			c.Release()
 		}
-		size := max(n, r.s.opts.readBatchRows)
+		size := max(n, min(r.s.opts.readBatchRows, max(of.df.Rows, n)))
 		raw, ok := of.df.Partition[f.Name]
 		if !ok {
 			raw = codec.HiveDefault
 		}
-		a, err := codec.ConstantColumn(r.s.opts.mem, f.Type, raw, int(size))
+		a, err := codec.ConstantColumn(r.s.readMem, f.Type, raw, int(size))
 		if err != nil {
 			return nil, err
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -202,23 +201,8 @@ func filterPartitions(sn *Snapshot, filter map[string][]string) ([]DataFile, err
 // with verify set its SHA-256 is checked before anything of it is read.
 func (s *Store) openData(ctx context.Context, p profile, df DataFile, verify bool) (fsys.File, error) {
 	f, err := s.fs.Open(ctx, p.join(df.Path))
-	if isNotExist(err) {
-		if s.retiredNow(ctx, p, df.Path) {
-			return nil, fmt.Errorf("%w: %s: file %s is gone: its version was removed by retention", ErrVersionNotFound, p, df.Path)
-		}
-		if df.Recorded {
-			return nil, fmt.Errorf("%w: %s: committed file %s is missing", ErrDataLoss, p, df.Path)
-		}
-		return nil, fmt.Errorf("%w: %s: file %s is gone", ErrVersionNotFound, p, df.Path)
-	}
-	if errors.Is(err, fsys.ErrUnsafePath) && df.Recorded {
-		return nil, fmt.Errorf("%w: %s: committed file %s was replaced by a symbolic link (not followed)", ErrDataLoss, p, df.Path)
-	}
-	if errors.Is(err, fsys.ErrNotRegular) && df.Recorded {
-		return nil, fmt.Errorf("%w: %s: committed file %s was replaced by a directory or special file", ErrDataLoss, p, df.Path)
-	}
 	if err != nil {
-		return nil, fmt.Errorf("open %s %s: %w", p, df.Path, err)
+		return nil, s.openErr(ctx, p, df, err)
 	}
 	if df.Recorded && f.Size() != df.Bytes {
 		f.Close()

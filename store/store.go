@@ -16,6 +16,7 @@ import (
 
 	"github.com/quiverdb/quiver/store/codec"
 	"github.com/quiverdb/quiver/store/fsys"
+	"github.com/quiverdb/quiver/store/ipccache"
 )
 
 // Store is a data directory of profiles. It is safe for concurrent use by
@@ -32,6 +33,11 @@ type Store struct {
 	profiles map[string]*profileState
 	budget   *memBudget
 	bg       sync.WaitGroup // background work (automatic compaction)
+	// cache is the IPC cache of decoded files (nil: none; readcache.go).
+	cache *ipccache.Cache
+	// readMem allocates what reads decode: a pool unless WithAllocator
+	// gave another allocator (pool.go).
+	readMem memory.Allocator
 }
 
 // OnLockWait registers fn to be told, after every manifest lock attempt, how
@@ -64,6 +70,9 @@ type options struct {
 	verifyReads    bool
 	compression    codec.Compression
 	autoCompact    AutoCompact
+	readAhead      int
+	cache          *ipccache.Cache
+	memSet         bool // WithAllocator was given
 }
 
 // Option configures a Store.
@@ -88,7 +97,9 @@ func WithPID(pid int) Option { return func(o *options) { o.pid = pid } }
 func WithWriter(w string) Option { return func(o *options) { o.writer = w } }
 
 // WithAllocator sets the Arrow allocator used for reads and writes.
-func WithAllocator(mem memory.Allocator) Option { return func(o *options) { o.mem = mem } }
+func WithAllocator(mem memory.Allocator) Option {
+	return func(o *options) { o.mem, o.memSet = mem, true }
+}
 
 // WithLogger sets the logger (default: none).
 func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.log = l } }
@@ -176,7 +187,11 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		}
 		o.writer = fmt.Sprintf("%s@%s:%d", user, o.host, o.pid)
 	}
-	s := &Store{opts: o, profiles: map[string]*profileState{}, budget: newMemBudget(o.putMemory)}
+	s := &Store{opts: o, profiles: map[string]*profileState{}, budget: newMemBudget(o.putMemory), cache: o.cache}
+	s.readMem = o.mem
+	if !o.memSet {
+		s.readMem = newPoolAllocator()
+	}
 	s.id = newIdentity(o.host, o.pid, o.procs, o.writer)
 	if o.fs != nil {
 		s.fs, s.root = o.fs, dir

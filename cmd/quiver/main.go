@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/quiverdb/quiver/flightserver"
 	"github.com/quiverdb/quiver/store"
 	"github.com/quiverdb/quiver/store/codec"
+	"github.com/quiverdb/quiver/store/ipccache"
 	"github.com/quiverdb/quiver/store/maint"
 )
 
@@ -69,6 +71,9 @@ type serveConfig struct {
 	signingKey   string
 	verifyReads  bool
 	compression  string
+	cacheDir     string
+	cacheSize    string
+	readAhead    int
 	lockStale    time.Duration
 	grace        time.Duration
 	stopTimeout  time.Duration
@@ -200,6 +205,9 @@ environment. Once listening, serve prints "quiver: serving <data-dir> on
 	f.StringVar(&c.signingKey, "signing-key", env("QUIVER_SIGNING_KEY", ""), "ed25519 private key file (from quiver keygen): sign every commit record; auditors check with quiver verify --public-key (env QUIVER_SIGNING_KEY)")
 	f.BoolVar(&c.verifyReads, "verify-reads", false, "check each file's SHA-256 against its commit record before any of it is sent (a read of altered data fails with DATA_LOSS)")
 	f.StringVar(&c.compression, "compression", env("QUIVER_COMPRESSION", "zstd"), "compression of the Parquet files the server writes: zstd, lz4_raw, snappy or none (env QUIVER_COMPRESSION)")
+	f.StringVar(&c.cacheDir, "cache-dir", env("QUIVER_CACHE_DIR", ""), "directory of an Arrow IPC cache of decoded files, outside the data directory: hot DoGets stream it without decoding Parquet (empty: no cache) (env QUIVER_CACHE_DIR)")
+	f.StringVar(&c.cacheSize, "cache-size", env("QUIVER_CACHE_SIZE", "10GiB"), "most bytes the IPC cache holds; least recently used files are evicted (env QUIVER_CACHE_SIZE)")
+	f.IntVar(&c.readAhead, "read-ahead", 0, "files a read decodes at once, ahead of sending (0: GOMAXPROCS)")
 	f.DurationVar(&c.lockStale, "lock-stale-after", 10*time.Minute, "a manifest lock older than this is taken over even when its owner cannot be proven gone (another host)")
 	f.DurationVar(&c.grace, "grace", flightserver.DefaultGrace, "default grace period of remove-old-versions")
 	f.DurationVar(&c.stopTimeout, "stop-timeout", 30*time.Second, "on SIGTERM, how long in-flight RPCs may finish before they are cancelled")
@@ -275,6 +283,12 @@ func storeOptions(c serveConfig) ([]store.Option, error) {
 		return nil, fmt.Errorf("--compression: %w", err)
 	}
 	opts = append(opts, store.WithCompression(comp))
+	if c.readAhead < 0 {
+		return nil, errors.New("--read-ahead must not be negative")
+	}
+	if c.readAhead > 0 {
+		opts = append(opts, store.WithReadAhead(c.readAhead))
+	}
 	if c.signingKey != "" {
 		b, err := os.ReadFile(c.signingKey)
 		if err != nil {
@@ -287,6 +301,38 @@ func storeOptions(c serveConfig) ([]store.Option, error) {
 		opts = append(opts, store.WithSigningKey(key))
 	}
 	return opts, nil
+}
+
+// openCache opens the IPC cache of --cache-dir, which must lie outside
+// the data directory (and not hold it).
+func openCache(c serveConfig) (*ipccache.Cache, error) {
+	size, err := parseBytes(c.cacheSize)
+	if err != nil {
+		return nil, fmt.Errorf("--cache-size: %w", err)
+	}
+	abs := func(p string) string {
+		a, err := filepath.Abs(p)
+		if err != nil {
+			return p
+		}
+		if r, err := filepath.EvalSymlinks(a); err == nil {
+			return r
+		}
+		return a
+	}
+	cd, dd := abs(c.cacheDir), abs(c.dataDir)
+	within := func(a, b string) bool { // a is b or below it
+		rel, err := filepath.Rel(b, a)
+		return err == nil && (rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))))
+	}
+	if within(cd, dd) || within(dd, cd) {
+		return nil, fmt.Errorf("--cache-dir %s: must lie outside the data directory %s (and not hold it)", c.cacheDir, c.dataDir)
+	}
+	cache, err := ipccache.Open(c.cacheDir, size)
+	if err != nil {
+		return nil, fmt.Errorf("--cache-dir %s: %w", c.cacheDir, err)
+	}
+	return cache, nil
 }
 
 func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
@@ -323,7 +369,16 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(c.dataDir, append(append(sopts, fsOpts...), store.WithLogger(log))...)
+	sopts = append(sopts, fsOpts...)
+	if c.cacheDir != "" {
+		cache, err := openCache(c)
+		if err != nil {
+			return err
+		}
+		defer cache.Close()
+		sopts = append(sopts, store.WithCache(cache))
+	}
+	st, err := store.Open(c.dataDir, append(sopts, store.WithLogger(log))...)
 	if err != nil {
 		return fmt.Errorf("open data dir %s: %w", c.dataDir, err)
 	}

@@ -62,6 +62,10 @@ type ReadOptions struct {
 	// from the row groups' sizes, so a wide table does not make 64 Ki-row
 	// batches of hundreds of MiB.
 	BatchBytes int64
+	// RowBytes, when positive, is the decoded size of a row that batches
+	// are sized by instead of measuring this file's first rows: a read of
+	// many files of one version measures once (see ParquetFile.RowBytes).
+	RowBytes float64
 	// Allocator for the decoded batches (memory.DefaultAllocator if nil).
 	Allocator memory.Allocator
 }
@@ -80,6 +84,10 @@ func (o ReadOptions) mem() memory.Allocator {
 	return o.Allocator
 }
 
+// smallParquetFile is the size up to which a file's column chunks are
+// read whole rather than through a buffer.
+const smallParquetFile = 2 << 20
+
 // ParquetFile is a Parquet file open for reading. Close it when done; the
 // readers it made must be released first.
 type ParquetFile struct {
@@ -88,6 +96,9 @@ type ParquetFile struct {
 	schema *arrow.Schema
 	footer *Footer
 	o      ReadOptions
+	// rowBytes is the decoded row size that sized the last reader's
+	// batches (0: not known).
+	rowBytes float64
 }
 
 // OpenParquet opens the Parquet file in r, size bytes long: its footer and
@@ -96,13 +107,22 @@ type ParquetFile struct {
 // handle. Errors mean the file is not valid Parquet.
 func OpenParquet(r io.ReaderAt, size int64, o ReadOptions) (*ParquetFile, error) {
 	props := parquet.NewReaderProperties(o.mem())
-	props.BufferedStreamEnabled = true
-	props.BufferSize = 1 << 20
+	// A large file's column chunks are read through small buffers, so
+	// that decoding a row group does not hold it whole (every column's
+	// buffer is alive at once; the pages it decompresses are what must
+	// be held). A small file's are read whole, one read each: the
+	// buffered reader would allocate a buffer per column and grow it to
+	// peek at each page header, which made most of the cost of reading
+	// many small appended files.
+	props.BufferedStreamEnabled = size > smallParquetFile
+	props.BufferSize = 128 << 10
 	pr, err := file.NewParquetReader(io.NewSectionReader(r, 0, size), file.WithReadProps(props))
 	if err != nil {
 		return nil, fmt.Errorf("not a Parquet file: %w", err)
 	}
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: o.batchRows()}, o.mem())
+	// PreAllocBinaryData reserves a batch's string bytes up front (from
+	// the row group's size) instead of growing them by doubling.
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: o.batchRows(), PreAllocBinaryData: true}, o.mem())
 	if err != nil {
 		pr.Close()
 		return nil, fmt.Errorf("the file's Arrow schema: %w", err)
@@ -121,6 +141,11 @@ func (f *ParquetFile) Footer() *Footer { return f.footer }
 // Schema is the file's Arrow schema (as stored in it when an Arrow writer
 // wrote it), field ids stripped.
 func (f *ParquetFile) Schema() *arrow.Schema { return f.schema }
+
+// RowBytes is the decoded size of a row measured (or given as
+// ReadOptions.RowBytes) when the last reader was made by Records; 0 when
+// no batch size needed it.
+func (f *ParquetFile) RowBytes() float64 { return f.rowBytes }
 
 // Close closes the file (not r).
 func (f *ParquetFile) Close() error { return f.pr.Close() }
@@ -181,7 +206,15 @@ const probeRows = 256
 func (f *ParquetFile) sizeBatches(ctx context.Context, leaves []int) error {
 	rows := f.o.batchRows()
 	f.fr.Props.BatchSize = rows
-	if f.o.BatchBytes <= 0 || f.footer.Rows <= probeRows || f.pr.NumRowGroups() == 0 {
+	if f.o.BatchBytes <= 0 || f.pr.NumRowGroups() == 0 {
+		return nil
+	}
+	if f.o.RowBytes > 0 {
+		f.rowBytes = f.o.RowBytes
+		f.fr.Props.BatchSize = max(probeRows, min(rows, int64(float64(f.o.BatchBytes)/f.o.RowBytes)))
+		return nil
+	}
+	if f.footer.Rows <= probeRows {
 		return nil
 	}
 	f.fr.Props.BatchSize = probeRows
@@ -197,6 +230,7 @@ func (f *ParquetFile) sizeBatches(ctx context.Context, leaves []int) error {
 	rec := rr.RecordBatch()
 	if n := rec.NumRows(); n > 0 {
 		if size := util.TotalRecordSize(rec); size > 0 {
+			f.rowBytes = float64(size) / float64(n)
 			f.fr.Props.BatchSize = max(probeRows, min(rows, f.o.BatchBytes*n/size))
 		}
 	}

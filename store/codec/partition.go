@@ -3,6 +3,7 @@ package codec
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
@@ -403,17 +405,27 @@ func ConstantColumn(mem memory.Allocator, dt arrow.DataType, raw string, n int) 
 			return nil, err
 		}
 		defer vals.Release()
-		ib := array.NewBuilder(mem, dict.IndexType)
-		defer ib.Release()
-		ib.Reserve(n)
-		for i := 0; i < n; i++ {
-			if err := ib.AppendValueFromString("0"); err != nil {
-				return nil, err
-			}
-		}
-		idx := ib.NewArray()
+		// Every index is 0: a zeroed buffer.
+		w := dict.IndexType.(arrow.FixedWidthDataType).BitWidth() / 8
+		buf := memory.NewResizableBuffer(mem)
+		buf.Resize(n * w)
+		d := array.NewData(dict.IndexType, n, []*memory.Buffer{nil, buf}, nil, 0, 0)
+		buf.Release()
+		idx := array.MakeFromData(d)
+		d.Release()
 		defer idx.Release()
 		return array.NewDictionaryArray(dict, idx, vals), nil
+	}
+	if n > 1 {
+		// Parse the value once, then repeat its bytes.
+		one, err := ConstantColumn(mem, dt, raw, 1)
+		if err != nil {
+			return nil, err
+		}
+		defer one.Release()
+		if a := repeatValue(mem, one, n); a != nil {
+			return a, nil
+		}
 	}
 	b := array.NewBuilder(mem, dt)
 	defer b.Release()
@@ -433,4 +445,72 @@ func ConstantColumn(mem memory.Allocator, dt arrow.DataType, raw string, n int) 
 		}
 	}
 	return b.NewArray(), nil
+}
+
+// repeatValue returns n copies of the one value of a (not null) by
+// repeating its bytes, for fixed-width, boolean and string/binary types;
+// nil for other types.
+func repeatValue(mem memory.Allocator, a arrow.Array, n int) arrow.Array {
+	d := a.Data()
+	bufs := d.Buffers()
+	var out []*memory.Buffer
+	switch dt := a.DataType().(type) {
+	case *arrow.BooleanType:
+		b := memory.NewResizableBuffer(mem)
+		b.Resize(int(bitutil.BytesForBits(int64(n))))
+		if a.(*array.Boolean).Value(0) {
+			bitutil.SetBitsTo(b.Bytes(), 0, int64(n), true)
+		}
+		out = []*memory.Buffer{nil, b}
+	case arrow.FixedWidthDataType:
+		w := dt.BitWidth() / 8
+		if w == 0 || dt.BitWidth()%8 != 0 {
+			return nil
+		}
+		b := memory.NewResizableBuffer(mem)
+		b.Resize(n * w)
+		repeatBytes(b.Bytes(), bufs[1].Bytes()[d.Offset()*w:(d.Offset()+1)*w])
+		out = []*memory.Buffer{nil, b}
+	case *arrow.StringType, *arrow.BinaryType:
+		var v []byte
+		if s, ok := a.(*array.String); ok {
+			v = []byte(s.Value(0))
+		} else {
+			v = a.(*array.Binary).Value(0)
+		}
+		if int64(len(v))*int64(n) > math.MaxInt32 {
+			return nil
+		}
+		offs := memory.NewResizableBuffer(mem)
+		offs.Resize((n + 1) * 4)
+		o := arrow.Int32Traits.CastFromBytes(offs.Bytes())
+		for i := range o {
+			o[i] = int32(i * len(v))
+		}
+		data := memory.NewResizableBuffer(mem)
+		data.Resize(n * len(v))
+		repeatBytes(data.Bytes(), v)
+		out = []*memory.Buffer{nil, offs, data}
+	default:
+		return nil
+	}
+	nd := array.NewData(a.DataType(), n, out, nil, 0, 0)
+	for _, b := range out {
+		if b != nil {
+			b.Release()
+		}
+	}
+	defer nd.Release()
+	return array.MakeFromData(nd)
+}
+
+// repeatBytes fills dst with copies of v (len(dst) a multiple of len(v)).
+func repeatBytes(dst, v []byte) {
+	if len(v) == 0 || len(dst) == 0 {
+		return
+	}
+	n := copy(dst, v)
+	for n < len(dst) {
+		n += copy(dst[n:], dst[:n])
+	}
 }

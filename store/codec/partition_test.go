@@ -372,3 +372,43 @@ func ExampleSplitByPartition() {
 	// region=us [2]
 	// region=__HIVE_DEFAULT_PARTITION__ [4]
 }
+
+// TestConstantColumnRepeats: the repeated-bytes path builds what
+// appending the value n times builds, valid, for every size.
+func TestConstantColumnRepeats(t *testing.T) {
+	mem, _ := checkedMem(t)
+	cases := []struct {
+		dt  arrow.DataType
+		raw string
+	}{
+		{arrow.PrimitiveTypes.Int8, "-7"}, {arrow.PrimitiveTypes.Uint16, "65000"}, {arrow.PrimitiveTypes.Int64, "123456789012"},
+		{arrow.FixedWidthTypes.Boolean, "false"}, {arrow.FixedWidthTypes.Boolean, "true"},
+		{arrow.FixedWidthTypes.Date32, "1999-12-31"}, {arrow.FixedWidthTypes.Date64, "2000-01-01"},
+		{arrow.BinaryTypes.String, "eu-west"}, {arrow.BinaryTypes.String, "ü"}, {arrow.BinaryTypes.Binary, "YmluAA=="},
+		{arrow.BinaryTypes.LargeString, "large"},
+	}
+	for _, c := range cases {
+		for _, n := range []int{0, 1, 2, 7, 8, 9, 1000, 65537} {
+			a, err := ConstantColumn(mem, c.dt, c.raw, n)
+			if err != nil {
+				t.Fatalf("%s %q: %v", c.dt, c.raw, err)
+			}
+			b := array.NewBuilder(mem, c.dt)
+			for i := 0; i < n; i++ {
+				if err := b.AppendValueFromString(c.raw); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := b.NewArray()
+			b.Release()
+			if err := array.ValidateFull(a); err != nil {
+				t.Errorf("%s %q x%d: invalid: %v", c.dt, c.raw, n, err)
+			}
+			if !array.Equal(a, want) || a.Len() != n || a.NullN() != 0 {
+				t.Errorf("%s %q x%d: got %v, want %v", c.dt, c.raw, n, a, want)
+			}
+			a.Release()
+			want.Release()
+		}
+	}
+}

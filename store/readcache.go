@@ -1,0 +1,128 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/quiverdb/quiver/store/fsys"
+	"github.com/quiverdb/quiver/store/ipccache"
+)
+
+// WithCache gives the store an IPC cache of decoded files: reads that ask
+// for it (ReadOptions.Cached, as DoGet does) stream cached files without
+// decoding them, and fill the cache with the files they decode (an entry
+// per file and set of columns read).
+func WithCache(c *ipccache.Cache) Option { return func(o *options) { o.cache = c } }
+
+// WithReadAhead sets how many files a read decodes ahead of the one its
+// consumer is on (default GOMAXPROCS-1, at least 1), each on its own
+// goroutine.
+func WithReadAhead(n int) Option { return func(o *options) { o.readAhead = n } }
+
+// Cache is the store's IPC cache (nil: none).
+func (s *Store) Cache() *ipccache.Cache { return s.cache }
+
+// cacheKeyVersion changes when what an entry holds for a file changes
+// (how a file is decoded into batches).
+const cacheKeyVersion = "quiver-ipc-1"
+
+// schemaPrints memoizes the fingerprints of schemas (a version's schema
+// object is shared by every snapshot of it).
+var schemaPrints sync.Map // *arrow.Schema -> string
+
+func schemaPrint(sc *arrow.Schema) string {
+	if v, ok := schemaPrints.Load(sc); ok {
+		return v.(string)
+	}
+	sum := sha256.Sum256(flight.SerializeSchema(sc, memory.DefaultAllocator))
+	v := hex.EncodeToString(sum[:])
+	schemaPrints.Store(sc, v)
+	return v
+}
+
+// fileStamp checks a committed file as opening it would (gone, replaced
+// by a link, another size: the read's error) and returns its modification
+// time, part of its cache key: a file altered in place gets another key,
+// and is read — and checked — from its bytes. ok is false when the file
+// has no modification time (it is then not cached).
+func (s *Store) fileStamp(ctx context.Context, p profile, df DataFile) (int64, bool, error) {
+	st, err := s.fs.Stat(ctx, p.join(df.Path))
+	if err != nil {
+		return 0, false, s.openErr(ctx, p, df, err)
+	}
+	if st.Size != df.Bytes {
+		return 0, false, fmt.Errorf("%w: %s: committed file %s has %d bytes, its commit record says %d", ErrDataLoss, p, df.Path, st.Size, df.Bytes)
+	}
+	if st.ModTime.IsZero() {
+		return 0, false, nil
+	}
+	return st.ModTime.UnixNano(), true, nil
+}
+
+// cacheKey names the cache entry of a committed file read with columns
+// (nil: every column, in the version's order): the file's path, the
+// SHA-256 its record vouches for, its size and modification time, and the
+// schema it is read with.
+func cacheKey(p profile, sn *Snapshot, df DataFile, stamp int64, columns []string) ipccache.Key {
+	cols := "*"
+	if columns != nil {
+		cols = "cols:" + strings.Join(columns, "\x00")
+	}
+	return ipccache.KeyOf(cacheKeyVersion, p.dir, df.Path, df.SHA256, strconv.FormatInt(df.Bytes, 10),
+		strconv.FormatInt(stamp, 10), string(sn.Format), schemaPrint(sn.Schema), cols)
+}
+
+// hit returns the cache entry of key, or nil: a miss, or an entry that
+// does not agree with the file's record or the schema it must have (it
+// is then not used). With verify-reads the file itself is hashed first,
+// as a read of it would be.
+func (r *SnapshotReader) hit(df DataFile, key ipccache.Key, sc *arrow.Schema) *ipccache.Entry {
+	e := r.cache.Get(key)
+	if e == nil {
+		return nil
+	}
+	if (df.Rows >= 0 && e.Rows() != df.Rows && r.sn.Schema.NumFields() > 0) || !e.Schema().Equal(sc) {
+		e.Release()
+		return nil
+	}
+	if r.s.opts.verifyReads {
+		f, err := r.s.openData(r.ctx, r.p, df, true)
+		if err != nil {
+			// The decode path reports it.
+			e.Release()
+			return nil
+		}
+		f.Close()
+	}
+	return e
+}
+
+// openErr is the error for a committed file that cannot be opened or
+// described: as openData reports it.
+func (s *Store) openErr(ctx context.Context, p profile, df DataFile, err error) error {
+	switch {
+	case isNotExist(err):
+		if s.retiredNow(ctx, p, df.Path) {
+			return fmt.Errorf("%w: %s: file %s is gone: its version was removed by retention", ErrVersionNotFound, p, df.Path)
+		}
+		if df.Recorded {
+			return fmt.Errorf("%w: %s: committed file %s is missing", ErrDataLoss, p, df.Path)
+		}
+		return fmt.Errorf("%w: %s: file %s is gone", ErrVersionNotFound, p, df.Path)
+	case errors.Is(err, fsys.ErrUnsafePath) && df.Recorded:
+		return fmt.Errorf("%w: %s: committed file %s was replaced by a symbolic link (not followed)", ErrDataLoss, p, df.Path)
+	case errors.Is(err, fsys.ErrNotRegular) && df.Recorded:
+		return fmt.Errorf("%w: %s: committed file %s was replaced by a directory or special file", ErrDataLoss, p, df.Path)
+	}
+	return fmt.Errorf("open %s %s: %w", p, df.Path, err)
+}
