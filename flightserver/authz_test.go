@@ -529,3 +529,31 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// TestPutAbortContract: a DoPut message with app_metadata and no data
+// aborts the put (docs/protocol.md): CANCELLED, and neither the batch
+// sent before it nor the profile is committed.
+func TestPutAbortContract(t *testing.T) {
+	ts := startSrv(t, true)
+	rec := strBatch(10, 8)
+	defer rec.Release()
+	stream, err := ts.c.DoPut(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := flight.NewRecordWriter(stream, ipc.WithSchema(rec.Schema()))
+	w.SetFlightDescriptor(&flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"ab", "orted"}})
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.WriteMetadata([]byte("client: put aborted"))
+	_ = w.Close()
+	_ = stream.CloseSend()
+	_, err = stream.Recv()
+	if status.Code(err) != codes.Canceled || !strings.Contains(err.Error(), "aborted") {
+		t.Fatalf("abort: got %v, want Canceled saying the client aborted", err)
+	}
+	if err := getErr(context.Background(), ts.c, "ab/orted"); status.Code(err) != codes.NotFound {
+		t.Fatalf("read after an aborted first put: %v, want NotFound", err)
+	}
+}

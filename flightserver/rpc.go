@@ -202,6 +202,13 @@ func (r *recvErrStream) Recv() (*flight.FlightData, error) {
 	}
 	r.ri.bytes.Add(int64(len(d.DataHeader) + len(d.DataBody)))
 	r.lastBody = len(d.DataBody)
+	if len(d.DataHeader) == 0 && len(d.AppMetadata) > 0 {
+		// The abort contract (docs/protocol.md): a client that cannot
+		// cancel its stream (pyarrow) sends app_metadata alone to make
+		// the put fail rather than commit what it sent so far.
+		r.limit = status.Error(codes.Canceled, "the client aborted the put (a message with app_metadata and no data); nothing was committed")
+		return nil, r.limit
+	}
 	if err := r.s.checkSchemaMessage(d.DataHeader); err != nil {
 		if status.Code(err) == codes.ResourceExhausted {
 			r.s.metrics.limitRefusals.WithLabelValues(limitName(err)).Inc()
