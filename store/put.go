@@ -1170,6 +1170,12 @@ func wrapWrite(p profile, err error) error {
 	if errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrSchemaMismatch) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
+	if isNotExist(err) {
+		// The put's own directory vanished under it: removed by hand, or
+		// swept by a server on another host that could not see this
+		// writer alive. Nothing was committed; a retry starts afresh.
+		return fmt.Errorf("%w: %s: the directory this put was writing into was removed while it ran; nothing was committed: retry: %w", ErrUnavailable, p, err)
+	}
 	return fmt.Errorf("write %s: %w", p, err)
 }
 

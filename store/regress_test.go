@@ -586,15 +586,6 @@ func TestAppendConvergesUnderBackToBackWrites(t *testing.T) {
 	}
 }
 
-func mustLatest(t *testing.T, s *Store, k []string) int {
-	t.Helper()
-	v, _, err := s.Versions(context.Background(), k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
 func containsID(ids []int64, id int64) bool {
 	for _, v := range ids {
 		if v == id {
