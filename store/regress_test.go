@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -688,13 +689,12 @@ func TestPanicInPutCleansUp(t *testing.T) {
 // rest.
 type gateReader struct {
 	array.RecordReader
-	n       int
+	n       atomic.Int32
 	release chan struct{}
 }
 
 func (r *gateReader) Next() bool {
-	r.n++
-	if r.n == 2 {
+	if r.n.Add(1) == 2 {
 		<-r.release
 	}
 	return r.RecordReader.Next()
@@ -718,7 +718,7 @@ func TestFailedWriteSparesVersionTakenOver(t *testing.T) {
 	}()
 	v1 := filepath.Join(dir, "w", "v1")
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(v1, ".version.json")); err == nil && a.n >= 2 {
+		if _, err := os.Stat(filepath.Join(v1, ".version.json")); err == nil && a.n.Load() >= 2 {
 			break
 		}
 		if time.Now().After(deadline) {
