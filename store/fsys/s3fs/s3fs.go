@@ -730,16 +730,29 @@ func (f *FS) DeleteAll(ctx context.Context, dir string) error {
 			return pathErr(op, dir, err)
 		}
 	}
-	if ups, _, err := f.uploads(ctx, prefix, ""); err != nil {
-		return pathErr(op, dir, err)
-	} else {
+	// Uploads are aborted, then listed again: a part that was arriving
+	// while its upload was aborted can bring the upload back on some
+	// servers (versitygw does), so a few rounds make sure none is left.
+	for round := 0; ; round++ {
+		ups, _, err := f.uploads(ctx, prefix, "")
+		if err != nil {
+			return pathErr(op, dir, err)
+		}
+		if len(ups) == 0 {
+			return nil
+		}
 		for _, u := range ups {
 			if err := f.abort(ctx, u.key, u.id); err != nil {
 				return pathErr(op, dir, err)
 			}
 		}
+		if round == 3 {
+			return nil
+		}
+		if err := sleepCtx(ctx, time.Duration(round+1)*20*time.Millisecond); err != nil {
+			return pathErr(op, dir, err)
+		}
 	}
-	return nil
 }
 
 // split cuts name into its directory ("" for the root) and base.
@@ -768,4 +781,16 @@ func readAll(r io.Reader, n int64) ([]byte, error) {
 		return b[:k], io.ErrUnexpectedEOF
 	}
 	return b[:k], err
+}
+
+// sleepCtx waits for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
