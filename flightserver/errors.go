@@ -121,7 +121,7 @@ var codeWords = regexp.MustCompile(`(^|: )(?:invalid argument|invalid request): 
 // unknownField is encoding/json's report of a field a strict decoder does
 // not take, behind the "not valid JSON" the catalog wraps it in (the JSON
 // is valid; the field is not one Quiver takes).
-var unknownField = regexp.MustCompile(`(\S+) is not valid JSON: json: unknown field ("[^"]*")`)
+var unknownField = regexp.MustCompile(`(\S+) is not valid JSON: (?:json: )?unknown field ("[^"]*")`)
 
 func cleanMessage(msg string) string {
 	var names []string // profile (and file) names of the dropped operation prefixes

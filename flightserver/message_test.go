@@ -35,6 +35,8 @@ func TestPublicMessage(t *testing.T) {
 			"version not found: sales/orders has no version v9"},
 		{"unknown field", fmt.Errorf("%w: CMD descriptor is not valid JSON: json: unknown field \"filter\"", catalog.ErrInvalid), codes.InvalidArgument,
 			`CMD descriptor has an unknown field "filter"`},
+		{"unknown field (exact-case check)", fmt.Errorf("%w: ticket is not valid JSON: unknown field \"PATH\"", catalog.ErrInvalid), codes.InvalidArgument,
+			`ticket has an unknown field "PATH"`},
 		{"bad key in the middle", fmt.Errorf("descriptor path: %w: key \"..\" resolves outside the data directory", store.ErrInvalidKey), codes.InvalidArgument,
 			`descriptor path: invalid key: key ".." resolves outside the data directory`},
 		{"schema mismatch kept", fmt.Errorf("append x/y: %w: columns [\"a\"] do not match x/y v0", store.ErrSchemaMismatch), codes.InvalidArgument,
