@@ -25,8 +25,10 @@ import (
 const DefaultReadBatchBytes = 4 << 20
 
 // segmentQueue is how many decoded batches each file being read ahead may
-// hold before its decoder waits for the consumer.
-const segmentQueue = 2
+// hold before its decoder waits for the consumer. One: with two, a DoGet
+// whose client stops reading held 19 MiB (TestLimitsStalledDoGets, bound
+// 16 MiB); the decoder working on the next batch already overlaps the send.
+const segmentQueue = 1
 
 // ReadOptions select what Read streams.
 type ReadOptions struct {

@@ -121,6 +121,11 @@ func Verify(ctx context.Context, st *store.Store, o VerifyOptions) (*VerifyRepor
 	}
 	rep := &VerifyReport{Problems: []Problem{}}
 	if len(o.Keys) > 0 {
+		// A profile named through a link is refused as every request
+		// naming it is (links inside it are problems of the report).
+		if _, err := st.FS().Stat(ctx, store.ProfilePath(o.Keys)); errors.Is(err, fsys.ErrUnsafePath) {
+			return nil, fmt.Errorf("verify %s: %w", store.ProfilePath(o.Keys), err)
+		}
 		if err := verifyOrReport(ctx, st, o.Keys, o, rep); err != nil {
 			return nil, err
 		}
