@@ -342,7 +342,7 @@ func (m *modelRun) killRestart(i int) (int64, error) {
 	m.h.mu.Lock()
 	m.h.kills = append(m.h.kills, killEvent{At: m.now(), Server: i, InFlight: inflight})
 	m.h.mu.Unlock()
-	p, err := startProc(m.c.dataDir, m.c.extra...)
+	p, err := startProcOn(m.c.st, m.c.extra...)
 	if err != nil {
 		return inflight, err
 	}
@@ -814,7 +814,7 @@ func (m *modelRun) captureInternal(slot int, o *mop, code string) {
 		return
 	}
 	m.c.mu.Lock()
-	logs := m.c.procs[slot].logs.String()
+	logs := m.c.procs[slot].Logs()
 	m.c.mu.Unlock()
 	var errs []string
 	for _, l := range strings.Split(logs, "\n") {
@@ -969,7 +969,7 @@ func (m *modelRun) restartAll() {
 	for i, p := range m.c.procs {
 		m.c.clients[i].Close()
 		p.stop(m.t)
-		np, err := startProc(m.c.dataDir, m.c.extra...)
+		np, err := startProcOn(m.c.st, m.c.extra...)
 		if err != nil {
 			m.t.Fatalf("restart: %v", err)
 		}
@@ -995,11 +995,11 @@ func (m *modelRun) checkAlive(phase int) {
 			continue // being killed and restarted by the killer
 		}
 		select {
-		case <-p.done:
+		case <-p.Done():
 		default:
 			continue
 		}
-		logs := p.logs.String()
+		logs := p.Logs()
 		file := filepath.Join(m.outDir, fmt.Sprintf("server-exit-phase%d-slot%d.log", phase, i))
 		if os.MkdirAll(m.outDir, 0o755) == nil {
 			_ = os.WriteFile(file, []byte(logs), 0o644)
@@ -1012,7 +1012,7 @@ func (m *modelRun) checkAlive(phase int) {
 		}
 		m.sinceSwp.Store(true) // a crash leaves what a kill leaves
 		m.sinceBrk.Store(true)
-		m.h.f.add("server-exited", "", nil, "in phase %d server %d exited by itself (%v); log (%s): %s", phase, i, p.err, file, trim(logs, 700))
+		m.h.f.add("server-exited", "", nil, "in phase %d server %d exited by itself (%v); log (%s): %s", phase, i, p.Err(), file, trim(logs, 700))
 		if _, err := m.killRestart(i); err != nil {
 			m.t.Fatalf("restart: %v", err)
 		}
