@@ -75,11 +75,13 @@ stress:
 
 # Benchmarks (docs/benchmarks.md): Quiver against its peers, then the Go
 # benchmarks: store throughput matrix, peak heap/RSS at 100 MB and 1 GB,
-# DoGet/DoPut through an in-process server.
-bench: bench-peers
+# DoGet/DoPut through an in-process server, and DoPut, DoGet and small
+# appends with the data on a local disk against on S3 (versitygw).
+bench: bench-peers $(VERSITYGW)
 	$(GO) test -run '^$$' -bench 'Put|Read' -benchmem ./store/
 	$(GO) test -run '^$$' -bench Memory -benchtime 1x -timeout 30m ./store/
 	$(GO) test -run '^$$' -bench 'DoGet|DoPut' -benchmem ./flightserver/
+	CI=true $(GO) test -run '^$$' -bench Storage -benchtime 5x -timeout 30m ./flightserver/
 
 # Quiver vs the pyarrow Flight server, pyarrow, DuckDB and polars on the same
 # generated data; prints the table, writes bench/out/{results.md,results.json,
