@@ -25,11 +25,25 @@ type Server interface {
 	Stop(ctx context.Context) bool
 }
 
+// ServeOption changes what ServeInProcess checks.
+type ServeOption func(*serveOpts)
+
+type serveOpts struct{ graceful bool }
+
+// Graceful makes ServeInProcess want the stop at the end graceful (every
+// call finished within the grace period).
+func Graceful() ServeOption { return func(o *serveOpts) { o.graceful = true } }
+
 // ServeInProcess serves srv on a free loopback port until tb's test ends
 // and returns its address. At the end it stops srv (5 s grace) and wants
-// Serve to have returned nil.
-func ServeInProcess(tb testing.TB, srv Server) string {
+// Serve to have returned nil. Checks that must follow the stop (an
+// allocator back to zero) belong in a Cleanup registered before the call.
+func ServeInProcess(tb testing.TB, srv Server, opts ...ServeOption) string {
 	tb.Helper()
+	var o serveOpts
+	for _, opt := range opts {
+		opt(&o)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -39,7 +53,9 @@ func ServeInProcess(tb testing.TB, srv Server) string {
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		srv.Stop(ctx)
+		if !srv.Stop(ctx) && o.graceful {
+			tb.Error("stop was not graceful")
+		}
 		if err := <-done; err != nil {
 			tb.Errorf("serve: %v", err)
 		}
