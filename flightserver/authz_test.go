@@ -87,26 +87,8 @@ func bearer(tok string) context.Context {
 // putErr sends rec as one DoPut with a PATH descriptor and returns the
 // stream's error.
 func putErr(ctx context.Context, c flight.Client, keys []string, rec arrow.RecordBatch) error {
-	stream, err := c.DoPut(ctx)
-	if err != nil {
-		return err
-	}
-	w := flight.NewRecordWriter(stream, ipc.WithSchema(rec.Schema()))
-	w.SetFlightDescriptor(&flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: keys})
-	_ = w.Write(rec)
-	_ = w.Close()
-	_ = stream.CloseSend()
-	if _, err := stream.Recv(); err != nil {
-		return err
-	}
-	for {
-		if _, err := stream.Recv(); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-	}
+	_, err := quivertest.Put(ctx, c, quivertest.PathDesc(keys...), rec.Schema(), rec)
+	return err
 }
 
 func getErr(ctx context.Context, c flight.Client, ticket string) error {

@@ -31,6 +31,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/quiverdb/quiver/internal/quivertest"
 )
 
 // reqID is the request_id of put pid (every attempt of a put sends it).
@@ -111,42 +113,22 @@ func classify(err error, put bool) outStatus {
 func putStream(ctx context.Context, c flight.Client, desc *flight.FlightDescriptor, sc *arrow.Schema, recs []arrow.RecordBatch, abandon bool) ([]byte, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if !abandon {
+		return quivertest.PutRaw(ctx, c, desc, sc, recs...)
+	}
 	stream, err := c.DoPut(ctx)
 	if err != nil {
 		return nil, err
 	}
 	w := flight.NewRecordWriter(stream, ipc.WithSchema(sc))
 	w.SetFlightDescriptor(desc)
-	if abandon {
-		_ = w.Write(recs[0])
-		time.Sleep(5 * time.Millisecond)
-		cancel() // never Close: the stream must not end
-		_, err := stream.Recv()
-		if err == nil {
-			return nil, errors.New("abandoned put answered")
-		}
+	_ = w.Write(recs[0])
+	time.Sleep(5 * time.Millisecond)
+	cancel() // never Close: the stream must not end
+	if _, err := stream.Recv(); err != nil {
 		return nil, err
 	}
-	for _, r := range recs {
-		if err := w.Write(r); err != nil {
-			break // the server's error comes with Recv
-		}
-	}
-	_ = w.Close()
-	_ = stream.CloseSend()
-	res, err := stream.Recv()
-	if err != nil {
-		return nil, err
-	}
-	for {
-		if _, err := stream.Recv(); err != nil {
-			if !errors.Is(err, io.EOF) {
-				return res.AppMetadata, fmt.Errorf("after PutResult: %w", err)
-			}
-			break
-		}
-	}
-	return res.AppMetadata, nil
+	return nil, errors.New("abandoned put answered")
 }
 
 // parseVer parses "v3" (or 3); -1 if it cannot.

@@ -101,6 +101,19 @@ func PathDesc(keys ...string) *flight.FlightDescriptor {
 // Put sends recs (of schema sc) as one DoPut to desc and returns the one
 // PutResult the server answers with; more than one is an error.
 func Put(ctx context.Context, c flight.Client, desc *flight.FlightDescriptor, sc *arrow.Schema, recs ...arrow.RecordBatch) (*catalog.PutResult, error) {
+	raw, err := PutRaw(ctx, c, desc, sc, recs...)
+	if err != nil {
+		return nil, err
+	}
+	var pr catalog.PutResult
+	if err := json.Unmarshal(raw, &pr); err != nil {
+		return nil, fmt.Errorf("app_metadata %q: %w", raw, err)
+	}
+	return &pr, nil
+}
+
+// PutRaw is Put returning the PutResult's bytes as sent (app_metadata).
+func PutRaw(ctx context.Context, c flight.Client, desc *flight.FlightDescriptor, sc *arrow.Schema, recs ...arrow.RecordBatch) ([]byte, error) {
 	stream, err := c.DoPut(ctx)
 	if err != nil {
 		return nil, err
@@ -118,17 +131,13 @@ func Put(ctx context.Context, c flight.Client, desc *flight.FlightDescriptor, sc
 	if err != nil {
 		return nil, err
 	}
-	var pr catalog.PutResult
-	if err := json.Unmarshal(res.AppMetadata, &pr); err != nil {
-		return nil, fmt.Errorf("app_metadata %q: %w", res.AppMetadata, err)
-	}
 	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
 		if err == nil {
 			err = errors.New("more than one PutResult")
 		}
-		return nil, fmt.Errorf("after the PutResult: %w", err)
+		return res.AppMetadata, fmt.Errorf("after the PutResult: %w", err)
 	}
-	return &pr, nil
+	return res.AppMetadata, nil
 }
 
 // Action runs a DoAction with body as JSON (a []byte is sent as it is,
