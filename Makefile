@@ -3,7 +3,7 @@ GO ?= go
 # stress: small in CI (make test runs the default sizes); `make stress` runs
 # the full settings documented in docs/reliability.md.
 
-.PHONY: lint test test-go test-race test-python test-reliability vet build bench bench-peers stress tools test-s3
+.PHONY: lint test test-go test-race test-python test-reliability vet build bench bench-peers stress tools test-s3 test-on-s3
 
 
 build:
@@ -36,25 +36,36 @@ test-go: $(VERSITYGW)
 test-race: $(VERSITYGW)
 	$(GO) test -count=1 -short -race ./...
 
-# The S3 tests alone (~1 min), never skipped.
-test-s3: $(VERSITYGW)
-	CI=true $(GO) test -count=1 ./store/fsys/s3fs/
-	CI=true $(GO) test -count=1 -run TestProtocolOnEachFS ./store/
-	CI=true $(GO) test -count=1 -run S3 ./cmd/quiver/
+# The suites that do not care where the data lies, again on a bucket of
+# versitygw (QUIVER_TEST_STORAGE=s3; about 2 min): the Flight integration
+# tests and the pyarrow suite. (The conformance suite, the store's protocol
+# tests, cmd's S3 tests, the direct reads of a bucket and the reliability
+# load test on S3 run in test-go, test-python and test-reliability.)
+test-on-s3: $(VERSITYGW)
+	CI=true QUIVER_TEST_STORAGE=s3 $(GO) test -count=1 ./integration/
+	CI=true QUIVER_TEST_STORAGE=s3 scripts/test-python.sh
 
-test-python:
+# Every S3 test alone (~3 min), never skipped.
+test-s3: test-on-s3
+	CI=true $(GO) test -count=1 ./store/fsys/s3fs/
+	CI=true $(GO) test -count=1 -run 'TestProtocolOnEachFS|TestLockReleaseConditional' ./store/
+	CI=true $(GO) test -count=1 -run S3 ./cmd/quiver/
+	CI=true scripts/test-python.sh -k s3_direct
+	CI=true QUIVER_STRESS_SCALE=ci $(GO) test -count=1 -run TestLoadS3 ./reliability/
+
+test-python: $(VERSITYGW)
 	scripts/test-python.sh
 
 # The reliability suite at its CI size (about a minute; `make stress` runs
 # the full one).
-test-reliability:
+test-reliability: $(VERSITYGW)
 	QUIVER_STRESS_SCALE=ci $(GO) test -count=1 -timeout 20m ./reliability/
 
 # staticcheck, pinned (fetched through the Go module proxy on first use).
 lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
-test: vet lint test-go test-race test-python test-reliability
+test: vet lint test-go test-race test-python test-on-s3 test-reliability
 
 # Full-size concurrency and crash runs (minutes).
 stress:
@@ -64,11 +75,13 @@ stress:
 
 # Benchmarks (docs/benchmarks.md): Quiver against its peers, then the Go
 # benchmarks: store throughput matrix, peak heap/RSS at 100 MB and 1 GB,
-# DoGet/DoPut through an in-process server.
-bench: bench-peers
+# DoGet/DoPut through an in-process server, and DoPut, DoGet and small
+# appends with the data on a local disk against on S3 (versitygw).
+bench: bench-peers $(VERSITYGW)
 	$(GO) test -run '^$$' -bench 'Put|Read' -benchmem ./store/
 	$(GO) test -run '^$$' -bench Memory -benchtime 1x -timeout 30m ./store/
 	$(GO) test -run '^$$' -bench 'DoGet|DoPut' -benchmem ./flightserver/
+	CI=true $(GO) test -run '^$$' -bench Storage -benchtime 5x -timeout 30m ./flightserver/
 
 # Quiver vs the pyarrow Flight server, pyarrow, DuckDB and polars on the same
 # generated data; prints the table, writes bench/out/{results.md,results.json,

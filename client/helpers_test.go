@@ -22,6 +22,7 @@ import (
 
 	"github.com/quiverdb/quiver/client"
 	"github.com/quiverdb/quiver/flightserver"
+	"github.com/quiverdb/quiver/internal/quivertest"
 	"github.com/quiverdb/quiver/store"
 )
 
@@ -39,23 +40,9 @@ func startServer(t *testing.T, opts ...flightserver.Option) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { mem.AssertSize(t, 0) }) // after the stop below
 	srv := flightserver.New(st, append([]flightserver.Option{flightserver.WithAllocator(mem)}, opts...)...)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(lis) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Stop(ctx)
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-		mem.AssertSize(t, 0)
-	})
-	return &server{addr: lis.Addr().String(), st: st}
+	return &server{addr: quivertest.ServeInProcess(t, srv), st: st}
 }
 
 // connect returns a client of s with a checked allocator, closed and

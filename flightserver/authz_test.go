@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/internal/quivertest"
 	"github.com/quiverdb/quiver/store"
 	"github.com/quiverdb/quiver/store/maint"
 )
@@ -73,24 +73,11 @@ func startAuth(t *testing.T, f *AuthFile, opts ...Option) *authServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { mem.AssertSize(t, 0) }) // after the stop below
 	srv := New(st, append([]Option{WithAllocator(mem), WithAuth(a)}, opts...)...)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	c, err := flight.NewClientWithMiddleware(lis.Addr().String(), nil, nil, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Stop(ctx)
-		mem.AssertSize(t, 0)
-	})
-	return &authServer{c: c, srv: srv, st: st, a: a, mem: mem, addr: lis.Addr().String()}
+	addr := quivertest.ServeInProcess(t, srv)
+	c := quivertest.MustDial(t, addr, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(4<<20)))
+	return &authServer{c: c, srv: srv, st: st, a: a, mem: mem, addr: addr}
 }
 
 func bearer(tok string) context.Context {
@@ -100,26 +87,8 @@ func bearer(tok string) context.Context {
 // putErr sends rec as one DoPut with a PATH descriptor and returns the
 // stream's error.
 func putErr(ctx context.Context, c flight.Client, keys []string, rec arrow.RecordBatch) error {
-	stream, err := c.DoPut(ctx)
-	if err != nil {
-		return err
-	}
-	w := flight.NewRecordWriter(stream, ipc.WithSchema(rec.Schema()))
-	w.SetFlightDescriptor(&flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: keys})
-	_ = w.Write(rec)
-	_ = w.Close()
-	_ = stream.CloseSend()
-	if _, err := stream.Recv(); err != nil {
-		return err
-	}
-	for {
-		if _, err := stream.Recv(); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-	}
+	_, err := quivertest.Put(ctx, c, quivertest.PathDesc(keys...), rec.Schema(), rec)
+	return err
 }
 
 func getErr(ctx context.Context, c flight.Client, ticket string) error {
@@ -138,22 +107,7 @@ func getErr(ctx context.Context, c flight.Client, ticket string) error {
 }
 
 func actionResults(ctx context.Context, c flight.Client, typ string, body any) ([][]byte, error) {
-	b, _ := json.Marshal(body)
-	stream, err := c.DoAction(ctx, &flight.Action{Type: typ, Body: b})
-	if err != nil {
-		return nil, err
-	}
-	var out [][]byte
-	for {
-		r, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, r.Body)
-	}
+	return quivertest.Action(ctx, c, typ, body)
 }
 
 func listPaths(ctx context.Context, c flight.Client, criteria string) ([]string, error) {

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"strings"
 	"sync"
@@ -32,8 +31,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/quiverdb/quiver/internal/quivertest"
 	"github.com/quiverdb/quiver/store"
 	"github.com/quiverdb/quiver/store/ipccache"
 )
@@ -112,24 +111,8 @@ func benchServer(b *testing.B, dir string, opts ...store.Option) (*store.Store, 
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := New(st)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	c, err := flight.NewClientWithMiddleware(lis.Addr().String(), nil, nil,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30), grpc.MaxCallSendMsgSize(1<<30)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Stop(ctx)
-	})
+	addr := quivertest.ServeInProcess(b, New(st))
+	c := quivertest.MustDial(b, addr, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30), grpc.MaxCallSendMsgSize(1<<30)))
 	return st, c
 }
 

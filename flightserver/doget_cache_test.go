@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -20,9 +18,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/quiverdb/quiver/internal/quivertest"
 	"github.com/quiverdb/quiver/store"
 	"github.com/quiverdb/quiver/store/ipccache"
 	"github.com/quiverdb/quiver/store/maint"
@@ -48,26 +46,13 @@ func startCached(t *testing.T, dataDir, cacheDir string, recvLimit int, opts ...
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(st, append([]Option{WithAllocator(mem)}, opts...)...)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	c, err := flight.NewClientWithMiddleware(lis.Addr().String(), nil, nil, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(recvLimit)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Stop(ctx)
+	t.Cleanup(func() { // after the stop below
 		st.Close()
 		cache.Close()
 		mem.AssertSize(t, 0)
 	})
+	srv := New(st, append([]Option{WithAllocator(mem)}, opts...)...)
+	c := quivertest.MustDial(t, quivertest.ServeInProcess(t, srv), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(recvLimit)))
 	return &cachedServer{c: c, srv: srv, st: st, cache: cache}
 }
 
@@ -264,23 +249,7 @@ func startPlain(t *testing.T, dataDir string) flight.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(st)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	c, err := flight.NewClientWithMiddleware(lis.Addr().String(), nil, nil, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Stop(ctx)
-	})
-	return c
+	return quivertest.MustDial(t, quivertest.ServeInProcess(t, New(st)), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(4<<20)))
 }
 
 // TestDoGetCacheKeepsGuarantees: a cached file that is lost fails the

@@ -2,7 +2,6 @@ package flightserver
 
 import (
 	"context"
-	"net"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -16,9 +15,9 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/quiverdb/quiver/internal/quivertest"
 	"github.com/quiverdb/quiver/store"
 )
 
@@ -43,21 +42,7 @@ func startSrv(t *testing.T, checked bool, opts ...Option) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(st, append([]Option{WithAllocator(mem)}, opts...)...)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	c, err := flight.NewClientWithMiddleware(lis.Addr().String(), nil, nil, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Stop(ctx)
+	t.Cleanup(func() { // after the stop below
 		if cmem != nil {
 			// Messages a dead connection left queued in gRPC are released
 			// when the garbage collector finds them (sendcodec.go).
@@ -68,7 +53,10 @@ func startSrv(t *testing.T, checked bool, opts ...Option) *testServer {
 			cmem.AssertSize(t, 0)
 		}
 	})
-	return &testServer{c: c, srv: srv, st: st, addr: lis.Addr().String()}
+	srv := New(st, append([]Option{WithAllocator(mem)}, opts...)...)
+	addr := quivertest.ServeInProcess(t, srv)
+	c := quivertest.MustDial(t, addr, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(4<<20)))
+	return &testServer{c: c, srv: srv, st: st, addr: addr}
 }
 
 // TestPanicRecovered injects a panic into DoPut (after its first batch),

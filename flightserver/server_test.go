@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"testing"
 	"time"
 
@@ -17,9 +16,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/quiverdb/quiver/internal/quivertest"
 	"github.com/quiverdb/quiver/store"
 	"github.com/quiverdb/quiver/store/fsys"
 )
@@ -33,25 +32,9 @@ func start(t *testing.T, opts ...Option) (flight.Client, *memory.CheckedAllocato
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { mem.AssertSize(t, 0) }) // after the stop below
 	srv := New(st, append([]Option{WithAllocator(mem)}, opts...)...)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	c, err := flight.NewClientWithMiddleware(lis.Addr().String(), nil, nil, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if !srv.Stop(ctx) {
-			t.Error("stop was not graceful")
-		}
-		mem.AssertSize(t, 0)
-	})
+	c := quivertest.MustDial(t, quivertest.ServeInProcess(t, srv, quivertest.Graceful()), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(4<<20)))
 	return c, mem
 }
 

@@ -101,12 +101,9 @@ func TestErrorCodes(t *testing.T) {
 	// provably gone, break-lock frees it, and a writer that meets such a
 	// lock takes it over by itself.
 	host, _ := os.Hostname()
-	lockPath := filepath.Join(s.dataDir, "sales", "orders", "manifest.json.write_lock")
 	plant := func(pid int) {
 		lock, _ := json.Marshal(map[string]any{"host": host, "pid": pid, "time": time.Now().UTC()})
-		if err := os.WriteFile(lockPath, lock, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		s.Storage.WriteFile(t, "sales/orders/manifest.json.write_lock", lock)
 	}
 	plant(os.Getpid()) // this test process: alive
 	if _, err := put(ctx, c, cmdDesc(map[string]any{"path": "sales/orders", "mode": "write"}), b); code(err) != codes.Unavailable {

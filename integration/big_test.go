@@ -58,14 +58,14 @@ func TestBigDoGet(t *testing.T) {
 		mustPut(t, s.client, pathDesc("big"), rec)
 		rec.Release()
 	}
-	afterPut, _ := peakRSS(s.cmd.Process.Pid)
+	afterPut, _ := peakRSS(s.Pid())
 	start := time.Now()
 	tb, err := countRows(t, s, "big")
 	if err != nil {
 		t.Fatal(err)
 	}
 	elapsed := time.Since(start)
-	afterGet, _ := peakRSS(s.cmd.Process.Pid)
+	afterGet, _ := peakRSS(s.Pid())
 	if tb != rows*puts {
 		t.Fatalf("read %d rows, want %d", tb, rows*puts)
 	}

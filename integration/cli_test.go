@@ -40,8 +40,14 @@ type cliResult struct {
 // not nil), stdout and stderr to pipes.
 func cli(t *testing.T, s *server, args ...string) cliResult {
 	t.Helper()
+	return cliEnv(t, s, nil, args...)
+}
+
+// cliEnv is cli with more environment (a storage's credentials).
+func cliEnv(t *testing.T, s *server, env []string, args ...string) cliResult {
+	t.Helper()
 	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), "QUIVER_TOKEN=", "NO_COLOR=")
+	cmd.Env = append(append(os.Environ(), "QUIVER_TOKEN=", "NO_COLOR="), env...)
 	if s != nil {
 		cmd.Env = append(cmd.Env, "QUIVER_SERVER="+s.addr)
 	} else {
@@ -457,7 +463,9 @@ func TestCLIVerifyFlippedByte(t *testing.T) {
 		t.Fatalf("sampled verify:\n%s", e.stdout)
 	}
 	// Offline, the same.
-	failCLI(t, nil, "verify", "--data-dir", s.dataDir)
+	if r := cliEnv(t, nil, s.Storage.Env, append([]string{"verify", "--data-dir", s.Storage.DataDir}, s.Storage.Flags...)...); r.code != 1 || !strings.Contains(r.stdout, "mutated") {
+		t.Fatalf("offline verify: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 }
 
 // flipByte inverts one byte in the middle of a file (its permissions may be
@@ -545,20 +553,24 @@ func TestCLIOfflineAdmin(t *testing.T) {
 	mustCLI(t, s, "put", "--mode", "write", "--partition-by", "region", "ops/x", in)
 
 	// Stop the server: the operator is on the box, the service is down.
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.cmd.Wait(); err != nil {
+	if err := s.Stop(20 * time.Second); err != nil {
 		t.Fatalf("serve exit: %v", err)
 	}
-	s.cmd = nil
 	e := failCLI(t, s, "ls")
 	if !strings.Contains(e.stderr, "cannot reach a quiver server at "+s.addr) {
 		t.Fatalf("ls with the server down: %s", e.stderr)
 	}
 
-	dd := []string{"--data-dir", s.dataDir}
-	off := func(args ...string) cliResult { return mustCLI(t, nil, append(args, dd...)...) }
+	// Offline commands reach the data directory (or bucket) themselves.
+	dd := append([]string{"--data-dir", s.Storage.DataDir}, s.Storage.Flags...)
+	off := func(args ...string) cliResult {
+		t.Helper()
+		r := cliEnv(t, nil, s.Storage.Env, append(args, dd...)...)
+		if r.code != 0 {
+			t.Fatalf("quiver %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+		}
+		return r
+	}
 	if r := off("ls"); !regexp.MustCompile(`(?m)^ops/x\s+v1\s+2\s+3\s+10\s`).MatchString(r.stdout) {
 		t.Fatalf("offline ls:\n%s", r.stdout)
 	}
@@ -587,7 +599,7 @@ func TestCLIOfflineAdmin(t *testing.T) {
 	// A lock whose owner is gone: its pid cannot be alive.
 	lock := filepath.Join(s.dataDir, "ops", "x", "manifest.json.write_lock")
 	host, _ := os.Hostname()
-	os.WriteFile(lock, fmt.Appendf(nil, `{"host":%q,"pid":999999999,"time":%q}`, host, time.Now().UTC().Format(time.RFC3339Nano)), 0o644)
+	s.Storage.WriteFile(t, "ops/x/manifest.json.write_lock", fmt.Appendf(nil, `{"host":%q,"pid":999999999,"time":%q}`, host, time.Now().UTC().Format(time.RFC3339Nano)))
 	if r := off("break-lock", "ops/x"); !strings.Contains(r.stdout, "broke the lock of ops/x") {
 		t.Fatalf("offline break-lock:\n%s", r.stdout)
 	}

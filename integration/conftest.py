@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow.flight as flight
 import pytest
 
-from helpers import REPO, SECRET, QuiverServer, launch
+from helpers import ON_S3, REPO, SECRET, QuiverServer, S3Bucket, S3Server, launch, start_versitygw
 
 
 # --- the binary ---------------------------------------------------------------
@@ -49,20 +49,42 @@ def quiver_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def start_server(quiver_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    """Factory: start_server(data_dir=None) -> QuiverServer on its own data dir.
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A versitygw S3 server for the session (make tools installs it). Where
+    it cannot be had the tests that need it are skipped, but not in CI."""
+    try:
+        srv = start_versitygw(tmp_path_factory.mktemp("versitygw"))
+    except Exception as e:  # noqa: BLE001 - any reason it cannot start
+        if os.environ.get("CI"):
+            pytest.fail(f"versitygw unavailable in CI: {e}")
+        pytest.skip(f"versitygw unavailable (CI=true makes this a failure): {e}")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
+def start_server(quiver_bin: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator:
+    """Factory: start_server(data_dir=None) -> QuiverServer on its own data dir
+    (with QUIVER_TEST_STORAGE=s3 and no data_dir: on a new bucket of the
+    session's versitygw; start_server(bucket=b): on bucket b. Its data_dir is
+    then where versitygw keeps the objects).
 
     Every server started this way is stopped with SIGTERM at the end of the
     session (or earlier with stop_server) and must exit 0.
     """
     started: list[QuiverServer] = []
 
-    def start(data_dir: Path | None = None, extra: list[str] | None = None) -> QuiverServer:
-        if data_dir is None:
+    def start(data_dir: Path | None = None, extra: list[str] | None = None, bucket: S3Bucket | None = None) -> QuiverServer:
+        if bucket is not None:
+            data_dir = bucket.local_dir
+        elif data_dir is None and ON_S3:
+            bucket = request.getfixturevalue("s3").new_bucket()
+            data_dir = bucket.local_dir
+        elif data_dir is None:
             data_dir = tmp_path_factory.mktemp(SECRET) / "data"
             data_dir.mkdir()
         logs = tmp_path_factory.mktemp("quiver-log")
-        srv = launch(quiver_bin, data_dir, logs / "serve.log", extra)
+        srv = launch(quiver_bin, data_dir, logs / "serve.log", extra, bucket=bucket)
         started.append(srv)
         return srv
 
@@ -101,3 +123,18 @@ def keys(request: pytest.FixtureRequest) -> str:
     return f"t/{name}_{_counter}"
 
 
+
+
+# --- storage ---------------------------------------------------------------------
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On S3 (QUIVER_TEST_STORAGE=s3), skip the tests marked local_storage:
+    they have pyrosome write into the server's data dir, which only exists on
+    a local disk."""
+    if not ON_S3:
+        return
+    skip = pytest.mark.skip(reason="pyrosome writes a local data dir (QUIVER_TEST_STORAGE=s3)")
+    for item in items:
+        if "local_storage" in item.keywords:
+            item.add_marker(skip)

@@ -9,8 +9,11 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +45,7 @@ class QuiverServer:
     data_dir: Path
     log_path: Path
     clients: list[flight.FlightClient] = field(default_factory=list)
+    bucket: S3Bucket | None = None  # set when it serves an S3 bucket
 
     @property
     def location(self) -> str:
@@ -110,25 +114,39 @@ def _wait_ready(srv: QuiverServer) -> None:
 SERVING_RE = re.compile(rb"quiver: serving .* on 127\.0\.0\.1:(\d+)")
 
 
-def launch(binary: Path, data_dir: Path, log_path: Path, extra: list[str] | None = None) -> QuiverServer:
+def launch(
+    binary: Path,
+    data_dir: Path,
+    log_path: Path,
+    extra: list[str] | None = None,
+    bucket: S3Bucket | None = None,
+) -> QuiverServer:
     """Start `quiver serve --addr 127.0.0.1:0` and wait until it answers.
 
     The kernel picks a free port (no race with other processes); serve prints
     "quiver: serving <dir> on 127.0.0.1:<port>" once listening. Its stdout
-    and stderr (the JSON log) go to log_path.
+    and stderr (the JSON log) go to log_path. With bucket, it serves the
+    bucket (--data-dir s3://…); data_dir is then where versitygw keeps the
+    bucket's objects on this machine.
     """
+    where = ["--data-dir", str(data_dir)]
+    env = None
+    if bucket is not None:
+        where = ["--data-dir", bucket.url, *bucket.server.flags()]
+        env = {**os.environ, **bucket.server.env()}
     out = open(log_path, "wb")
     try:
         proc = subprocess.Popen(
-            [str(binary), "serve", "--data-dir", str(data_dir), "--addr", "127.0.0.1:0", *(extra or [])],
+            [str(binary), "serve", *where, "--addr", "127.0.0.1:0", *(extra or [])],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            cwd=data_dir.parent,
+            cwd=log_path.parent,
+            env=env,
         )
     finally:
         out.close()
-    srv = QuiverServer(proc=proc, port=0, data_dir=data_dir, log_path=log_path)
+    srv = QuiverServer(proc=proc, port=0, data_dir=data_dir, log_path=log_path, bucket=bucket)
     deadline = time.monotonic() + START_TIMEOUT_S
     try:
         while True:
@@ -152,6 +170,153 @@ def launch(binary: Path, data_dir: Path, log_path: Path, extra: list[str] | None
 def stop_server(srv: QuiverServer) -> None:
     rc = srv.stop()
     assert rc == 0, f"quiver serve exited {rc} after SIGTERM:\n{srv.log_tail()}"
+
+
+# --- an S3 server (versitygw) ------------------------------------------------------
+
+# The storage the suite's servers use: QUIVER_TEST_STORAGE=s3 puts the shared
+# server (and every start_server() without a data dir) on a bucket.
+ON_S3 = os.environ.get("QUIVER_TEST_STORAGE", "").lower() == "s3"
+
+S3_ACCESS_KEY = "quiver-test-access"
+S3_SECRET_KEY = "quiver-test-secret-key"
+S3_REGION = "us-east-1"
+
+
+def versitygw_binary() -> Path:
+    """versitygw as the Makefile pins it: $QUIVER_VERSITYGW, else
+    .tools/bin/versitygw-<VERSITYGW_VERSION>, installed with `make tools`
+    (go install through the module proxy) when missing."""
+    if env := os.environ.get("QUIVER_VERSITYGW"):
+        return Path(env)
+    m = re.search(r"^VERSITYGW_VERSION\s*:=\s*(\S+)", (REPO / "Makefile").read_text(), re.M)
+    assert m, "no VERSITYGW_VERSION in the Makefile"
+    path = REPO / ".tools" / "bin" / f"versitygw-{m.group(1)}"
+    if not path.exists():
+        proc = subprocess.run(["make", "-C", str(REPO), "tools"], capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            raise RuntimeError(f"make tools failed:\n{proc.stdout}\n{proc.stderr}")
+    return path
+
+
+@dataclass
+class S3Server:
+    """A running versitygw (POSIX backend under root) on 127.0.0.1."""
+
+    proc: subprocess.Popen
+    port: int
+    root: Path
+    log_path: Path
+    buckets: int = 0
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def flags(self) -> list[str]:
+        return ["--s3-endpoint", self.endpoint, "--s3-path-style"]
+
+    def env(self) -> dict[str, str]:
+        return {
+            "AWS_ACCESS_KEY_ID": S3_ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": S3_SECRET_KEY,
+            "AWS_REGION": S3_REGION,
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+
+    def filesystem(self):
+        """A pyarrow S3FileSystem of this server."""
+        from pyarrow import fs
+
+        return fs.S3FileSystem(
+            access_key=S3_ACCESS_KEY,
+            secret_key=S3_SECRET_KEY,
+            region=S3_REGION,
+            endpoint_override=self.endpoint,
+            scheme="http",
+            allow_bucket_creation=True,
+        )
+
+    def new_bucket(self, prefix: str = "quiver/data") -> S3Bucket:
+        self.buckets += 1
+        name = f"qt-py-{os.getpid()}-{self.buckets}"
+        self.filesystem().create_dir(name)
+        return S3Bucket(server=self, name=name, prefix=prefix)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@dataclass
+class S3Bucket:
+    server: S3Server
+    name: str
+    prefix: str
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.name}/{self.prefix}"
+
+    @property
+    def local_dir(self) -> Path:
+        """Where versitygw keeps the prefix's objects (one file each)."""
+        return self.server.root.joinpath(self.name, *self.prefix.split("/"))
+
+
+def start_versitygw(root: Path) -> S3Server:
+    """Start versitygw on a free loopback port over root/data."""
+    binary = versitygw_binary()
+    data = root / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    log_path = root / "versitygw.log"
+    last = ""
+    for _ in range(5):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        args = [str(binary), "--port", f"127.0.0.1:{port}", "--access", S3_ACCESS_KEY, "--secret", S3_SECRET_KEY,
+                "--region", S3_REGION, "--quiet", "posix"]
+        if not _xattrs_work(data):
+            (root / "meta").mkdir(exist_ok=True)
+            args += ["--sidecar", str(root / "meta")]
+        with open(log_path, "wb") as out:
+            proc = subprocess.Popen([*args, str(data)], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        srv = S3Server(proc=proc, port=port, root=data, log_path=log_path)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(srv.endpoint + "/", timeout=1) as resp:
+                    server_header = resp.headers.get("Server", "")
+            except urllib.error.HTTPError as e:  # 403 without credentials: it answered
+                server_header = e.headers.get("Server", "")
+                e.close()
+            except OSError:
+                time.sleep(0.02)
+                continue
+            if "VERSITYGW" in server_header.upper():
+                return srv
+            break  # another process got the port first: try another
+        srv.stop()
+        last = log_path.read_text(errors="replace")
+    raise RuntimeError(f"versitygw did not start:\n{last}")
+
+
+def _xattrs_work(d: Path) -> bool:
+    probe = d / ".xattr-probe"
+    probe.write_bytes(b"")
+    try:
+        os.setxattr(probe, "user.quiver-probe", b"1")
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.unlink()
 
 
 # --- helpers shared by the test modules ---------------------------------------------
@@ -216,6 +381,26 @@ def action1(client: flight.FlightClient, name: str, body: dict | None = None) ->
 
 def profile_dir(srv: QuiverServer, path: str) -> Path:
     return srv.data_dir.joinpath(*path.split("/"))
+
+
+def write_behind(srv: QuiverServer, name: str, data: bytes | None) -> None:
+    """Write (or with None, delete) name, relative to the server's data dir,
+    behind the server's back: a file, or on S3 an object put through the S3
+    API (versitygw does not know a file written into its directory)."""
+    if srv.bucket is None:
+        path = srv.data_dir.joinpath(*name.split("/"))
+        if data is None:
+            path.unlink()
+        else:
+            path.write_bytes(data)
+        return
+    fs = srv.bucket.server.filesystem()
+    key = f"{srv.bucket.name}/{srv.bucket.prefix}/{name}"
+    if data is None:
+        fs.delete_file(key)
+    else:
+        with fs.open_output_stream(key) as out:
+            out.write(data)
 
 
 def assert_tables_equal(got: pa.Table, want: pa.Table) -> None:

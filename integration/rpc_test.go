@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/quiverdb/quiver/internal/quivertest"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -132,25 +134,11 @@ func TestListFlights(t *testing.T) {
 // action runs one action and returns the bodies of its results.
 func action(c flight.Client, t *testing.T, typ string, body any) ([][]byte, error) {
 	t.Helper()
-	var raw []byte
-	if body != nil {
-		raw, _ = json.Marshal(body)
-	}
-	stream, err := c.DoAction(ctxT(t), &flight.Action{Type: typ, Body: raw})
+	out, err := quivertest.Action(ctxT(t), c, typ, body)
 	if err != nil {
 		return nil, err
 	}
-	var out [][]byte
-	for {
-		r, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r.Body)
-	}
+	return out, nil
 }
 
 func mustAction(t *testing.T, c flight.Client, typ string, body any, v any) [][]byte {

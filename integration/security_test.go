@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -36,72 +35,23 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/quiverdb/quiver/internal/quivertest"
 )
 
 // proc is a `quiver serve` started with its own flags (TLS, auth, metrics)
 // and no client: the tests dial it themselves.
 type proc struct {
+	*quivertest.Proc
 	addr, metricsAddr string
-	cmd               *exec.Cmd
-	logs              *strings.Builder
-	logDone           chan struct{}
 }
 
 // startProc runs quiver serve with args on a fresh data dir and waits for
 // its "serving" line; it gets SIGTERM at cleanup and must exit 0.
 func startProc(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{logs: &strings.Builder{}, logDone: make(chan struct{})}
-	args = append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--log-level", "warn"}, args...)
-	p.cmd = exec.Command(binary, args...)
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(p.logDone)
-		b, _ := io.ReadAll(stderr)
-		p.logs.Write(b)
-	}()
-	addrc := make(chan [2]string, 1)
-	go func() {
-		var metrics string
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
-			if m, ok := strings.CutPrefix(line, "quiver: metrics on http://"); ok {
-				metrics = strings.TrimSuffix(m, "/metrics")
-			}
-			if strings.HasPrefix(line, "quiver: serving ") {
-				f := strings.Fields(line)
-				addrc <- [2]string{f[len(f)-1], metrics}
-			}
-		}
-	}()
-	select {
-	case a := <-addrc:
-		p.addr, p.metricsAddr = a[0], a[1]
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.logDone
-		t.Fatalf("quiver serve did not print its address; log:\n%s", p.logs.String())
-	}
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		err := p.cmd.Wait()
-		<-p.logDone
-		if err != nil {
-			t.Errorf("quiver serve exited with %v; log:\n%s", err, p.logs.String())
-		}
-	})
-	return p
+	p := quivertest.MustStart(t, binary, quivertest.Local(t.TempDir()), args...)
+	return &proc{Proc: p, addr: p.Addr, metricsAddr: p.MetricsAddr}
 }
 
 func dial(t *testing.T, addr string, creds credentials.TransportCredentials) flight.Client {
@@ -205,7 +155,7 @@ func TestSecurityAuth(t *testing.T) {
 
 	// Remove alice and reload.
 	writeJSON(t, authFile, map[string]any{"tokens": tokens})
-	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := p.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)

@@ -32,18 +32,16 @@ func TestStopInterruptsPut(t *testing.T) {
 		}
 	}
 	time.Sleep(200 * time.Millisecond)
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := s.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	// The stream is left open: the server must cancel it itself.
 	if _, err := stream.Recv(); err == nil {
 		t.Fatal("an unfinished put got a result")
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- s.cmd.Wait() }()
 	select {
-	case err := <-exited:
-		if err != nil {
+	case <-s.Done():
+		if err := s.Err(); err != nil {
 			t.Fatalf("serve exited with %v", err)
 		}
 	case <-time.After(10 * time.Second):
@@ -52,5 +50,4 @@ func TestStopInterruptsPut(t *testing.T) {
 	if after := dataFiles(t, s.dataDir); !slices.Equal(after, before) {
 		t.Fatalf("an interrupted put left a trace:\nbefore %v\nafter  %v", before, after)
 	}
-	s.cmd = nil // already reaped
 }

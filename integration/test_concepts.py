@@ -28,6 +28,9 @@ from pyrosome import CsvDal, ParquetDal
 
 from helpers import OPTS, SECRET, get, profile_dir, put
 
+# pyrosome writes into the server's data dir: a local disk only.
+pytestmark = pytest.mark.local_storage
+
 # (section of the Concepts page, its examples verbatim)
 EXAMPLES: list[tuple[str, str]] = [
     (

@@ -25,6 +25,7 @@ from helpers import (
     get,
     profile_dir,
     put,
+    write_behind,
 )
 
 ACTIONS = ["list-versions", "verify", "lineage", "remove-old-versions", "sweep", "break-lock", "compact"]
@@ -581,12 +582,12 @@ def test_error_lock_timeout_is_unavailable(start_server):
     srv = start_server(extra=["--lock-timeout", "500ms"])
     c = srv.client()
     put(c, "locked/p", orders([1]))
-    lock = profile_dir(srv, "locked/p") / "manifest.json.write_lock"
-    lock.write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "time": "2030-01-01T00:00:00Z"}))
+    lock = "locked/p/manifest.json.write_lock"
+    write_behind(srv, lock, json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "time": "2030-01-01T00:00:00Z"}).encode())
     with pytest.raises(flight.FlightUnavailableError) as e:  # gRPC UNAVAILABLE
         put(c, "locked/p", orders([2]), mode="write")
     _check_message(e.value, "lock", "locked/p")
-    lock.unlink()
+    write_behind(srv, lock, None)
     # the failed write committed nothing; the next one gets v1
     assert put(c, "locked/p", orders([3]), mode="write")["version"] in ("v1", "v2")
     assert get(c, "locked/p").column("id").to_pylist() == [3]
@@ -623,9 +624,9 @@ def test_error_message_too_large_is_resource_exhausted(start_server):
 def test_error_messages_never_show_the_data_dir(server, client, keys):
     # a corrupt manifest: the error is Internal, and names no server path
     put(client, keys, orders([1]))
-    (profile_dir(server, keys) / "manifest.json").write_text("{not json")
+    write_behind(server, f"{keys}/manifest.json", b"{not json")
     with pytest.raises(flight.FlightInternalError) as e:  # gRPC INTERNAL
         get(client, keys)
     _check_message(e.value, "corrupt", f"{keys}/manifest.json")
-    (profile_dir(server, keys) / "manifest.json").write_text('{"latest_data_dir": "v0"}')
+    write_behind(server, f"{keys}/manifest.json", b'{"latest_data_dir": "v0"}')
     assert get(client, keys).num_rows == 1

@@ -28,6 +28,9 @@ from helpers import (
     put,
 )
 
+# pyrosome writes into the server's data dir: a local disk only.
+pytestmark = pytest.mark.local_storage
+
 UTC = dt.UTC
 
 SCHEMA = pa.schema(

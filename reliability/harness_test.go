@@ -1,12 +1,10 @@
 package reliability
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -15,19 +13,18 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/internal/quivertest"
 )
 
 // ---- scale ------------------------------------------------------------------
@@ -101,24 +98,18 @@ func TestMain(m *testing.M) {
 	}
 	wd, _ := os.Getwd()
 	repo = filepath.Dir(wd)
-	dir, err := os.MkdirTemp("", "quiver-rel-bin-")
+	bin, err := quivertest.Build(false)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "quiver")
-	build := exec.Command("go", "build", "-o", binary, "github.com/quiverdb/quiver/cmd/quiver")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build quiver:", err)
-		os.Exit(1)
-	}
+	binary = bin
 	if out, err := exec.Command(filepath.Join(repo, "scripts", "pyenv.sh")).Output(); err == nil {
 		python = strings.TrimSpace(string(out))
 	}
 	fmt.Printf("reliability: scale %+v\n", sc)
 	code := m.Run()
-	os.RemoveAll(dir)
+	os.RemoveAll(filepath.Dir(bin))
 	os.Exit(code)
 }
 
@@ -131,72 +122,27 @@ func requireStress(t *testing.T) {
 
 // ---- one server process -----------------------------------------------------
 
+// proc is one `quiver serve` (quivertest.Proc) with the names the suite
+// uses.
 type proc struct {
-	addr    string
-	dataDir string
-	cmd     *exec.Cmd
-	logs    *lockedBuf
-	done    chan struct{}
-	err     error
+	*quivertest.Proc
+	addr string
+	cmd  *exec.Cmd
 }
 
-type lockedBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() < 4<<20 {
-		l.b.Write(p)
-	}
-	return len(p), nil
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// startProc runs `quiver serve` on 127.0.0.1:0 over dataDir and waits for
-// its "quiver: serving DIR on ADDR" line.
+// startProc runs `quiver serve` on 127.0.0.1:0 over the local dataDir and
+// waits for its "quiver: serving DIR on ADDR" line.
 func startProc(dataDir string, extra ...string) (*proc, error) {
-	p := &proc{dataDir: dataDir, logs: &lockedBuf{}, done: make(chan struct{})}
-	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--log-level", "warn"}, extra...)
-	p.cmd = exec.Command(binary, args...)
-	stdout, err := p.cmd.StdoutPipe()
+	return startProcOn(quivertest.Local(dataDir), extra...)
+}
+
+// startProcOn is startProc over any storage (a bucket).
+func startProcOn(st quivertest.Storage, extra ...string) (*proc, error) {
+	p, err := quivertest.Start(binary, st, extra...)
 	if err != nil {
 		return nil, err
 	}
-	p.cmd.Stderr = p.logs
-	if err := p.cmd.Start(); err != nil {
-		return nil, err
-	}
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if line := sc.Text(); strings.HasPrefix(line, "quiver: serving ") {
-				f := strings.Fields(line)
-				select {
-				case addrc <- f[len(f)-1]:
-				default:
-				}
-			}
-		}
-	}()
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	select {
-	case p.addr = <-addrc:
-		return p, nil
-	case <-p.done:
-		return nil, fmt.Errorf("quiver serve exited (%v): %s", p.err, p.logs.String())
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		return nil, errors.New("quiver serve did not print its address")
-	}
+	return &proc{Proc: p, addr: p.Addr, cmd: p.Cmd}, nil
 }
 
 func mustStart(t *testing.T, dataDir string, extra ...string) *proc {
@@ -210,52 +156,22 @@ func mustStart(t *testing.T, dataDir string, extra ...string) *proc {
 }
 
 // kill SIGKILLs the server and waits for it.
-func (p *proc) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
+func (p *proc) kill() { p.Kill() }
 
 // stop SIGTERMs the server (if it still runs) and checks it exits 0.
 func (p *proc) stop(t *testing.T) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(60 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		t.Errorf("quiver serve did not stop within 60s")
-	}
-	if p.err != nil {
-		t.Errorf("quiver serve exited with %v; log tail:\n%s", p.err, tail(p.logs.String(), 3000))
+	if err := p.Stop(60 * time.Second); err != nil {
+		t.Errorf("%v; log tail:\n%s", err, tail(p.Logs(), 3000))
 	}
 }
 
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
-}
+func tail(s string, n int) string { return quivertest.Tail(s, n) }
 
-func dial(addr string) (flight.Client, error) {
-	return flight.NewClientWithMiddleware(addr, nil, nil,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
-}
+func dial(addr string) (flight.Client, error) { return quivertest.Dial(addr) }
 
 func mustDial(t *testing.T, addr string) flight.Client {
 	t.Helper()
-	c, err := dial(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return quivertest.MustDial(t, addr)
 }
 
 // ---- rows -------------------------------------------------------------------
@@ -281,54 +197,13 @@ func rowsBatch(start, n int64, client string) arrow.RecordBatch {
 
 // ---- Flight calls -----------------------------------------------------------
 
-type putResult struct {
-	Path      string `json:"path"`
-	Version   string `json:"version"`
-	Index     int    `json:"index"`
-	Rows      int64  `json:"rows"`
-	RequestID string `json:"request_id"`
-}
+type putResult = catalog.PutResult
 
-func cmdDesc(v any) *flight.FlightDescriptor {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: b}
-}
+func cmdDesc(v any) *flight.FlightDescriptor { return quivertest.CmdDesc(v) }
 
 // put sends recs as one DoPut and returns the PutResult.
 func put(ctx context.Context, c flight.Client, desc *flight.FlightDescriptor, sc *arrow.Schema, recs ...arrow.RecordBatch) (*putResult, error) {
-	stream, err := c.DoPut(ctx)
-	if err != nil {
-		return nil, err
-	}
-	w := flight.NewRecordWriter(stream, ipc.WithSchema(sc))
-	w.SetFlightDescriptor(desc)
-	for _, r := range recs {
-		if err := w.Write(r); err != nil {
-			break // the server's error comes with Recv
-		}
-	}
-	_ = w.Close()
-	_ = stream.CloseSend()
-	res, err := stream.Recv()
-	if err != nil {
-		return nil, err
-	}
-	var pr putResult
-	if err := json.Unmarshal(res.AppMetadata, &pr); err != nil {
-		return nil, fmt.Errorf("app_metadata %q: %w", res.AppMetadata, err)
-	}
-	for { // drain to EOF
-		if _, err := stream.Recv(); err != nil {
-			if !errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("after PutResult: %w", err)
-			}
-			break
-		}
-	}
-	return &pr, nil
+	return quivertest.Put(ctx, c, desc, sc, recs...)
 }
 
 // readIDs reads the id column of one version of a profile.
@@ -353,25 +228,7 @@ func readIDs(ctx context.Context, c flight.Client, path, version string) ([]int6
 
 // action runs a DoAction and returns the bodies of its results.
 func action(ctx context.Context, c flight.Client, typ string, body any) ([][]byte, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return nil, err
-	}
-	stream, err := c.DoAction(ctx, &flight.Action{Type: typ, Body: b})
-	if err != nil {
-		return nil, err
-	}
-	var out [][]byte
-	for {
-		r, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, r.Body)
-	}
+	return quivertest.Action(ctx, c, typ, body)
 }
 
 type versionList struct {

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/quiverdb/quiver/internal/quivertest"
+	"github.com/quiverdb/quiver/internal/s3test"
 )
 
 var killProfiles = []string{"kill/a", "kill/b", "kill/c"}
@@ -19,7 +22,22 @@ var killProfiles = []string{"kill/a", "kill/b", "kill/c"}
 // after a sweep it is clean; every server still works.
 func TestFaultKill(t *testing.T) {
 	requireStress(t)
-	c := newCluster(t, 3, "--lock-timeout", "2s")
+	faultKill(t, newCluster(t, 3, "--lock-timeout", "2s"), killProfiles, sc.Kills)
+}
+
+// TestLoadS3: the same on one S3 bucket (versitygw, internal/s3test):
+// three servers share the bucket, Go and pyarrow clients put through any
+// of them while servers are SIGKILLed and replaced; every acknowledged
+// row is readable exactly once, verify is clean after a sweep.
+func TestLoadS3(t *testing.T) {
+	requireStress(t)
+	st := quivertest.S3(t, s3test.Start(t))
+	faultKill(t, newClusterOn(t, st, 3, "--lock-timeout", "2s"), []string{"s3/a", "s3/b", "s3/c"}, sc.Kills)
+}
+
+// faultKill runs the kill test on cluster c (three servers) over
+// profiles with kills SIGKILLs.
+func faultKill(t *testing.T, c *cluster, killProfiles []string, kills int) {
 	w := newWorkload(c, killProfiles)
 	w.pWrite = 0.05
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -33,13 +51,13 @@ func TestFaultKill(t *testing.T) {
 		wg.Add(1)
 		go func(i int) { defer wg.Done(); w.worker(ctx, i, far) }(i)
 	}
-	py := startPy(t, c.addrFile, "pykill", 1<<40, time.Duration(sc.Kills)*300*time.Millisecond, killProfiles, 0.05)
+	py := startPy(t, c.addrFile, "pykill", 1<<40, time.Duration(kills)*300*time.Millisecond, killProfiles, 0.05)
 
 	// The killer.
 	r := newRand()
 	t0 := time.Now()
 	var midPut, inflightAtKill int64
-	for k := 0; k < sc.Kills; k++ {
+	for k := 0; k < kills; k++ {
 		time.Sleep(time.Duration(30+r.IntN(220)) * time.Millisecond)
 		victim := r.IntN(3)
 		for try := 0; try < 20; try++ { // prefer a server with puts in flight
@@ -98,7 +116,7 @@ func TestFaultKill(t *testing.T) {
 			retried++
 		}
 	}
-	report(t, "settings: servers=3 kills=%d go_clients=%d pyarrow_clients=1 lock_timeout=2s; kill phase %.1fs", sc.Kills, sc.KillClients, killPhase.Seconds())
+	report(t, "settings: storage=%s servers=3 kills=%d go_clients=%d pyarrow_clients=1 lock_timeout=2s; kill phase %.1fs", c.st.Name, kills, sc.KillClients, killPhase.Seconds())
 	report(t, "kills with puts in flight on the victim=%d (in-flight puts hit: %d); manifest locks broken by clients=%d",
 		midPut, inflightAtKill, w.breaks.Load())
 	report(t, "logical puts=%d acked=%d gave up=%d; attempts=%d, puts retried=%d; rows acked=%d read=%d; unacked rows visible=%d; versions=%d",

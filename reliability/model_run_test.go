@@ -31,6 +31,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/quiverdb/quiver/internal/quivertest"
 )
 
 // reqID is the request_id of put pid (every attempt of a put sends it).
@@ -111,42 +113,22 @@ func classify(err error, put bool) outStatus {
 func putStream(ctx context.Context, c flight.Client, desc *flight.FlightDescriptor, sc *arrow.Schema, recs []arrow.RecordBatch, abandon bool) ([]byte, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if !abandon {
+		return quivertest.PutRaw(ctx, c, desc, sc, recs...)
+	}
 	stream, err := c.DoPut(ctx)
 	if err != nil {
 		return nil, err
 	}
 	w := flight.NewRecordWriter(stream, ipc.WithSchema(sc))
 	w.SetFlightDescriptor(desc)
-	if abandon {
-		_ = w.Write(recs[0])
-		time.Sleep(5 * time.Millisecond)
-		cancel() // never Close: the stream must not end
-		_, err := stream.Recv()
-		if err == nil {
-			return nil, errors.New("abandoned put answered")
-		}
+	_ = w.Write(recs[0])
+	time.Sleep(5 * time.Millisecond)
+	cancel() // never Close: the stream must not end
+	if _, err := stream.Recv(); err != nil {
 		return nil, err
 	}
-	for _, r := range recs {
-		if err := w.Write(r); err != nil {
-			break // the server's error comes with Recv
-		}
-	}
-	_ = w.Close()
-	_ = stream.CloseSend()
-	res, err := stream.Recv()
-	if err != nil {
-		return nil, err
-	}
-	for {
-		if _, err := stream.Recv(); err != nil {
-			if !errors.Is(err, io.EOF) {
-				return res.AppMetadata, fmt.Errorf("after PutResult: %w", err)
-			}
-			break
-		}
-	}
-	return res.AppMetadata, nil
+	return nil, errors.New("abandoned put answered")
 }
 
 // parseVer parses "v3" (or 3); -1 if it cannot.
@@ -342,7 +324,7 @@ func (m *modelRun) killRestart(i int) (int64, error) {
 	m.h.mu.Lock()
 	m.h.kills = append(m.h.kills, killEvent{At: m.now(), Server: i, InFlight: inflight})
 	m.h.mu.Unlock()
-	p, err := startProc(m.c.dataDir, m.c.extra...)
+	p, err := startProcOn(m.c.st, m.c.extra...)
 	if err != nil {
 		return inflight, err
 	}
@@ -814,7 +796,7 @@ func (m *modelRun) captureInternal(slot int, o *mop, code string) {
 		return
 	}
 	m.c.mu.Lock()
-	logs := m.c.procs[slot].logs.String()
+	logs := m.c.procs[slot].Logs()
 	m.c.mu.Unlock()
 	var errs []string
 	for _, l := range strings.Split(logs, "\n") {
@@ -969,7 +951,7 @@ func (m *modelRun) restartAll() {
 	for i, p := range m.c.procs {
 		m.c.clients[i].Close()
 		p.stop(m.t)
-		np, err := startProc(m.c.dataDir, m.c.extra...)
+		np, err := startProcOn(m.c.st, m.c.extra...)
 		if err != nil {
 			m.t.Fatalf("restart: %v", err)
 		}
@@ -995,11 +977,11 @@ func (m *modelRun) checkAlive(phase int) {
 			continue // being killed and restarted by the killer
 		}
 		select {
-		case <-p.done:
+		case <-p.Done():
 		default:
 			continue
 		}
-		logs := p.logs.String()
+		logs := p.Logs()
 		file := filepath.Join(m.outDir, fmt.Sprintf("server-exit-phase%d-slot%d.log", phase, i))
 		if os.MkdirAll(m.outDir, 0o755) == nil {
 			_ = os.WriteFile(file, []byte(logs), 0o644)
@@ -1012,7 +994,7 @@ func (m *modelRun) checkAlive(phase int) {
 		}
 		m.sinceSwp.Store(true) // a crash leaves what a kill leaves
 		m.sinceBrk.Store(true)
-		m.h.f.add("server-exited", "", nil, "in phase %d server %d exited by itself (%v); log (%s): %s", phase, i, p.err, file, trim(logs, 700))
+		m.h.f.add("server-exited", "", nil, "in phase %d server %d exited by itself (%v); log (%s): %s", phase, i, p.Err(), file, trim(logs, 700))
 		if _, err := m.killRestart(i); err != nil {
 			m.t.Fatalf("restart: %v", err)
 		}

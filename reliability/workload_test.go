@@ -18,13 +18,16 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/quiverdb/quiver/internal/quivertest"
 )
 
 // cluster is N servers over one data dir; servers may be killed and
 // replaced while clients run.
 type cluster struct {
 	t        *testing.T
-	dataDir  string
+	st       quivertest.Storage // what the servers share
+	dataDir  string             // where its files lie on this machine
 	extra    []string
 	addrFile string // the live addresses, one a line, for pyarrow clients
 
@@ -35,9 +38,15 @@ type cluster struct {
 }
 
 func newCluster(t *testing.T, n int, extra ...string) *cluster {
-	c := &cluster{t: t, dataDir: t.TempDir(), extra: extra, addrFile: filepath.Join(t.TempDir(), "addrs")}
+	return newClusterOn(t, quivertest.Local(t.TempDir()), n, extra...)
+}
+
+// newClusterOn is a cluster of n servers sharing the storage st (a
+// directory or a bucket).
+func newClusterOn(t *testing.T, st quivertest.Storage, n int, extra ...string) *cluster {
+	c := &cluster{t: t, st: st, dataDir: st.Dir, extra: extra, addrFile: filepath.Join(t.TempDir(), "addrs")}
 	for i := 0; i < n; i++ {
-		p, err := startProc(c.dataDir, extra...)
+		p, err := startProcOn(st, extra...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +97,7 @@ func (c *cluster) killAndRestart(i int) (int64, error) {
 	inflight := c.inflight[i].Load()
 	c.mu.Unlock()
 	old.kill()
-	p, err := startProc(c.dataDir, c.extra...)
+	p, err := startProcOn(c.st, c.extra...)
 	if err != nil {
 		return inflight, err
 	}

@@ -1,6 +1,10 @@
 package store
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/quiverdb/quiver/store/fsys"
+)
 
 // memBudget is the store-wide budget of memory that the open Parquet
 // writers of all puts buffer (a row group is built in memory before it is
@@ -29,3 +33,14 @@ func (b *memBudget) over() bool { return b.used.Load() > b.limit }
 // PutMemory is the memory the open writers of all puts hold now (for
 // metrics).
 func (s *Store) PutMemory() int64 { return s.budget.used.Load() }
+
+// writerMemory is what a storage writer buffers of its own (an S3
+// multipart upload: the part filling and the one uploading), charged to
+// the budget with the encoder's; 0 for writers that write through (local
+// files).
+func writerMemory(w fsys.Writer) int64 {
+	if b, ok := w.(interface{ Buffered() int64 }); ok {
+		return b.Buffered()
+	}
+	return 0
+}

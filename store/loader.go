@@ -357,6 +357,21 @@ func (vs *VersionState) clone() *VersionState {
 	return &c
 }
 
+// isLocal reports whether f is a local directory, or a wrapper of one
+// (faultfs: anything with an Inner method).
+func isLocal(f fsys.FS) bool {
+	for {
+		switch x := f.(type) {
+		case *fsys.Local:
+			return true
+		case interface{ Inner() fsys.FS }:
+			f = x.Inner()
+		default:
+			return false
+		}
+	}
+}
+
 // listVersion lists a version directory for the loader. A reader of a
 // version Quiver wrote (it has a write record) needs the listing only to
 // find files pyrosome appended at its root; the list is cached by the
@@ -369,7 +384,7 @@ func (vs *VersionState) clone() *VersionState {
 func (s *Store) listVersion(ctx context.Context, ps *profileState, v int, logWritten bool) (entries []fsys.Entry, exists bool, stamp time.Time, err error) {
 	vdir := ps.p.vdir(v)
 	if logWritten {
-		if _, local := s.fs.(*fsys.Local); !local {
+		if !isLocal(s.fs) {
 			return nil, true, time.Time{}, nil
 		}
 		st, err := s.fs.Stat(ctx, vdir)

@@ -146,7 +146,7 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 		}
 	}()
 	unlock := func() error {
-		raw, _, err := s.fs.ReadFile(context.WithoutCancel(ctx), name)
+		raw, tok, err := s.fs.ReadFile(context.WithoutCancel(ctx), name)
 		if isNotExist(err) {
 			return fmt.Errorf("release manifest lock of %s: it was broken while held", p)
 		}
@@ -155,6 +155,18 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 		}
 		if !bytes.Equal(raw, me) {
 			return fmt.Errorf("release manifest lock of %s: it was taken over while held", p)
+		}
+		if cd, ok := s.fs.(fsys.ConditionalDeleter); ok {
+			// Object stores: delete the lock only as it was read, never
+			// one taken over since.
+			err := cd.DeleteIfMatch(context.WithoutCancel(ctx), name, tok)
+			if errors.Is(err, fsys.ErrPrecondition) {
+				return fmt.Errorf("release manifest lock of %s: it was taken over while held", p)
+			}
+			if err != nil {
+				return fmt.Errorf("release manifest lock of %s: %w", p, err)
+			}
+			return nil
 		}
 		if err := fsys.DeleteSync(context.WithoutCancel(ctx), s.fs, name, releaseSync); err != nil {
 			return fmt.Errorf("release manifest lock of %s: %w", p, err)

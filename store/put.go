@@ -832,8 +832,9 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 	// Memory: each open writer holds what its encoder buffers (Buffered,
 	// counted through its allocator) plus a fixed cost per column that
 	// does not go through the allocator (column writers, dictionary hash
-	// tables: about 16 KiB a column, measured). Both are charged to the
-	// store-wide budget. Over budget, the put ends its fullest row groups
+	// tables: about 16 KiB a column, measured), and what its storage
+	// writer buffers (writerMemory: an S3 upload's parts). All is charged
+	// to the store-wide budget. Over budget, the put ends its fullest row groups
 	// early and then finishes its least recently used files (the rows that
 	// follow for their partitions start new files), keeping one open: the
 	// budget bounds memory whatever the number of partitions.
@@ -842,7 +843,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 	charge := func() {
 		var now int64
 		for _, k := range sinks {
-			k.mem = k.fw.Buffered() + overhead
+			k.mem = k.fw.Buffered() + writerMemory(k.w) + overhead
 			now += k.mem
 		}
 		charged += s.budget.adjust(now - charged)

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quiverdb/quiver/flightserver"
+	"github.com/quiverdb/quiver/internal/quivertest"
 	"github.com/quiverdb/quiver/store"
 )
 
@@ -28,18 +28,7 @@ func testServer(t *testing.T, opts ...flightserver.Option) (addr, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := flightserver.New(st, opts...)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Stop(ctx)
-	})
-	return lis.Addr().String(), dir
+	return quivertest.ServeInProcess(t, flightserver.New(st, opts...)), dir
 }
 
 // run runs the quiver command line in process and returns stdout, stderr

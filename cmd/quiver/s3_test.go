@@ -6,11 +6,8 @@ package main
 // and the offline admin commands on the bucket.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +24,7 @@ import (
 
 	"github.com/quiverdb/quiver/catalog"
 	"github.com/quiverdb/quiver/client"
+	"github.com/quiverdb/quiver/internal/quivertest"
 	"github.com/quiverdb/quiver/internal/s3test"
 )
 
@@ -49,18 +46,7 @@ func TestMain(m *testing.M) {
 // quiverBinary builds this command once per test binary.
 func quiverBinary(t *testing.T) string {
 	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "quiver-s3-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "quiver")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
+	binOnce.Do(func() { binPath, binErr = quivertest.Build(false) })
 	if binErr != nil {
 		t.Fatal(binErr)
 	}
@@ -70,6 +56,7 @@ func quiverBinary(t *testing.T) string {
 // s3Env is one bucket on a versitygw and how the binary reaches it.
 type s3Env struct {
 	srv     *s3test.Server
+	st      quivertest.Storage
 	dataDir string
 	flags   []string
 	env     []string
@@ -77,91 +64,39 @@ type s3Env struct {
 
 func newS3Env(t *testing.T) *s3Env {
 	srv := s3test.Start(t)
-	return &s3Env{
-		srv:     srv,
-		dataDir: "s3://" + srv.NewBucket(t) + "/quiver/data",
-		flags:   []string{"--s3-endpoint", srv.Endpoint, "--s3-path-style"},
-		env:     append(os.Environ(), srv.Env()...),
-	}
+	st := quivertest.S3(t, srv)
+	return &s3Env{srv: srv, st: st, dataDir: st.DataDir, flags: st.Flags, env: append(os.Environ(), st.Env...)}
 }
 
-// quiverServer is one `quiver serve` process.
+// quiverServer is one `quiver serve` process and a client of it.
 type quiverServer struct {
-	cmd    *exec.Cmd
+	*quivertest.Proc
 	addr   string
 	client *client.Client
-	logs   *strings.Builder
-	mu     sync.Mutex
-	done   chan struct{}
 }
 
 func (e *s3Env) serve(t *testing.T) *quiverServer {
 	t.Helper()
-	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", e.dataDir, "--log-level", "warn", "--lock-timeout", "30s"}, e.flags...)
-	s := &quiverServer{cmd: exec.Command(quiverBinary(t), args...), logs: &strings.Builder{}, done: make(chan struct{})}
-	s.cmd.Env = e.env
-	stdout, _ := s.cmd.StdoutPipe()
-	stderr, _ := s.cmd.StderrPipe()
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		b, _ := io.ReadAll(stderr)
-		s.mu.Lock()
-		s.logs.Write(b)
-		s.mu.Unlock()
-	}()
-	addrc := make(chan string, 1)
-	go func() {
-		defer close(s.done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if line := sc.Text(); strings.HasPrefix(line, "quiver: serving ") {
-				f := strings.Fields(line)
-				addrc <- f[len(f)-1]
-			}
-		}
-	}()
-	select {
-	case s.addr = <-addrc:
-	case <-s.done:
-		_ = s.cmd.Wait()
-		t.Fatalf("quiver serve exited: %s", s.log())
-	case <-time.After(60 * time.Second):
-		_ = s.cmd.Process.Kill()
-		t.Fatalf("quiver serve did not print its address: %s", s.log())
-	}
+	p := quivertest.MustStart(t, quiverBinary(t), e.st, "--lock-timeout", "30s")
+	s := &quiverServer{Proc: p, addr: p.Addr}
 	var err error
 	if s.client, err = client.Connect(t.Context(), s.addr, client.WithRetry(client.RetryPolicy{})); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.stop(t) })
+	t.Cleanup(func() { s.client.Close() }) // before the server's stop (cleanups run last first)
 	return s
 }
 
-func (s *quiverServer) log() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.logs.String()
-}
+func (s *quiverServer) log() string { return s.Logs() }
 
 // stop sends SIGTERM and wants a clean exit (unless killed before).
 func (s *quiverServer) stop(t *testing.T) {
-	if s.cmd.ProcessState != nil {
-		return
-	}
-	s.client.Close()
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	if err := s.cmd.Wait(); err != nil {
-		t.Errorf("quiver serve exited with %v: %s", err, s.log())
+	if err := s.Stop(quivertest.StopTimeout); err != nil {
+		t.Errorf("%v: %s", err, s.log())
 	}
 }
 
-func (s *quiverServer) kill() {
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
-	s.client.Close()
-}
+func (s *quiverServer) kill() { s.Kill() }
 
 // admin runs an offline admin command on the bucket and decodes its JSON.
 func (e *s3Env) admin(t *testing.T, out any, args ...string) {

@@ -138,6 +138,17 @@ type FS interface {
 	DeleteAll(ctx context.Context, dir string) error
 }
 
+// ConditionalDeleter is implemented by storage that can delete an object
+// only in a known state (S3: DeleteObject with If-Match). The store
+// releases its manifest lock with it where it can, so that a lock taken
+// over between the release's read and its delete is never removed.
+type ConditionalDeleter interface {
+	// DeleteIfMatch deletes name only if its Token is ifMatch, else fails
+	// with ErrPrecondition; a missing object is not an error. A service
+	// that ignores the condition deletes unconditionally, as Delete does.
+	DeleteIfMatch(ctx context.Context, name string, ifMatch Token) error
+}
+
 // Writer is an object being written by FS.Create. Exactly one of Commit
 // or Abort must be called (Abort after a failed Commit is allowed and
 // cleans up); data is neither visible nor durable until Commit returns

@@ -28,7 +28,8 @@ type Support struct {
 	// fails on an existing key.
 	ConditionalComplete bool `json:"conditional_complete"`
 	// ConditionalDelete: DeleteObject with If-Match fails on another ETag
-	// (not used yet; reported for the operator).
+	// (the store releases its manifest lock with it; without it the
+	// release is a read, a compare and a plain delete).
 	ConditionalDelete bool `json:"conditional_delete"`
 }
 

@@ -640,11 +640,13 @@ func (f *FS) Delete(ctx context.Context, name string) error {
 	return nil
 }
 
+var _ fsys.ConditionalDeleter = (*FS)(nil)
+
 // DeleteIfMatch deletes name only if its ETag is tok (DeleteObject with
 // If-Match), else fails with fsys.ErrPrecondition; a missing object is
-// not an error. It is not part of fsys.FS: it lets a lock holder release
-// its lock without deleting a lock taken over meanwhile (the store's
-// release reads, compares and deletes). Probe reports whether the
+// not an error. It implements fsys.ConditionalDeleter: the store releases
+// its manifest lock with it, so that a lock taken over between the
+// release's read and its delete stays. Probe reports whether the
 // service honours it (Support.ConditionalDelete).
 func (f *FS) DeleteIfMatch(ctx context.Context, name string, tok fsys.Token) error {
 	const op = "delete"

@@ -1,0 +1,189 @@
+package store
+
+// How the store uses what its storage offers beyond fsys.FS: a writer's
+// own buffers are charged to the put memory budget, the manifest lock is
+// released with a conditional delete where the storage has one, and a
+// wrapped local directory is still treated as local.
+
+import (
+	"bytes"
+	"context"
+	"path"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/quiverdb/quiver/internal/s3test"
+	"github.com/quiverdb/quiver/store/fsys"
+	"github.com/quiverdb/quiver/store/fsys/faultfs"
+	"github.com/quiverdb/quiver/store/fsys/s3fs"
+)
+
+// bufferingFS reports that each of its writers buffers buffered bytes of
+// its own, as an S3 upload does.
+type bufferingFS struct {
+	fsys.FS
+	buffered int64
+}
+
+func (f *bufferingFS) Create(ctx context.Context, name string) (fsys.Writer, error) {
+	w, err := f.FS.Create(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return &bufferingWriter{Writer: w, n: f.buffered}, nil
+}
+
+type bufferingWriter struct {
+	fsys.Writer
+	n int64
+}
+
+func (w *bufferingWriter) Buffered() int64 { return w.n }
+
+// TestPutChargesWriterMemory: a put over several partitions keeps each
+// partition's file open while the budget allows; when the storage's
+// writers buffer more than the budget, the put finishes the files it is
+// not writing to (the next rows of their partitions start new files).
+func TestPutChargesWriterMemory(t *testing.T) {
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "part", Type: arrow.BinaryTypes.String},
+	}, nil)
+	for _, tc := range []struct {
+		name      string
+		buffered  int64
+		wantFiles int
+	}{
+		{"writes through", 0, 2},
+		{"buffers more than the budget", 1 << 30, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := fsys.NewLocal(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close() })
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			t.Cleanup(func() { mem.AssertSize(t, 0) })
+			s, err := Open("test", WithFS(&bufferingFS{FS: l, buffered: tc.buffered}), WithAllocator(mem), WithPutMemory(64<<20))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// a, b, a, b: one batch each.
+			var recs []arrow.RecordBatch
+			for i, p := range []string{"a", "b", "a", "b"} {
+				rdr := fromJSON(t, sc, `[{"id": `+string(rune('0'+i))+`, "part": "`+p+`"}]`)
+				rdr.Next()
+				rec := rdr.RecordBatch()
+				rec.Retain()
+				rdr.Release()
+				recs = append(recs, rec)
+			}
+			rdr, err := array.NewRecordReader(sc, recs)
+			for _, r := range recs {
+				r.Release()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := put(t, s, ModeWrite, []string{"p"}, rdr, PutOptions{PartitionBy: []string{"part"}})
+			if len(c.Files) != tc.wantFiles {
+				t.Errorf("files: %d, want %d (%+v)", len(c.Files), tc.wantFiles, c.Files)
+			}
+			if _, rows := readAll(t, s, []string{"p"}, ReadOptions{}); strings.Count(rows, `"id"`) != 4 {
+				t.Errorf("rows: %s", rows)
+			}
+			if n := s.PutMemory(); n != 0 {
+				t.Errorf("put memory after the put: %d", n)
+			}
+		})
+	}
+}
+
+// takeoverFS simulates another writer taking the manifest lock over
+// between the release's read of it and its delete.
+type takeoverFS struct {
+	*s3fs.FS
+	armed atomic.Bool
+	other []byte
+}
+
+func (f *takeoverFS) ReadFile(ctx context.Context, name string) ([]byte, fsys.Token, error) {
+	b, tok, err := f.FS.ReadFile(ctx, name)
+	if err == nil && path.Base(name) == lockName && f.armed.CompareAndSwap(true, false) {
+		if rerr := f.FS.Replace(ctx, name, f.other, tok); rerr != nil {
+			return nil, "", rerr
+		}
+	}
+	return b, tok, err
+}
+
+// TestLockReleaseConditional: on S3 the release deletes the lock only as
+// it read it, so a lock taken over meanwhile stays with its new owner.
+func TestLockReleaseConditional(t *testing.T) {
+	srv := s3test.Start(t)
+	f := &takeoverFS{FS: srv.FS(t), other: []byte(`{"host":"elsewhere","pid":1}`)}
+	s, err := Open("test", WithFS(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := s.resolve([]string{"lk"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := s.lockProfile(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.armed.Store(true)
+	if err := unlock(); err == nil || !strings.Contains(err.Error(), "taken over") {
+		t.Fatalf("release of a lock taken over: %v, want taken over", err)
+	}
+	b, _, err := f.FS.ReadFile(ctx, p.join(lockName))
+	if err != nil || !bytes.Equal(b, f.other) {
+		t.Fatalf("the new owner's lock: %q, %v", b, err)
+	}
+	// An ordinary take and release leaves no lock.
+	if err := f.FS.Delete(ctx, p.join(lockName)); err != nil {
+		t.Fatal(err)
+	}
+	if unlock, err = s.lockProfile(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.FS.Stat(ctx, p.join(lockName)); !isNotExist(err) {
+		t.Fatalf("lock after release: %v", err)
+	}
+}
+
+// TestWrappedLocalIsLocal: faultfs over a local directory is local for
+// the loader (it lists version directories there).
+func TestWrappedLocalIsLocal(t *testing.T) {
+	l, err := fsys.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, tc := range []struct {
+		name string
+		f    fsys.FS
+		want bool
+	}{
+		{"local", l, true},
+		{"faultfs over local", faultfs.New(l), true},
+		{"faultfs over faultfs over local", faultfs.New(faultfs.New(l)), true},
+		{"another FS", &bufferingFS{FS: l}, false},
+	} {
+		if got := isLocal(tc.f); got != tc.want {
+			t.Errorf("%s: isLocal %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
