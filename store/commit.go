@@ -292,6 +292,14 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 			switch {
 			case st.mode == ModeAppend:
 				move = missing || st.version != cur
+				if !move {
+					// An append that adds columns commits only onto the
+					// schema it was planned on.
+					if move, err = s.schemaMoved(ctx, ps, st, recs); err != nil {
+						res[i].err = err
+						continue
+					}
+				}
 			case st.create && (!missing || created):
 				// Another client created the profile: append to it.
 				move = true
@@ -338,10 +346,15 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 				res[i].err = err
 				continue
 			}
+			schema, sc, err := s.recordSchema(ctx, ps, st, recs)
+			if err != nil {
+				res[i].err = err
+				continue
+			}
 			if missing {
 				created = true
 			}
-			c := &CommitRecord{Path: ProfilePath(p.keys), Keys: p.keys, Version: VersionName(st.version), Index: st.index,
+			c := &CommitRecord{Schema: schema, sc: sc, Path: ProfilePath(p.keys), Keys: p.keys, Version: VersionName(st.version), Index: st.index,
 				Mode: st.mode, Format: st.format, Rows: st.rows, SchemaVersion: st.schemaV, Files: st.files,
 				Committed: now, Writer: s.writerOf(st.o), RequestID: st.o.RequestID, Metadata: st.o.Metadata,
 				VersionInfo: st.infoHash}
