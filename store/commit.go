@@ -260,6 +260,7 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 		var accepted []int
 		ids := map[string]int{} // request id → position in recs
 		created := false
+		var creator *staged // the put that creates the profile
 		newest := -1 // highest version a write of this batch commits
 		// cur is the latest version as the cycle commits: a write accepted
 		// earlier in this cycle is the latest for what follows it.
@@ -347,12 +348,16 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 				continue
 			}
 			schema, sc, err := s.recordSchema(ctx, ps, st, recs)
+			if err == nil && !missing {
+				err = s.policyCheckWrite(ctx, ps, st, cur, recs)
+			}
 			if err != nil {
 				res[i].err = err
 				continue
 			}
 			if missing {
 				created = true
+				creator = st
 			}
 			c := &CommitRecord{Schema: schema, sc: sc, Path: ProfilePath(p.keys), Keys: p.keys, Version: VersionName(st.version), Index: st.index,
 				Mode: st.mode, Format: st.format, Rows: st.rows, SchemaVersion: st.schemaV, Files: st.files,
@@ -375,7 +380,11 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 			return res
 		}
 		if missing {
-			if err := s.markProfile(ctx, p); err != nil {
+			err := s.markProfile(ctx, p)
+			if err == nil && creator != nil {
+				err = s.createPolicy(ctx, p, creator)
+			}
+			if err != nil {
 				for _, i := range accepted {
 					res[i].err = err
 				}

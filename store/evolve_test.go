@@ -1,14 +1,17 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/parquet/file"
 )
 
 func evoSchema(fields ...arrow.Field) *arrow.Schema { return arrow.NewSchema(fields, nil) }
@@ -183,4 +186,206 @@ func TestAdditiveAppendCSVRefused(t *testing.T) {
 	}
 }
 
-var _ = array.NewRecordReader
+// TestAdditiveAppendRaces: an append that adds columns commits only onto
+// the schema it was planned on. Planned on the same schema as an append
+// that committed first, it is planned again: the same new columns under
+// the same schema version converge (it commits as a plain append), others
+// are refused as they would have been had it started later (they lack the
+// columns added meanwhile, or do not raise the schema version); a plain
+// append planned before the change keeps its files' schema in its record.
+func TestAdditiveAppendRaces(t *testing.T) {
+	yInt := arrow.Field{Name: "y", Type: arrow.PrimitiveTypes.Int64, Nullable: true}
+	cases := []struct {
+		name    string
+		first   *arrow.Schema
+		firstSV string
+		second  *arrow.Schema
+		rows    string
+		sv      string
+		wantErr string // "" if the second commits
+		wantSc  bool   // its record carries a schema
+	}{
+		{"same evolution converges", evoSchema(fID, fY), "1.1.0", evoSchema(fID, fY), `[{"id":2,"y":"b"}]`, "1.1.0", "", false},
+		{"other type refused", evoSchema(fID, yInt), "1.1.0", evoSchema(fID, fY), `[{"id":2,"y":"b"}]`, "1.1.0", `"y" is utf8, not int64`, false},
+		{"same version, other column refused", evoSchema(fID, fX), "1.1.0", evoSchema(fID, fY), `[{"id":2,"y":"b"}]`, "1.1.0", `(missing ["x"], unexpected ["y"])`, false},
+		{"higher version, other column refused", evoSchema(fID, fX), "1.1.0", evoSchema(fID, fY), `[{"id":2,"y":"b"}]`, "1.2.0", `(missing ["x"], unexpected ["y"])`, false},
+		{"higher version, superset", evoSchema(fID, fX), "1.1.0", evoSchema(fID, fX, fY), `[{"id":2,"x":1,"y":"b"}]`, "1.2.0", "", true},
+		{"plain append planned before", evoSchema(fID, fX), "1.1.0", evoSchema(fID), `[{"id":2}]`, "", "", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newTestStore(t)
+			ctx := context.Background()
+			keys := []string{"race"}
+			put(t, s, ModeWrite, keys, fromJSON(t, evoSchema(fID), `[{"id":0}]`), PutOptions{SchemaVersion: "1.0.0"})
+			p, err := s.resolve(keys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps := s.state(p)
+			// The second is staged first, then the first commits.
+			rdr := fromJSON(t, tc.second, tc.rows)
+			defer rdr.Release()
+			o := PutOptions{Mode: ModeAppend, SchemaVersion: tc.sv}
+			st, err := s.stageAppend(ctx, ps, rdr, o, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := `[{"id":1}]`
+			put(t, s, ModeAppend, keys, fromJSON(t, tc.first, row), PutOptions{SchemaVersion: tc.firstSV})
+			res := s.commitStaged(ctx, ps, st)
+			var c *CommitRecord
+			switch {
+			case res.err != nil:
+				err = res.err
+			case res.retarget:
+				c, err = s.retarget(ctx, ps, st, 0)
+			default:
+				c = res.rec
+			}
+			if tc.wantErr != "" {
+				if err == nil || !errors.Is(err, ErrSchemaMismatch) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (c.Schema != "") != tc.wantSc {
+				t.Errorf("record schema %q, want one: %v", c.Schema, tc.wantSc)
+			}
+			// Every acknowledged row is read back, nulls where a file
+			// lacks a column.
+			sc, rows := readAll(t, s, keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}})
+			var ids []string
+			for _, f := range sc.Fields() {
+				ids = append(ids, f.Name)
+			}
+			if !strings.Contains(rows, `"id":0`) || !strings.Contains(rows, `"id":1`) || !strings.Contains(rows, `"id":2`) {
+				t.Errorf("rows %s (columns %v)", rows, ids)
+			}
+		})
+	}
+}
+
+// TestEvolvedPartitionedVersion: partition pruning and projection over a
+// partitioned version whose schema evolved.
+func TestEvolvedPartitionedVersion(t *testing.T) {
+	s, _ := newTestStore(t)
+	keys := []string{"part"}
+	region := arrow.Field{Name: "region", Type: arrow.BinaryTypes.String, Nullable: true}
+	put(t, s, ModeWrite, keys, fromJSON(t, evoSchema(region, fID), `[{"region":"eu","id":1},{"region":"us","id":2}]`), PutOptions{SchemaVersion: "1.0.0", PartitionBy: []string{"region"}})
+	put(t, s, ModeAppend, keys, fromJSON(t, evoSchema(fID, fX, region), `[{"region":"eu","id":3,"x":0.5},{"region":"us","id":4,"x":1.5}]`), PutOptions{SchemaVersion: "1.1.0"})
+	sc, rows := readAll(t, s, keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest, Partition: map[string][]string{"region": {"eu"}}}})
+	if got := strings.Join(fieldNames(sc), ","); got != "region,id,x" {
+		t.Errorf("schema %s", got)
+	}
+	if want := `[{"id":1,"region":"eu","x":null},{"id":3,"region":"eu","x":0.5}]`; rows != want {
+		t.Errorf("eu rows %s, want %s", rows, want)
+	}
+	_, rows = readAll(t, s, keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}, Columns: []string{"x", "region"}})
+	if want := `[{"region":"eu","x":null},{"region":"us","x":null},{"region":"eu","x":0.5},{"region":"us","x":1.5}]`; rows != want {
+		t.Errorf("x,region rows %s, want %s", rows, want)
+	}
+}
+
+// TestEvolvedCompaction: compaction writes the union under the highest
+// schema version.
+func TestEvolvedCompaction(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+	keys := []string{"cmp"}
+	put(t, s, ModeWrite, keys, fromJSON(t, evoSchema(fID), `[{"id":1}]`), PutOptions{SchemaVersion: "1.0.0"})
+	put(t, s, ModeAppend, keys, fromJSON(t, evoSchema(fID, fX), `[{"id":2,"x":2}]`), PutOptions{SchemaVersion: "1.1.0"})
+	_, before := readAll(t, s, keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}})
+	c, err := s.Compact(ctx, keys, CompactOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SchemaVersion != "1.1.0" {
+		t.Errorf("compacted schema version %q", c.SchemaVersion)
+	}
+	_, after := readAll(t, s, keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}})
+	if before != after {
+		t.Errorf("compaction changed the rows: %s → %s", before, after)
+	}
+}
+
+// corruptColumnChunk flips bytes in the first data page of column col of a
+// Parquet file, keeping its size: a read that decodes that column fails,
+// one that does not read it cannot tell.
+func corruptColumnChunk(t *testing.T, name string, col string) {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := file.NewParquetReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := pr.MetaData()
+	idx := md.Schema.ColumnIndexByName(col)
+	if idx < 0 {
+		t.Fatalf("%s has no column %q", name, col)
+	}
+	cc, err := md.RowGroup(0).ColumnChunk(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := cc.DataPageOffset()
+	if cc.HasDictionaryPage() {
+		off = cc.DictionaryPageOffset()
+	}
+	pr.Close()
+	for i := off; i < off+cc.TotalCompressedSize() && i < int64(len(b)); i++ {
+		b[i] ^= 0xff
+	}
+	if err := os.Chmod(name, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, b, 0o444); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEvolvedProjectionReadsOnlyWhatItNeeds: a projection of only the new
+// columns over older files returns nulls without reading their data pages;
+// a projection of only old columns does not read the new columns' data.
+func TestEvolvedProjectionReadsOnlyWhatItNeeds(t *testing.T) {
+	s, dir := newTestStore(t)
+	ctx := context.Background()
+	keys := []string{"proj"}
+	put(t, s, ModeWrite, keys, fromJSON(t, evoSchema(fID, fName), `[{"id":1,"name":"a"},{"id":2,"name":"b"}]`), PutOptions{SchemaVersion: "1.0.0"})
+	put(t, s, ModeAppend, keys, fromJSON(t, evoSchema(fID, fName, fX), `[{"id":3,"name":"c","x":1.5}]`), PutOptions{SchemaVersion: "1.1.0"})
+	// Every data page of the old file, and the new column's in the new one.
+	corruptColumnChunk(t, filepath.Join(dir, "proj", "v0", "0.parquet"), "id")
+	corruptColumnChunk(t, filepath.Join(dir, "proj", "v0", "0.parquet"), "name")
+	corruptColumnChunk(t, filepath.Join(dir, "proj", "v0", "1.parquet"), "x")
+
+	_, rows := readAll(t, s, keys, ReadOptions{Columns: []string{"x"}, SnapshotOptions: SnapshotOptions{Files: []string{"v0/0.parquet"}}})
+	if want := `[{"x":null},{"x":null}]`; rows != want {
+		t.Errorf("x over the old file: %s, want %s", rows, want)
+	}
+	_, rows = readAll(t, s, keys, ReadOptions{Columns: []string{"name", "id"}, SnapshotOptions: SnapshotOptions{Files: []string{"v0/1.parquet"}}})
+	if want := `[{"id":3,"name":"c"}]`; rows != want {
+		t.Errorf("name,id of the new file: %s, want %s", rows, want)
+	}
+	// The damage is real: reads that decode it fail as DataLoss.
+	for _, o := range []ReadOptions{
+		{Columns: []string{"id"}, SnapshotOptions: SnapshotOptions{Files: []string{"v0/0.parquet"}}},
+		{Columns: []string{"x"}, SnapshotOptions: SnapshotOptions{Files: []string{"v0/1.parquet"}}},
+	} {
+		rdr, err := s.Read(ctx, keys, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rdr.Next() {
+		}
+		if err := rdr.Err(); !errors.Is(err, ErrDataLoss) {
+			t.Errorf("read %v of corrupted data: %v, want DataLoss", o.Columns, err)
+		}
+		rdr.Release()
+	}
+}

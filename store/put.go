@@ -62,6 +62,10 @@ type PutOptions struct {
 	// on the same profile returns the first put's commit record (Replayed
 	// set) and writes nothing.
 	RequestID string
+	// SchemaPolicy ("additive" or "none"; "" leaves it) is the profile's
+	// schema policy, set by the put that creates the profile; a put to an
+	// existing profile may only name its current one (policy.go).
+	SchemaPolicy string
 	// TargetFileBytes (writes only; 0: no limit) starts a new file once one
 	// has passed this many encoded bytes. All files of the put are still one
 	// commit: at the version root they take indices 0, 1, 2…; under a
@@ -113,6 +117,9 @@ func (s *Store) Put(ctx context.Context, keys []string, rdr array.RecordReader, 
 		return nil, err
 	}
 	if err := checkIncomingSchema(rdr.Schema()); err != nil {
+		return nil, err
+	}
+	if err := s.checkPutPolicy(ctx, p, o); err != nil {
 		return nil, err
 	}
 	ps := s.state(p)
@@ -222,6 +229,16 @@ func (s *Store) put(ctx context.Context, ps *profileState, rdr array.RecordReade
 			return nil, err
 		}
 		if latest, err = s.latestOf(ctx, ps, latest); err != nil {
+			return nil, err
+		}
+	}
+	if o.Mode == ModeWrite && !missing && o.carry == nil {
+		// The additive policy, checked before anything is written (and
+		// again at the commit, against the version latest then).
+		f, _ := parseFormat(o.Format)
+		md := rdr.Schema().Metadata()
+		if err := s.policyCheck(ctx, ps, arrow.NewSchema(rdr.Schema().Fields(), &md), o.SchemaVersion, f, latest, nil,
+			fmt.Sprintf("%s (a new version after %s)", p, VersionName(latest))); err != nil {
 			return nil, err
 		}
 	}
