@@ -261,7 +261,7 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 		ids := map[string]int{} // request id → position in recs
 		created := false
 		var creator *staged // the put that creates the profile
-		newest := -1 // highest version a write of this batch commits
+		newest := -1        // highest version a write of this batch commits
 		// cur is the latest version as the cycle commits: a write accepted
 		// earlier in this cycle is the latest for what follows it.
 		cur := latest

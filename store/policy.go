@@ -111,9 +111,9 @@ func (s *Store) Policy(ctx context.Context, keys []string) (*SchemaPolicy, error
 }
 
 // SetPolicy sets a profile's schema policy (an admin's action): "additive"
-// or "none". It holds the manifest lock, so no write commits while it
+// or "none"; writer (empty: the store's) is named in the policy file. It holds the manifest lock, so no write commits while it
 // changes; data already committed is not checked again.
-func (s *Store) SetPolicy(ctx context.Context, keys []string, policy string) (*SchemaPolicy, error) {
+func (s *Store) SetPolicy(ctx context.Context, keys []string, policy, writer string) (*SchemaPolicy, error) {
 	p, err := s.resolve(keys)
 	if err != nil {
 		return nil, err
@@ -147,7 +147,10 @@ func (s *Store) SetPolicy(ctx context.Context, keys []string, policy string) (*S
 		// An unreadable policy file is replaced (verify reported it).
 		_, tok, _ = s.fs.ReadFile(ctx, p.join(policyName))
 	}
-	return s.writePolicy(ctx, p, policy, s.opts.writer, tok)
+	if writer == "" {
+		writer = s.opts.writer
+	}
+	return s.writePolicy(ctx, p, policy, writer, tok)
 }
 
 func isCorrupt(err error) bool {

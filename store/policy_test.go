@@ -98,14 +98,14 @@ func TestSchemaPolicyFile(t *testing.T) {
 	}
 	put(t, s, ModeWrite, keys, fromJSON(t, evoSchema(fID, fX), `[{"id":3,"x":1}]`), PutOptions{SchemaVersion: "1.1.0"})
 	// An admin lifts the contract.
-	if _, err := s.SetPolicy(ctx, keys, PolicyNone); err != nil {
+	if _, err := s.SetPolicy(ctx, keys, PolicyNone, ""); err != nil {
 		t.Fatal(err)
 	}
 	put(t, s, ModeWrite, keys, ids(4), PutOptions{SchemaVersion: "0.1.0"})
-	if _, err := s.SetPolicy(ctx, keys, "strict"); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := s.SetPolicy(ctx, keys, "strict", ""); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("unknown policy: %v", err)
 	}
-	if _, err := s.SetPolicy(ctx, []string{"nope"}, PolicyAdditive); !errors.Is(err, ErrNotFound) {
+	if _, err := s.SetPolicy(ctx, []string{"nope"}, PolicyAdditive, ""); !errors.Is(err, ErrNotFound) {
 		t.Errorf("policy of a missing profile: %v", err)
 	}
 	// Inspect knows the file.
