@@ -205,7 +205,11 @@ func schemaVersionsText(v catalog.VersionSummary) string {
 		if c.Files == 1 {
 			files = "file"
 		}
-		parts[i] = fmt.Sprintf("%s (%d %s, %s rows)", sv, c.Files, files, groupDigits(c.Rows))
+		rows := "rows"
+		if c.Rows == 1 {
+			rows = "row"
+		}
+		parts[i] = fmt.Sprintf("%s (%d %s, %s %s)", sv, c.Files, files, groupDigits(c.Rows), rows)
 	}
 	return strings.Join(parts, ", ")
 }
