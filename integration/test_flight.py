@@ -27,7 +27,7 @@ from helpers import (
     put,
 )
 
-ACTIONS = ["list-versions", "verify", "lineage", "remove-old-versions", "sweep", "break-lock", "compact"]
+ACTIONS = ["list-versions", "verify", "lineage", "remove-old-versions", "sweep", "break-lock", "compact", "set-schema-policy"]
 
 
 def orders(ids, region="eu") -> pa.Table:
