@@ -317,6 +317,12 @@ func planAppend(in *arrow.Schema, vs *VersionState, o PutOptions, what string) (
 			ErrSchemaMismatch, what, codec.QuoteNames(extra))
 	}
 	for _, name := range extra {
+		for _, f := range cur.Fields() {
+			if strings.EqualFold(f.Name, name) {
+				return nil, fmt.Errorf("%w: %s: new column %q differs from the existing column %q only in case (case-insensitive readers such as DuckDB would see one column twice); send it as %q",
+					ErrSchemaMismatch, what, name, f.Name, f.Name)
+			}
+		}
 		if f := in.Field(in.FieldIndices(name)[0]); !f.Nullable {
 			return nil, fmt.Errorf("%w: %s: new column %q is declared non-nullable, but the rows already in the version have no value for it: schema evolution adds nullable columns only; declare it nullable",
 				ErrSchemaMismatch, what, name)

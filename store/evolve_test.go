@@ -146,6 +146,7 @@ func TestAdditiveAppendRefused(t *testing.T) {
 		{"renamed column", evoSchema(fID, fY), `[{"id":3,"y":"c"}]`, "1.1.0", "", []string{`never dropped or renamed`}},
 		{"retyped column", evoSchema(idStr, fName, fX), `[{"id":"3","name":"c","x":1}]`, "1.1.0", "", []string{`"id" is utf8, not int64`, `existing columns keep their types`}},
 		{"version bump without columns", evoSchema(fID, fName), `[{"id":3,"name":"c"}]`, "1.1.0", "", []string{`adds no column`}},
+		{"new column differing only in case", evoSchema(fID, fName, arrow.Field{Name: "NAME", Type: arrow.BinaryTypes.String, Nullable: true}), `[{"id":3,"name":"c","NAME":"d"}]`, "1.1.0", "", []string{`only in case`}},
 		{"lower version without columns", evoSchema(fID, fName), `[{"id":3,"name":"c"}]`, "0.1.0", "", []string{`has schema version "1.0.0", not "0.1.0"`}},
 	}
 	for _, tc := range cases {
