@@ -125,3 +125,16 @@ func TestSchemaPolicyFile(t *testing.T) {
 	}
 	readAll(t, s, keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}})
 }
+
+// TestPolicyNameIsNoKey: no key can name the policy file.
+func TestPolicyNameIsNoKey(t *testing.T) {
+	s, _ := newTestStore(t)
+	for _, keys := range [][]string{{policyName}, {"a", policyName}} {
+		rdr := ids(1)
+		_, err := s.Put(context.Background(), keys, rdr, PutOptions{})
+		rdr.Release()
+		if !errors.Is(err, ErrInvalidKey) {
+			t.Errorf("put to %v: %v, want ErrInvalidKey", keys, err)
+		}
+	}
+}
