@@ -138,3 +138,38 @@ func TestPolicyNameIsNoKey(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemaPolicyCheckedAtCommit: a write staged while the previous
+// version still fitted is checked again at its commit, against the version
+// latest then: an append that added a column meanwhile makes a write
+// without it break the contract, and it is refused (its files removed).
+func TestSchemaPolicyCheckedAtCommit(t *testing.T) {
+	s, dir := newTestStore(t)
+	ctx := context.Background()
+	keys := []string{"pc"}
+	put(t, s, ModeWrite, keys, fromJSON(t, evoSchema(fID), `[{"id":1}]`), PutOptions{SchemaVersion: "1.0.0", SchemaPolicy: PolicyAdditive})
+	p, err := s.resolve(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := s.state(p)
+	rdr := fromJSON(t, evoSchema(fID), `[{"id":2}]`)
+	defer rdr.Release()
+	st, err := s.stageVersion(ctx, ps, rdr, PutOptions{Mode: ModeWrite, SchemaVersion: "1.0.0"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, ModeAppend, keys, fromJSON(t, evoSchema(fID, fX), `[{"id":3,"x":1}]`), PutOptions{SchemaVersion: "1.1.0"})
+	res := s.commitStaged(ctx, ps, st)
+	if res.rec != nil || !errors.Is(res.err, ErrSchemaMismatch) || !strings.Contains(res.err.Error(), `["x"]`) {
+		t.Fatalf("commit of the stale write: rec %v, err %v", res.rec, res.err)
+	}
+	s.discard(ps, st)
+	if _, err := os.Stat(filepath.Join(dir, "pc", VersionName(st.version))); !os.IsNotExist(err) {
+		t.Errorf("the refused write's version is still there: %v", err)
+	}
+	_, rows := readAll(t, s, keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}})
+	if rows != `[{"id":1,"x":null},{"id":3,"x":1}]` {
+		t.Errorf("rows %s", rows)
+	}
+}
