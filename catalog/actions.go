@@ -21,6 +21,7 @@ const (
 	ActionSweep             = "sweep"
 	ActionBreakLock         = "break-lock"
 	ActionCompact           = "compact"
+	ActionSetSchemaPolicy   = "set-schema-policy"
 )
 
 // ActionTypes lists every action with a description, in the order
@@ -33,6 +34,7 @@ var ActionTypes = []*flight.ActionType{
 	{Type: ActionSweep, Description: `{"older_than_s":3600} → {"removed":[…]}`},
 	{Type: ActionBreakLock, Description: `{"path"} → {"broken":bool,"reason"}`},
 	{Type: ActionCompact, Description: `{"path"} → the DoPut result of the new version`},
+	{Type: ActionSetSchemaPolicy, Description: `{"path","schema_policy":"additive"|"none"} → {"path","schema_policy","set","writer"}`},
 }
 
 // Action is a parsed action body. Only the fields of its Type are set.
@@ -60,6 +62,9 @@ type Action struct {
 	// PublicKey (verify) requires every commit record to carry a valid
 	// signature by this ed25519 key.
 	PublicKey ed25519.PublicKey
+	// SchemaPolicy (set-schema-policy) is store.PolicyAdditive or
+	// store.PolicyNone.
+	SchemaPolicy string
 }
 
 // Path is the slash-joined profile name, "" when the action has none.
@@ -75,6 +80,7 @@ type actionWire struct {
 	Sample     *float64 `json:"sample,omitempty"`
 	Seed       *int64   `json:"seed,omitempty"`
 	PublicKey  *string  `json:"public_key,omitempty"`
+	Policy     *string  `json:"schema_policy,omitempty"`
 }
 
 // ParseAction parses the JSON body of an action. An empty body is {}.
@@ -94,6 +100,8 @@ func ParseAction(typ string, body []byte) (*Action, error) {
 	case ActionSweep:
 		allowed = map[string]bool{"older_than_s": true}
 		needPath = false
+	case ActionSetSchemaPolicy:
+		allowed = map[string]bool{"path": true, "schema_policy": true}
 	default:
 		return nil, fmt.Errorf("%w: %q (see ListActions)", ErrUnknownAction, truncate(typ))
 	}
@@ -109,6 +117,7 @@ func ParseAction(typ string, body []byte) (*Action, error) {
 		"path": w.Path != nil || w.Keys != nil, "prefix": w.Prefix != nil, "keep": w.Keep != nil,
 		"grace_s": w.GraceS != nil, "older_than_s": w.OlderThanS != nil,
 		"sample": w.Sample != nil, "seed": w.Seed != nil, "public_key": w.PublicKey != nil,
+		"schema_policy": w.Policy != nil,
 	}
 	for f, ok := range given {
 		if ok && !allowed[f] {
@@ -168,6 +177,16 @@ func ParseAction(typ string, body []byte) (*Action, error) {
 			}
 			a.Keep = *w.Keep
 		}
+	}
+	if typ == ActionSetSchemaPolicy {
+		if w.Policy == nil || (*w.Policy != store.PolicyAdditive && *w.Policy != store.PolicyNone) {
+			got := "none given"
+			if w.Policy != nil {
+				got = fmt.Sprintf("%q", truncate(*w.Policy))
+			}
+			return nil, fmt.Errorf("%w: set-schema-policy needs \"schema_policy\": %q or %q (%s)", ErrInvalid, store.PolicyAdditive, store.PolicyNone, got)
+		}
+		a.SchemaPolicy = *w.Policy
 	}
 	var err error
 	if a.Grace, err = seconds(w.GraceS, "grace_s"); err != nil {

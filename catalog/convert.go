@@ -28,6 +28,7 @@ func PutResultFrom(cr *store.CommitRecord) *PutResult {
 		Prev:          cr.Prev,
 		VersionInfo:   cr.VersionInfo,
 		Adopted:       cr.Adopted,
+		Schema:        cr.Schema,
 		Signer:        cr.Signer,
 		Sig:           cr.Sig,
 	}
@@ -51,6 +52,9 @@ func ListVersionsResultFrom(keys []string, latest int, vs []store.VersionSummary
 				Version: v.Version, Files: v.Files, Rows: v.Rows, Bytes: v.Bytes, Created: v.Created,
 				Format: string(v.Format), SchemaVersion: v.SchemaVersion, PartitionBy: v.PartitionBy,
 				Commits: v.Commits, LastCommit: v.LastCommit,
+			}
+			for _, c := range v.SchemaVersions {
+				r.Versions[i].SchemaVersions = append(r.Versions[i].SchemaVersions, SchemaVersionCount{SchemaVersion: c.SchemaVersion, Files: c.Files, Rows: c.Rows})
 			}
 		}
 	}
@@ -91,6 +95,11 @@ func SweepResultFrom(rep *maint.SweepReport) *SweepResult {
 		r.Skipped = append(r.Skipped, Problem{Kind: p.Kind, Path: p.Path, Detail: p.Detail})
 	}
 	return r
+}
+
+// SchemaPolicyResultFrom is the wire form of a profile's schema policy.
+func SchemaPolicyResultFrom(keys []string, sp *store.SchemaPolicy) *SchemaPolicyResult {
+	return &SchemaPolicyResult{Path: store.ProfilePath(keys), SchemaPolicy: sp.SchemaPolicy, Set: sp.Set, Writer: sp.Writer}
 }
 
 // BreakLockResultFrom is the wire form of a break-lock result.

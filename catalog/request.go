@@ -61,6 +61,8 @@ type Request struct {
 	RequestID string
 	// Format is "parquet" (default) or "csv".
 	Format string
+	// SchemaPolicy is the profile's schema policy a creating put sets.
+	SchemaPolicy string
 }
 
 // Path is the profile's slash-joined name.
@@ -106,6 +108,7 @@ func (r *Request) PutOptions() store.PutOptions {
 		Format:        r.Format,
 		Metadata:      r.Metadata,
 		RequestID:     r.RequestID,
+		SchemaPolicy:  r.SchemaPolicy,
 	}
 }
 
@@ -211,6 +214,7 @@ type cmdWire struct {
 	Metadata      json.RawMessage `json:"metadata,omitempty"`
 	RequestID     string          `json:"request_id,omitempty"`
 	Format        string          `json:"format,omitempty"`
+	SchemaPolicy  string          `json:"schema_policy,omitempty"`
 }
 
 // decodeStrict decodes exactly one JSON value into v, rejecting unknown
@@ -451,6 +455,12 @@ func ParseCommand(b []byte) (*Request, error) {
 	}
 	r.RequestID = w.RequestID
 	r.Format = w.Format
+	switch w.SchemaPolicy {
+	case "", store.PolicyAdditive, store.PolicyNone:
+		r.SchemaPolicy = w.SchemaPolicy
+	default:
+		return nil, fmt.Errorf("%w: schema_policy %q (want %q or %q)", ErrInvalid, truncate(w.SchemaPolicy), store.PolicyAdditive, store.PolicyNone)
+	}
 	return r, nil
 }
 

@@ -107,6 +107,10 @@ type PutCommand struct {
 	RequestID string `json:"request_id,omitempty"`
 	// Format is FormatParquet (empty) or FormatCSV.
 	Format string `json:"format,omitempty"`
+	// SchemaPolicy ("additive" or "none") is the profile's schema policy,
+	// set by the put that creates the profile; a put to an existing
+	// profile may only name the policy it has.
+	SchemaPolicy string `json:"schema_policy,omitempty"`
 }
 
 // PathBody is the body of the actions that take only a profile:
@@ -193,6 +197,10 @@ type PutResult struct {
 	// directory.
 	VersionInfo string `json:"version_info,omitempty"`
 	Adopted     bool   `json:"adopted,omitempty"`
+	// Schema (appends) is the schema of the put's files, base64 IPC, when
+	// it is not the version's schema at the commit: the append added
+	// nullable columns (schema evolution).
+	Schema string `json:"schema,omitempty"`
 	// Signer and Sig are the ed25519 signature of the record, when the
 	// server signs (quiver serve --signing-key).
 	Signer string `json:"signer,omitempty"`
@@ -220,6 +228,18 @@ type VersionSummary struct {
 	Commits       int       `json:"commits"`
 	// LastCommit is the time of the version's newest commit record.
 	LastCommit time.Time `json:"last_commit,omitzero"`
+	// SchemaVersions are the schema versions the version's files were
+	// written under, each with its files and rows, in the order first
+	// committed. SchemaVersion is the highest.
+	SchemaVersions []SchemaVersionCount `json:"schema_versions,omitempty"`
+}
+
+// SchemaVersionCount is how many files and rows of a version were written
+// under one schema version.
+type SchemaVersionCount struct {
+	SchemaVersion string `json:"schema_version"`
+	Files         int    `json:"files"`
+	Rows          int64  `json:"rows"`
 }
 
 // ListVersionsResult is the result of list-versions: every version, oldest
@@ -228,6 +248,17 @@ type ListVersionsResult struct {
 	Path     string           `json:"path"`
 	Latest   string           `json:"latest"`
 	Versions []VersionSummary `json:"versions"`
+	// SchemaPolicy is the profile's schema policy, when it has one
+	// ("additive").
+	SchemaPolicy string `json:"schema_policy,omitempty"`
+}
+
+// SchemaPolicyResult is the result of set-schema-policy.
+type SchemaPolicyResult struct {
+	Path         string    `json:"path"`
+	SchemaPolicy string    `json:"schema_policy"`
+	Set          time.Time `json:"set,omitzero"`
+	Writer       string    `json:"writer,omitempty"`
 }
 
 // Problem is one finding of verify. Path is relative to the data

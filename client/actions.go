@@ -200,3 +200,15 @@ func (c *Client) Compact(ctx context.Context, path string) (*catalog.CompactResu
 	}
 	return &res, nil
 }
+
+// SetSchemaPolicy sets a profile's schema policy (admin): "additive" (a
+// write of a new version may only add nullable columns to the previous
+// version's schema, or keep it) or "none".
+func (c *Client) SetSchemaPolicy(ctx context.Context, path, policy string) (*catalog.SchemaPolicyResult, error) {
+	var res catalog.SchemaPolicyResult
+	body := map[string]string{"path": path, "schema_policy": policy}
+	if err := c.action1(ctx, catalog.ActionSetSchemaPolicy, body, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}

@@ -40,6 +40,10 @@ type PutOptions struct {
 	// Format is catalog.FormatParquet (empty) or catalog.FormatCSV: how
 	// the server stores the files.
 	Format string
+	// SchemaPolicy ("additive" or "none") is set on the profile by the
+	// put that creates it; a put to an existing profile may only name
+	// the policy it has.
+	SchemaPolicy string
 	// Retry overrides the client's retry policy (WithRetry) for this put.
 	Retry *RetryPolicy
 }
@@ -108,7 +112,7 @@ func (c *Client) PutFrom(ctx context.Context, path string, open Opener, opts Put
 func (c *Client) put(ctx context.Context, path string, open Opener, again func() bool, opts PutOptions) (*catalog.PutResult, error) {
 	cmd := catalog.PutCommand{
 		Path: path, Mode: opts.Mode, PartitionBy: opts.PartitionBy, SchemaVersion: opts.SchemaVersion,
-		RequestID: opts.RequestID, Format: opts.Format,
+		RequestID: opts.RequestID, Format: opts.Format, SchemaPolicy: opts.SchemaPolicy,
 	}
 	if cmd.RequestID == "" {
 		cmd.RequestID = NewRequestID()

@@ -55,6 +55,9 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 		if res.Versions == nil {
 			res.Versions = []catalog.VersionSummary{}
 		}
+		if sp, err := s.st.Policy(ctx, a.Keys); err == nil && sp.SchemaPolicy != store.PolicyNone {
+			res.SchemaPolicy = sp.SchemaPolicy
+		}
 		return send(res)
 	case catalog.ActionVerify:
 		rep, err := s.verify(ctx, a)
@@ -122,6 +125,13 @@ func (s *Server) DoAction(action *flight.Action, stream flight.FlightService_DoA
 		}
 		s.opts.log.Warn().Str("identity", IdentityFrom(ctx).Name).Str("profile", a.Path()).Bool("broken", res.Broken).Str("reason", res.Reason).Msg("break-lock")
 		return send(catalog.BreakLockResultFrom(res))
+	case catalog.ActionSetSchemaPolicy:
+		sp, err := s.st.SetPolicy(ctx, a.Keys, a.SchemaPolicy, identityName(ctx))
+		if err != nil {
+			return fail(ctx, err)
+		}
+		s.opts.log.Info().Str("identity", IdentityFrom(ctx).Name).Str("profile", a.Path()).Str("schema_policy", sp.SchemaPolicy).Msg("set-schema-policy")
+		return send(catalog.SchemaPolicyResultFrom(a.Keys, sp))
 	case catalog.ActionCompact:
 		var writer string // who asked for it goes into the commit record
 		if id := IdentityFrom(ctx); id != nil {

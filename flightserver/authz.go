@@ -30,6 +30,7 @@ var Required = map[string]Role{
 	catalog.ActionSweep:             RoleAdmin,
 	catalog.ActionBreakLock:         RoleAdmin,
 	catalog.ActionCompact:           RoleAdmin,
+	catalog.ActionSetSchemaPolicy:   RoleAdmin,
 }
 
 // allow checks that the RPC's identity may do op on the profile keys

@@ -186,6 +186,7 @@ func TestAuthzMatrix(t *testing.T) {
 		{catalog.ActionRemoveOldVersions, act(catalog.ActionRemoveOldVersions, func(k []string) any { return map[string]any{"path": path(k), "keep": 1} })},
 		{catalog.ActionBreakLock, act(catalog.ActionBreakLock, func(k []string) any { return map[string]any{"path": path(k)} })},
 		{catalog.ActionCompact, act(catalog.ActionCompact, func(k []string) any { return map[string]any{"path": path(k)} })},
+		{catalog.ActionSetSchemaPolicy, act(catalog.ActionSetSchemaPolicy, func(k []string) any { return map[string]any{"path": path(k), "schema_policy": "none"} })},
 		// Whole-data-dir operations: the profile plays no part, a
 		// prefix-limited identity gets PermissionDenied (sweep) or only its
 		// own prefixes (verify {}, ListActions).

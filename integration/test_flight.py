@@ -28,7 +28,7 @@ from helpers import (
     write_behind,
 )
 
-ACTIONS = ["list-versions", "verify", "lineage", "remove-old-versions", "sweep", "break-lock", "compact"]
+ACTIONS = ["list-versions", "verify", "lineage", "remove-old-versions", "sweep", "break-lock", "compact", "set-schema-policy"]
 
 
 def orders(ids, region="eu") -> pa.Table:

@@ -262,7 +262,8 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 		var accepted []int
 		ids := map[string]int{} // request id → position in recs
 		created := false
-		newest := -1 // highest version a write of this batch commits
+		var creator *staged // the put that creates the profile
+		newest := -1        // highest version a write of this batch commits
 		// cur is the latest version as the cycle commits: a write accepted
 		// earlier in this cycle is the latest for what follows it.
 		cur := latest
@@ -294,6 +295,14 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 			switch {
 			case st.mode == ModeAppend:
 				move = missing || st.version != cur
+				if !move {
+					// An append that adds columns commits only onto the
+					// schema it was planned on.
+					if move, err = s.schemaMoved(ctx, ps, st, recs); err != nil {
+						res[i].err = err
+						continue
+					}
+				}
 			case st.create && (!missing || created):
 				// Another client created the profile: append to it.
 				move = true
@@ -340,10 +349,19 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 				res[i].err = err
 				continue
 			}
+			schema, sc, err := s.recordSchema(ctx, ps, st, recs)
+			if err == nil && !missing {
+				err = s.policyCheckWrite(ctx, ps, st, cur, recs)
+			}
+			if err != nil {
+				res[i].err = err
+				continue
+			}
 			if missing {
 				created = true
+				creator = st
 			}
-			c := &CommitRecord{Path: ProfilePath(p.keys), Keys: p.keys, Version: VersionName(st.version), Index: st.index,
+			c := &CommitRecord{Schema: schema, sc: sc, Path: ProfilePath(p.keys), Keys: p.keys, Version: VersionName(st.version), Index: st.index,
 				Mode: st.mode, Format: st.format, Rows: st.rows, SchemaVersion: st.schemaV, Files: st.files,
 				Committed: now, Writer: s.writerOf(st.o), RequestID: st.o.RequestID, Metadata: st.o.Metadata,
 				VersionInfo: st.infoHash}
@@ -364,7 +382,11 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 			return res
 		}
 		if missing {
-			if err := s.markProfile(ctx, p); err != nil {
+			err := s.markProfile(ctx, p)
+			if err == nil && creator != nil {
+				err = s.createPolicy(ctx, p, creator)
+			}
+			if err != nil {
 				for _, i := range accepted {
 					res[i].err = err
 				}

@@ -50,6 +50,10 @@ type Inspection struct {
 	// nothing but versions of a first write that never committed: a put
 	// killed while creating a profile there before this one existed.
 	Abandoned []string
+	// Policy is the profile's schema policy (PolicyNone without a policy
+	// file); PolicyErr says why its file could not be read.
+	Policy    string
+	PolicyErr error
 }
 
 // LockStatus describes a held manifest lock.
@@ -109,6 +113,12 @@ func (s *Store) Inspect(ctx context.Context, keys []string) (*Inspection, error)
 			break
 		}
 	}
+	in.Policy, in.PolicyErr = "", nil
+	if sp, _, err := s.readPolicy(ctx, p); err != nil {
+		in.PolicyErr = err
+	} else {
+		in.Policy = sp.SchemaPolicy
+	}
 	return in, nil
 }
 
@@ -164,7 +174,7 @@ func (s *Store) inspectVersions(ctx context.Context, ps *profileState, in *Inspe
 			vset[v] = true
 		case isTempName(e.Name) && !e.Dir && !e.Special:
 			in.Temps = append(in.Temps, withDir(e, p.dir))
-		case e.Name == manifestName || e.Name == lockName || e.Name == kindName || (e.Dir && e.Name == logDir):
+		case e.Name == manifestName || e.Name == lockName || e.Name == kindName || (e.Dir && e.Name == logDir) || (!e.Dir && policyKnown(e.Name)):
 		case e.Dir && e.Name == legacyRequestsDir:
 			// Request records of data directories older than the log.
 		case e.Dir && deletingRe.MatchString(e.Name):

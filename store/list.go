@@ -24,6 +24,10 @@ type VersionSummary struct {
 	Commits       int       `json:"commits"`
 	// LastCommit is the time of the version's newest commit record.
 	LastCommit time.Time `json:"last_commit,omitzero"`
+	// SchemaVersions are the schema versions the version's files were
+	// written under, with their files and rows, in the order first
+	// committed (more than one once appends evolved its schema).
+	SchemaVersions []SchemaVersionCount `json:"schema_versions,omitempty"`
 }
 
 // Versions lists every version of a profile that readers can see, oldest
@@ -96,7 +100,8 @@ func (vs *VersionState) summary() VersionSummary {
 		bytes += f.Bytes
 	}
 	sum := VersionSummary{Version: VersionName(vs.Version), Files: len(vs.Files), Rows: vs.Rows(), Bytes: bytes,
-		Created: vs.Created, Format: vs.Format, SchemaVersion: vs.SchemaVersion, PartitionBy: vs.PartitionBy, Commits: len(vs.Records)}
+		Created: vs.Created, Format: vs.Format, SchemaVersion: vs.SchemaVersion, PartitionBy: vs.PartitionBy, Commits: len(vs.Records),
+		SchemaVersions: vs.schemaVersionCounts()}
 	for _, r := range vs.Records {
 		if r.Committed.After(sum.LastCommit) {
 			sum.LastCommit = r.Committed

@@ -27,6 +27,9 @@ type DataFile struct {
 	// Recorded is true when a commit record lists the file (its size and
 	// hash are known); false for files visible by pyrosome's rule.
 	Recorded bool `json:"-"`
+	// absent are the version's columns the file lacks: it was written
+	// before an append added them (schema evolution). They read as nulls.
+	absent []string
 }
 
 // VersionState is what a version directory holds, as the one loader sees
@@ -319,6 +322,7 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 	if vs.Schema == nil {
 		vs.Schema = arrow.NewSchema(nil, nil)
 	}
+	applyEvolution(vs)
 	if mode == loadFull && dirExists {
 		if err := s.classify(ctx, p, vs, entries); err != nil {
 			return nil, err

@@ -26,6 +26,9 @@ type logView struct {
 	byRequest map[string]*CommitRecord
 	writes    map[int]*CommitRecord // the write record of each version
 	retired   map[int]*CommitRecord
+	// evolving are, per version, the records that carry a schema (schema
+	// evolution: evolve.go), in seq order.
+	evolving map[int][]*CommitRecord
 	// broken describes the first break in the chain met while reading
 	// (tampering, or a foreign file in .log); empty when intact.
 	broken string
@@ -33,7 +36,7 @@ type logView struct {
 
 func newLogView() *logView {
 	return &logView{nextSeg: 1, byVersion: map[int][]*CommitRecord{}, byRequest: map[string]*CommitRecord{},
-		writes: map[int]*CommitRecord{}, retired: map[int]*CommitRecord{}}
+		writes: map[int]*CommitRecord{}, retired: map[int]*CommitRecord{}, evolving: map[int][]*CommitRecord{}}
 }
 
 // add appends records that continue the log.
@@ -63,6 +66,9 @@ func (lv *logView) add(recs []*CommitRecord) {
 			fallthrough
 		default:
 			lv.byVersion[v] = append(lv.byVersion[v], r)
+			if r.sc != nil {
+				lv.evolving[v] = append(lv.evolving[v], r)
+			}
 		}
 		if r.RequestID != "" && lv.byRequest[r.RequestID] == nil {
 			lv.byRequest[r.RequestID] = r

@@ -48,7 +48,9 @@ type PutOptions struct {
 	// profile that does not exist yet creates it and may set it too).
 	PartitionBy []string
 	// SchemaVersion is stamped into every file. An append inherits the
-	// version's; a different one is an error.
+	// version's current one; an append that adds nullable columns must
+	// raise it (semantic-version order; docs/format.md, "Schema
+	// evolution"), any other different one is an error.
 	SchemaVersion string
 	// Format is "parquet" (default) or "csv"; appends follow the profile.
 	Format string
@@ -60,6 +62,10 @@ type PutOptions struct {
 	// on the same profile returns the first put's commit record (Replayed
 	// set) and writes nothing.
 	RequestID string
+	// SchemaPolicy ("additive" or "none"; "" leaves it) is the profile's
+	// schema policy, set by the put that creates the profile; a put to an
+	// existing profile may only name its current one (policy.go).
+	SchemaPolicy string
 	// TargetFileBytes (writes only; 0: no limit) starts a new file once one
 	// has passed this many encoded bytes. All files of the put are still one
 	// commit: at the version root they take indices 0, 1, 2…; under a
@@ -111,6 +117,9 @@ func (s *Store) Put(ctx context.Context, keys []string, rdr array.RecordReader, 
 		return nil, err
 	}
 	if err := checkIncomingSchema(rdr.Schema()); err != nil {
+		return nil, err
+	}
+	if err := s.checkPutPolicy(ctx, p, o); err != nil {
 		return nil, err
 	}
 	ps := s.state(p)
@@ -194,6 +203,12 @@ type staged struct {
 	// re-target happens inside the commit cycle, holding the lock, so that
 	// it cannot be overtaken again.
 	locked bool
+	// evolves: an append that adds columns to its version (schema is the
+	// version's schema base, schema version baseV, plus them); it commits
+	// only onto that base (evolve.go).
+	evolves bool
+	base    *arrow.Schema
+	baseV   string
 }
 
 // put runs one attempt of a put: choose the target, stream, commit; it
@@ -214,6 +229,16 @@ func (s *Store) put(ctx context.Context, ps *profileState, rdr array.RecordReade
 			return nil, err
 		}
 		if latest, err = s.latestOf(ctx, ps, latest); err != nil {
+			return nil, err
+		}
+	}
+	if o.Mode == ModeWrite && !missing && o.carry == nil {
+		// The additive policy, checked before anything is written (and
+		// again at the commit, against the version latest then).
+		f, _ := parseFormat(o.Format)
+		md := rdr.Schema().Metadata()
+		if err := s.policyCheck(ctx, ps, arrow.NewSchema(rdr.Schema().Fields(), &md), o.SchemaVersion, f, latest, nil,
+			fmt.Sprintf("%s (a new version after %s)", p, VersionName(latest))); err != nil {
 			return nil, err
 		}
 	}
@@ -401,8 +426,10 @@ func (s *Store) stageAppend(ctx context.Context, ps *profileState, rdr array.Rec
 	w, retired := ps.log.writes[latest], ps.log.retired[latest]
 	ps.mu.Unlock()
 	if h != nil && w != nil && retired == nil && h.info.Format == FormatParquet {
-		vs = &VersionState{Keys: p.keys, Version: latest, Info: h.info, Format: h.info.Format, Schema: h.schema,
-			PartitionBy: h.info.PartitionBy, SchemaVersion: h.info.SchemaVersion, Write: w, Committed: true}
+		vs = &VersionState{Keys: p.keys, Version: latest, Info: h.info, Format: h.info.Format,
+			PartitionBy: h.info.PartitionBy, Write: w, Committed: true}
+		// Its current schema: the .version.json's, evolved by appends.
+		vs.Schema, vs.SchemaVersion = s.evolvedSchema(ps, latest, h.schema, h.info.SchemaVersion, nil)
 	} else if vs, err = s.loadVersion(ctx, ps, latest, latest, loadRead); err != nil {
 		return nil, err
 	}
@@ -418,15 +445,14 @@ func (s *Store) stageAppend(ctx context.Context, ps *profileState, rdr array.Rec
 	if o.PartitionBy != nil && strings.Join(o.PartitionBy, ",") != strings.Join(vs.PartitionBy, ",") {
 		return nil, fmt.Errorf("%w: %s %s is partitioned by %s; an append cannot change that (write a new version)", ErrInvalidArgument, p, VersionName(latest), codec.QuoteNames(vs.PartitionBy))
 	}
-	if o.SchemaVersion != "" && o.SchemaVersion != vs.SchemaVersion {
-		return nil, fmt.Errorf("%w: %s %s has schema version %q, not %q; write a new version for a new schema version", ErrSchemaMismatch, p, VersionName(latest), vs.SchemaVersion, o.SchemaVersion)
-	}
 	what := fmt.Sprintf("%s %s", p, VersionName(latest))
-	plan, err := codec.PlanConform(rdr.Schema(), vs.Schema, vs.Format == FormatParquet, what)
+	ap, err := planAppend(rdr.Schema(), vs, o, what)
 	if err != nil {
 		return nil, err
 	}
-	st := &staged{p: p, mode: ModeAppend, version: latest, format: vs.Format, schema: vs.Schema, by: vs.PartitionBy, schemaV: vs.SchemaVersion, o: o}
+	plan := ap.conf
+	st := &staged{p: p, mode: ModeAppend, version: latest, format: vs.Format, schema: ap.schema, by: vs.PartitionBy, schemaV: ap.schemaV, o: o,
+		evolves: ap.evolves, base: vs.Schema, baseV: vs.SchemaVersion}
 	if st.index, err = s.claimIndex(ctx, ps, latest, vs.Format); err != nil {
 		return nil, err
 	}
@@ -739,9 +765,18 @@ func (u *unavailableOnError) Err() error {
 func (s *Store) carryIn(ctx context.Context, ps *profileState, st *staged, late []*CommitRecord) error {
 	sn := &Snapshot{Keys: st.p.keys, Version: st.o.carry.version, Format: st.format, Schema: st.schema, PartitionBy: st.by, SchemaVersion: st.schemaV}
 	for _, r := range late {
+		var absent []string
+		if r.sc != nil {
+			if !columnsWithin(r.sc, st.schema) {
+				// An append added columns while the version was compacted:
+				// the compaction's schema cannot hold them.
+				return fmt.Errorf("%w: %s: the schema of %s evolved while it was compacted; retry the compaction", ErrUnavailable, ps.p, VersionName(st.o.carry.version))
+			}
+			absent = absentColumns(st.schema, r.sc, st.by)
+		}
 		for _, f := range r.Files {
 			sn.Files = append(sn.Files, DataFile{Path: f.Path, Index: indexOfPath(f.Path, r.Index), Rows: f.Rows, Bytes: f.Bytes,
-				SHA256: f.SHA256, Partition: f.Partition, Recorded: true})
+				SHA256: f.SHA256, Partition: f.Partition, Recorded: true, absent: absent})
 		}
 		if r.Seq > st.o.carry.seq {
 			c := *st.o.carry

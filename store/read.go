@@ -654,7 +654,7 @@ type openFile struct {
 	df      DataFile
 	rr      array.RecordReader
 	closeFn func()
-	src     []int         // output column -> column of the file batch, or -1 for a partition column
+	src     []int         // output column -> column of the file batch, -1 for a partition column, srcNull for a column the file lacks
 	consts  []arrow.Array // partition columns, sized to the batch size
 	counted bool          // the file reader yields no columns, only rows
 }
@@ -680,6 +680,10 @@ func (r *SnapshotReader) open(df DataFile) (*openFile, error) {
 	for i, f := range r.out.Fields() {
 		if slices.Contains(r.sn.PartitionBy, f.Name) {
 			of.src[i] = -1
+			continue
+		}
+		if slices.Contains(df.absent, f.Name) {
+			of.src[i] = srcNull // written before the column was added
 			continue
 		}
 		of.src[i] = len(fileCols)
@@ -709,6 +713,9 @@ func (r *SnapshotReader) open(df DataFile) (*openFile, error) {
 	of.closeFn = func() { _ = pf.Close(); _ = f.Close() }
 	if err := r.s.checkRows(r.p, df, pf.Footer().Rows, pf.Schema().NumFields()); err != nil {
 		return of, wrap(err)
+	}
+	if !df.Recorded {
+		fileCols = r.nullsForLacking(of, pf.Schema(), fileCols)
 	}
 	if len(fileCols) == 0 && df.Recorded && df.Rows >= 0 && pf.Footer().Rows != df.Rows {
 		// A file of a table without columns records no rows: the commit
@@ -748,7 +755,9 @@ func (r *SnapshotReader) readFile(of *openFile) (arrow.RecordBatch, error) {
 	cols := make([]arrow.Array, r.out.NumFields())
 	for i, f := range r.out.Fields() {
 		var err error
-		if of.src[i] < 0 {
+		if of.src[i] == srcNull {
+			cols[i], err = r.nullColumn(of, i, f, n)
+		} else if of.src[i] < 0 {
 			cols[i], err = r.partitionColumn(of, i, f, n)
 		} else {
 			cols[i], err = codec.ConformArray(r.ctx, in.Column(of.src[i]), f.Type)

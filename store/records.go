@@ -77,6 +77,12 @@ type CommitRecord struct {
 	// older than the commit log (.<i>.commit.json); its fields are the old
 	// record's.
 	Adopted bool `json:"adopted,omitempty"`
+	// Schema (appends) is the schema of the record's files, base64 IPC as
+	// in .version.json, when it is not the version's schema at the commit:
+	// an append that added nullable columns (schema evolution), or one
+	// planned on the schema before such an append. Records without it
+	// hold files of the version's schema as it was at their commit.
+	Schema string `json:"schema,omitempty"`
 	// Signer identifies the ed25519 key of Sig ("ed25519:" + the first 8
 	// bytes of the SHA-256 of the public key, hex).
 	Signer string `json:"signer,omitempty"`
@@ -89,6 +95,8 @@ type CommitRecord struct {
 	Replayed bool `json:"-"`
 
 	line []byte // the record's exact bytes in its segment
+	// sc is Schema decoded (nil without one).
+	sc *arrow.Schema
 }
 
 // FileRecord is one data file of a commit. Path is relative to the profile
@@ -214,6 +222,16 @@ func parseRecord(b []byte) (*CommitRecord, error) {
 	}
 	if sum != c.Rows {
 		return nil, fmt.Errorf("rows %d do not add up to the files' %d", c.Rows, sum)
+	}
+	if c.Schema != "" {
+		if c.Mode != ModeAppend {
+			return nil, fmt.Errorf("a %s record carries a schema", c.Mode)
+		}
+		sc, err := decodeRecordSchema(c.Schema)
+		if err != nil {
+			return nil, fmt.Errorf("schema: %w", err)
+		}
+		c.sc = sc
 	}
 	c.line = b
 	return &c, nil

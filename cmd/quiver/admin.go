@@ -167,10 +167,7 @@ func newVersions(stdout, stderr io.Writer) *cobra.Command {
 			if v.Version == vr.Latest {
 				mark = "*"
 			}
-			sv := v.SchemaVersion
-			if sv == "" {
-				sv = "-"
-			}
+			sv := schemaVersionsText(v)
 			pb := strings.Join(v.PartitionBy, ",")
 			if pb == "" {
 				pb = "-"
@@ -178,7 +175,64 @@ func newVersions(stdout, stderr io.Writer) *cobra.Command {
 			t.row(mark, v.Version, string(v.Format), fmt.Sprint(v.Files), groupDigits(v.Rows), humanBytes(v.Bytes),
 				fmt.Sprint(v.Commits), sv, pb, when(v.Created), when(v.LastCommit))
 		}
-		return t.write(stdout, "")
+		if err := t.write(stdout, ""); err != nil {
+			return err
+		}
+		if vr.SchemaPolicy != "" {
+			_, err = fmt.Fprintf(stdout, "schema policy: %s\n", vr.SchemaPolicy)
+		}
+		return err
+	})
+}
+
+// schemaVersionsText is a version's schema versions for the table: the
+// one it has ("1.0.0", "-" for none), or, when appends evolved it, each
+// with its files and rows ("1.0.0 (3 files, 1,200 rows), 1.1.0 (…)").
+func schemaVersionsText(v catalog.VersionSummary) string {
+	if len(v.SchemaVersions) <= 1 {
+		if v.SchemaVersion == "" {
+			return "-"
+		}
+		return v.SchemaVersion
+	}
+	parts := make([]string, len(v.SchemaVersions))
+	for i, c := range v.SchemaVersions {
+		sv := c.SchemaVersion
+		if sv == "" {
+			sv = "-"
+		}
+		files := "files"
+		if c.Files == 1 {
+			files = "file"
+		}
+		rows := "rows"
+		if c.Rows == 1 {
+			rows = "row"
+		}
+		parts[i] = fmt.Sprintf("%s (%d %s, %s %s)", sv, c.Files, files, groupDigits(c.Rows), rows)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func newSchemaPolicy(stdout, stderr io.Writer) *cobra.Command {
+	return adminCommand(stderr, &cobra.Command{
+		Use:   "schema-policy PROFILE additive|none",
+		Short: "Set a profile's schema policy",
+		Long: `Set a profile's schema policy. Under "additive", a write of a new version may
+only keep the previous version's columns or add nullable ones (raising the
+schema version); "none" lifts the contract. Appends always follow the additive
+rule. The policy is kept in the profile's .quiver.policy.json.`,
+		Args: cobra.ExactArgs(2),
+	}, true, func(ctx context.Context, a admin, f *adminFlags, args []string) error {
+		res, err := a.SetSchemaPolicy(ctx, args[0], args[1])
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return printJSON(stdout, res)
+		}
+		_, err = fmt.Fprintf(stdout, "%s: schema policy %s\n", res.Path, res.SchemaPolicy)
+		return err
 	})
 }
 

@@ -48,7 +48,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newServe(stdout, stderr))
 	root.AddCommand(newPut(stdout, stderr), newGet(stdout, stderr), newLs(stdout, stderr))
 	root.AddCommand(newVersions(stdout, stderr), newSchema(stdout, stderr), newLineage(stdout, stderr), newVerify(stdout, stderr))
-	root.AddCommand(newGC(stdout, stderr), newCompact(stdout, stderr), newSweep(stdout, stderr), newBreakLock(stdout, stderr))
+	root.AddCommand(newGC(stdout, stderr), newCompact(stdout, stderr), newSweep(stdout, stderr), newBreakLock(stdout, stderr), newSchemaPolicy(stdout, stderr))
 	root.AddCommand(newKeygen(stdout))
 	addHints(root)
 	return root

@@ -35,6 +35,8 @@ type admin interface {
 	// Sweep removes stale temps; olderThan nil means the default.
 	Sweep(ctx context.Context, olderThan *time.Duration) (*catalog.SweepResult, error)
 	BreakLock(ctx context.Context, profile string) (*catalog.BreakLockResult, error)
+	// SetSchemaPolicy sets a profile's schema policy ("additive", "none").
+	SetSchemaPolicy(ctx context.Context, profile, policy string) (*catalog.SchemaPolicyResult, error)
 	Close() error
 }
 
@@ -99,7 +101,11 @@ func (o *offline) Versions(ctx context.Context, profile string) (*catalog.ListVe
 	if err != nil {
 		return nil, err
 	}
-	return catalog.ListVersionsResultFrom(keys, latest, vs), nil
+	res := catalog.ListVersionsResultFrom(keys, latest, vs)
+	if sp, err := o.st.Policy(ctx, keys); err == nil && sp.SchemaPolicy != store.PolicyNone {
+		res.SchemaPolicy = sp.SchemaPolicy
+	}
+	return res, nil
 }
 
 func (o *offline) Schema(ctx context.Context, profile, version string) (*arrow.Schema, error) {
@@ -199,6 +205,18 @@ func (o *offline) BreakLock(ctx context.Context, profile string) (*catalog.Break
 	return catalog.BreakLockResultFrom(res), nil
 }
 
+func (o *offline) SetSchemaPolicy(ctx context.Context, profile, policy string) (*catalog.SchemaPolicyResult, error) {
+	keys, err := keysOf(profile)
+	if err != nil {
+		return nil, err
+	}
+	sp, err := o.st.SetPolicy(ctx, keys, policy, "")
+	if err != nil {
+		return nil, err
+	}
+	return catalog.SchemaPolicyResultFrom(keys, sp), nil
+}
+
 func (o *offline) Close() error { return nil }
 
 // remote runs admin subcommands on a server, through the client.
@@ -255,4 +273,8 @@ func (r *remote) Sweep(ctx context.Context, olderThan *time.Duration) (*catalog.
 
 func (r *remote) BreakLock(ctx context.Context, profile string) (*catalog.BreakLockResult, error) {
 	return r.c.BreakLock(ctx, profile)
+}
+
+func (r *remote) SetSchemaPolicy(ctx context.Context, profile, policy string) (*catalog.SchemaPolicyResult, error) {
+	return r.c.SetSchemaPolicy(ctx, profile, policy)
 }

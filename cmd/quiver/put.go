@@ -28,6 +28,7 @@ type putFlags struct {
 	mode          string
 	partitionBy   []string
 	schemaVersion string
+	schemaPolicy  string
 	meta          []string
 	requestID     string
 	format        string
@@ -67,7 +68,8 @@ twice.`,
 	f := cmd.Flags()
 	f.StringVar(&p.mode, "mode", "append", "append (to the latest version) or write (a new version)")
 	f.StringSliceVar(&p.partitionBy, "partition-by", nil, "hive partition columns, comma-separated (--mode write only)")
-	f.StringVar(&p.schemaVersion, "schema-version", "", "schema version stamped into every file, e.g. 1.2.0")
+	f.StringVar(&p.schemaVersion, "schema-version", "", "schema version stamped into every file, e.g. 1.2.0 (raise it to append new nullable columns)")
+	f.StringVar(&p.schemaPolicy, "schema-policy", "", "schema policy of a profile this put creates: additive or none")
 	f.StringArrayVar(&p.meta, "meta", nil, "k=v metadata for the commit record (repeatable)")
 	f.StringVar(&p.requestID, "request-id", "", "idempotency key (default: a new one per invocation)")
 	f.StringVar(&p.format, "format", "", "input format for every FILE: parquet, csv, arrow or ndjson (default: by extension)")
@@ -87,7 +89,7 @@ func newRequestID() string {
 // putOptions are the put's options; the request id is generated here, so
 // that retries reuse it and a retry message can name it.
 func (p *putFlags) putOptions() (client.PutOptions, error) {
-	o := client.PutOptions{SchemaVersion: p.schemaVersion, RequestID: p.requestID}
+	o := client.PutOptions{SchemaVersion: p.schemaVersion, RequestID: p.requestID, SchemaPolicy: p.schemaPolicy}
 	switch p.mode {
 	case "append", "":
 	case "write":

@@ -181,6 +181,9 @@ func verifyProfile(ctx context.Context, st *store.Store, keys []string, o Verify
 	if in.ManifestErr != nil {
 		rep.add(ProblemMutated, path.Join(prof, "manifest.json"), "manifest does not parse: %v", in.ManifestErr)
 	}
+	if in.PolicyErr != nil {
+		rep.add(ProblemMutated, path.Join(prof, ".quiver.policy.json"), "the schema policy file cannot be read: %v", in.PolicyErr)
+	}
 	if in.Lock != nil && in.Lock.Stale {
 		rep.add(ProblemStaleLock, path.Join(prof, "manifest.json.write_lock"), "%s", in.Lock.Reason)
 	}
