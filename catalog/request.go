@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 
 	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/filter"
 )
 
 // Latest is the Version of a request that reads the newest version.
@@ -46,6 +47,10 @@ type Request struct {
 	// Files pins exact committed files (paths relative to the profile
 	// directory), as tickets from Plan do; nil means every file.
 	Files []string
+	// Filter keeps only the rows for which it is true (nil: every row).
+	Filter *filter.Expr
+	// Limit, when not nil, ends the read after this many rows.
+	Limit *int64
 
 	// Put options (CMD descriptors only).
 
@@ -68,10 +73,14 @@ func (r *Request) Path() string { return store.ProfilePath(r.Keys) }
 
 // ReadOptions converts the read fields for store.Read.
 func (r *Request) ReadOptions() store.ReadOptions {
-	return store.ReadOptions{
-		SnapshotOptions: store.SnapshotOptions{Version: r.Version, Partition: r.Partition, Files: r.Files},
+	o := store.ReadOptions{
+		SnapshotOptions: store.SnapshotOptions{Version: r.Version, Partition: r.Partition, Files: r.Files, Filter: r.Filter},
 		Columns:         r.Columns,
 	}
+	if r.Limit != nil {
+		o.Limit = *r.Limit
+	}
+	return o
 }
 
 // CheckPut refuses read fields in a put's descriptor: a put cannot name a
@@ -90,6 +99,12 @@ func (r *Request) CheckPut() error {
 	}
 	if r.Files != nil {
 		bad = append(bad, "files")
+	}
+	if r.Filter != nil {
+		bad = append(bad, "filter")
+	}
+	if r.Limit != nil {
+		bad = append(bad, "limit")
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%w: a put's descriptor cannot set %s (appends always go to the latest version; use mode \"write\" for a new version, partition_by to partition it)", ErrInvalid, strings.Join(bad, ", "))
@@ -200,6 +215,8 @@ type readWire struct {
 	Partition map[string]partitionValues `json:"partition,omitempty"`
 	Columns   []string                   `json:"columns,omitempty"`
 	Files     *[]string                  `json:"files,omitempty"`
+	Filter    *filterField               `json:"filter,omitempty"`
+	Limit     *limitField                `json:"limit,omitempty"`
 }
 
 // cmdWire is the JSON of a CMD descriptor: read and put fields.
@@ -346,6 +363,13 @@ func (w *readWire) toRequest(what string) (*Request, error) {
 		}
 		r.Files = append([]string{}, (*w.Files)...)
 	}
+	if w.Filter != nil {
+		r.Filter = w.Filter.e
+	}
+	if w.Limit != nil {
+		n := w.Limit.n
+		r.Limit = &n
+	}
 	return r, nil
 }
 
@@ -363,6 +387,9 @@ func ParseTicket(b []byte) (*Request, error) {
 	}
 	var w readWire
 	if err := decodeStrict(t, &w); err != nil {
+		if errors.Is(err, filter.ErrInvalid) {
+			return nil, fmt.Errorf("%w: ticket: %w", ErrInvalid, err)
+		}
 		return nil, fmt.Errorf("%w: ticket is not valid JSON: %s", ErrInvalid, jsonError(err))
 	}
 	return w.toRequest("ticket")
@@ -421,6 +448,9 @@ func ParseCommand(b []byte) (*Request, error) {
 	}
 	var w cmdWire
 	if err := decodeStrict(t, &w); err != nil {
+		if errors.Is(err, filter.ErrInvalid) {
+			return nil, fmt.Errorf("%w: descriptor: %w", ErrInvalid, err)
+		}
 		return nil, fmt.Errorf("%w: CMD descriptor is not valid JSON: %s", ErrInvalid, jsonError(err))
 	}
 	r, err := w.toRequest("descriptor")
@@ -477,6 +507,12 @@ func EncodeTicket(r *Request) []byte {
 	if r.Files != nil {
 		files := append([]string{}, r.Files...)
 		w.Files = &files
+	}
+	if r.Filter != nil {
+		w.Filter = &filterField{e: r.Filter}
+	}
+	if r.Limit != nil {
+		w.Limit = &limitField{n: *r.Limit}
 	}
 	b, err := json.Marshal(w)
 	if err != nil {
