@@ -391,10 +391,15 @@ func normNumber(s string) string {
 	neg := strings.HasPrefix(s, "-")
 	s = strings.TrimLeft(s, "+-")
 	mant, exp, hasExp := strings.Cut(strings.ToLower(s), "e")
-	if strings.HasPrefix(mant, ".") {
-		mant = "0" + mant
-	}
 	mant = strings.TrimSuffix(mant, ".")
+	whole, frac, hasFrac := strings.Cut(mant, ".")
+	if whole = strings.TrimLeft(whole, "0"); whole == "" {
+		whole = "0" // JSON: no leading zeros, a digit before the point
+	}
+	mant = whole
+	if hasFrac {
+		mant += "." + frac
+	}
 	if hasExp {
 		mant += "e" + strings.TrimPrefix(exp, "+")
 	}
