@@ -7,9 +7,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/bitutil"
-	"github.com/apache/arrow-go/v18/arrow/compute"
-	"github.com/apache/arrow-go/v18/arrow/compute/exec"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -74,23 +71,57 @@ func (b *Bound) Apply(ctx context.Context, rec arrow.RecordBatch, mem memory.All
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
-	buf := memory.NewResizableBuffer(mem)
-	buf.Resize(int(bitutil.BytesForBits(int64(len(mask)))))
-	bits := buf.Bytes()
-	clear(bits)
-	for i, t := range mask {
-		if t == tTrue {
-			bitutil.SetBit(bits, i)
+	return take(rec, mask, mem)
+}
+
+// take keeps the rows of rec whose mask is true: one run of rows is a
+// zero-copy slice; several are sliced and concatenated per column. (Not
+// arrow's compute Filter: its take kernel of strings can index past its
+// buffer on batches decoded from Parquet, and panics on a goroutine of
+// its own, where no recover can catch it.)
+func take(rec arrow.RecordBatch, mask []uint8, mem memory.Allocator) (arrow.RecordBatch, error) {
+	type run struct{ from, to int64 }
+	var runs []run
+	var rows int64
+	for i := 0; i < len(mask); {
+		if mask[i] != tTrue {
+			i++
+			continue
 		}
+		j := i
+		for j < len(mask) && mask[j] == tTrue {
+			j++
+		}
+		runs = append(runs, run{int64(i), int64(j)})
+		rows += int64(j - i)
+		i = j
 	}
-	sel := array.NewBoolean(len(mask), buf, nil, 0)
-	buf.Release()
-	defer sel.Release()
-	out, err := compute.FilterRecordBatch(exec.WithAllocator(ctx, mem), rec, sel, compute.DefaultFilterOptions())
-	if err != nil {
-		return nil, fmt.Errorf("filter rows: %w", err)
+	if len(runs) == 1 {
+		return rec.NewSlice(runs[0].from, runs[0].to), nil
 	}
-	return out, nil
+	cols := make([]arrow.Array, rec.NumCols())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	parts := make([]arrow.Array, len(runs))
+	for c, col := range rec.Columns() {
+		for k, r := range runs {
+			parts[k] = array.NewSlice(col, r.from, r.to)
+		}
+		out, err := array.Concatenate(parts, mem)
+		for _, p := range parts {
+			p.Release()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("filter rows of column %q: %w", rec.ColumnName(c), err)
+		}
+		cols[c] = out
+	}
+	return array.NewRecordBatch(rec.Schema(), cols, rows), nil
 }
 
 // Mask evaluates the filter on every row of rec: 1 true, 0 false, 2 null.
