@@ -108,6 +108,9 @@ func (c *Catalog) Open(ctx context.Context, r *Request) (*store.SnapshotReader, 
 // files, grouped to about EndpointBytes each, in index order. desc is
 // echoed in the FlightInfo (a PATH descriptor of the keys when nil).
 func (c *Catalog) Plan(ctx context.Context, r *Request, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	if r.Multi != nil {
+		return c.planMulti(ctx, r, desc)
+	}
 	sn, sc, err := c.Snapshot(ctx, r)
 	if err != nil {
 		return nil, err

@@ -51,6 +51,8 @@ type Request struct {
 	Filter *filter.Expr
 	// Limit, when not nil, ends the read after this many rows.
 	Limit *int64
+	// Multi, when not nil, reads several profiles as one (Keys is nil).
+	Multi *MultiRead
 
 	// Put options (CMD descriptors only).
 
@@ -69,7 +71,12 @@ type Request struct {
 }
 
 // Path is the profile's slash-joined name.
-func (r *Request) Path() string { return store.ProfilePath(r.Keys) }
+func (r *Request) Path() string {
+	if r.Multi != nil {
+		return r.Multi.Describe()
+	}
+	return store.ProfilePath(r.Keys)
+}
 
 // ReadOptions converts the read fields for store.Read.
 func (r *Request) ReadOptions() store.ReadOptions {
@@ -105,6 +112,9 @@ func (r *Request) CheckPut() error {
 	}
 	if r.Limit != nil {
 		bad = append(bad, "limit")
+	}
+	if r.Multi != nil {
+		bad = append(bad, "prefix, paths")
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%w: a put's descriptor cannot set %s (appends always go to the latest version; use mode \"write\" for a new version, partition_by to partition it)", ErrInvalid, strings.Join(bad, ", "))
@@ -217,6 +227,7 @@ type readWire struct {
 	Files     *[]string                  `json:"files,omitempty"`
 	Filter    *filterField               `json:"filter,omitempty"`
 	Limit     *limitField                `json:"limit,omitempty"`
+	multiWire
 }
 
 // cmdWire is the JSON of a CMD descriptor: read and put fields.
@@ -330,6 +341,8 @@ func (w *readWire) toRequest(what string) (*Request, error) {
 			return nil, fmt.Errorf("%s keys: %w", what, err)
 		}
 		r.Keys = keys
+	case w.multiWire.set():
+		// Several profiles: checked below.
 	default:
 		return nil, fmt.Errorf("%w: %s names no profile (want \"path\" or \"keys\")", ErrInvalid, what)
 	}
@@ -369,6 +382,14 @@ func (w *readWire) toRequest(what string) (*Request, error) {
 	if w.Limit != nil {
 		n := w.Limit.n
 		r.Limit = &n
+	}
+	if w.multiWire.set() {
+		if r.Keys != nil {
+			return nil, fmt.Errorf("%w: %s names a profile (\"path\"/\"keys\") and several (\"prefix\"/\"paths\"); give one", ErrInvalid, what)
+		}
+		if err := w.multiWire.toMulti(what, r, w.Version != nil); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
@@ -493,8 +514,13 @@ func PathDescriptor(keys []string) *flight.FlightDescriptor {
 // ParseTicket reads back to the same request. The version is written as a
 // number; Latest is left out.
 func EncodeTicket(r *Request) []byte {
-	path := r.Path()
-	w := readWire{Path: &path, Columns: r.Columns}
+	w := readWire{Columns: r.Columns}
+	if r.Multi != nil {
+		r.Multi.wire(&w.multiWire)
+	} else {
+		path := r.Path()
+		w.Path = &path
+	}
 	if r.Version != Latest {
 		w.Version = &versionField{n: r.Version}
 	}

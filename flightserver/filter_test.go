@@ -80,3 +80,50 @@ func TestDoGetFilter(t *testing.T) {
 		}
 	}
 }
+
+// A read of several profiles streams them as one, and is allowed only
+// when the caller may read every one of them.
+func TestMultiProfileReadAuthz(t *testing.T) {
+	s := startAuth(t, testAuth(t))
+	rec := strBatch(3, 8)
+	defer rec.Release()
+	for _, k := range [][]string{{"sales", "eu"}, {"sales", "us"}, {"hr", "pay"}} {
+		if err := putErr(bearer("tok-admin-all"), s.c, k, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(tok, ticket string) (int64, error) {
+		stream, err := s.c.DoGet(bearer(tok), &flight.Ticket{Ticket: []byte(ticket)})
+		if err != nil {
+			return 0, err
+		}
+		rdr, err := flight.NewRecordReader(stream)
+		if err != nil {
+			return 0, err
+		}
+		defer rdr.Release()
+		var n int64
+		for rdr.Next() {
+			n += rdr.RecordBatch().NumRows()
+		}
+		return n, rdr.Err()
+	}
+	if n, err := read("tok-read-sales", `{"prefix": "sales", "source_column": "profile"}`); err != nil || n != 6 {
+		t.Fatalf("prefix sales: %d rows, %v", n, err)
+	}
+	if n, err := read("tok-read-all", `{"prefix": "", "limit": 7}`); err != nil || n != 7 {
+		t.Fatalf("every profile, limit 7: %d rows, %v", n, err)
+	}
+	for _, ticket := range []string{`{"paths": ["sales/eu", "hr/pay"]}`, `{"prefix": ""}`, `{"prefix": "hr"}`} {
+		if _, err := read("tok-read-sales", ticket); status.Code(err) != codes.PermissionDenied {
+			t.Errorf("%s by a sales-only identity: %v, want PermissionDenied", ticket, err)
+		}
+	}
+	info, err := s.c.GetFlightInfo(bearer("tok-read-sales"), &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: []byte(`{"paths": ["sales/us", "sales/eu"]}`)})
+	if err != nil || info.TotalRecords != 6 || len(info.Endpoint) != 2 {
+		t.Fatalf("GetFlightInfo of two profiles: %v, %v", info, err)
+	}
+	if _, err := s.c.GetSchema(bearer("tok-read-sales"), &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: []byte(`{"prefix": "sales", "source_column": "p"}`)}); err != nil {
+		t.Fatalf("GetSchema of a prefix: %v", err)
+	}
+}
