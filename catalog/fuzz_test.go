@@ -34,7 +34,16 @@ func FuzzParseTicket(f *testing.F) {
 			}
 			return
 		}
-		if err := store.ValidateKeys(r.Keys); err != nil {
+		if r.Multi != nil {
+			if r.Keys != nil || (r.Multi.Prefix == nil) == (r.Multi.Profiles == nil) {
+				t.Fatalf("a multi-profile read with keys %q, prefix %q, profiles %q", r.Keys, r.Multi.Prefix, r.Multi.Profiles)
+			}
+			for _, k := range r.Multi.Profiles {
+				if err := store.ValidateKeys(k); err != nil {
+					t.Fatalf("parsed invalid keys %q: %v", k, err)
+				}
+			}
+		} else if err := store.ValidateKeys(r.Keys); err != nil {
 			t.Fatalf("parsed invalid keys %q: %v", r.Keys, err)
 		}
 		again, err := ParseTicket(EncodeTicket(r))

@@ -547,8 +547,13 @@ func EncodeTicket(r *Request) []byte {
 	return b
 }
 
-// MarshalJSON writes a version as its number.
-func (v versionField) MarshalJSON() ([]byte, error) { return []byte(strconv.Itoa(v.n)), nil }
+// MarshalJSON writes a version as its number (Latest as "latest").
+func (v versionField) MarshalJSON() ([]byte, error) {
+	if v.n == Latest {
+		return []byte(`"latest"`), nil
+	}
+	return []byte(strconv.Itoa(v.n)), nil
+}
 
 // jsonError shortens a decoder error for a client message.
 func jsonError(err error) string { return truncate(err.Error()) }
