@@ -16,8 +16,11 @@ venv, then runs this). Environment:
     BENCH_OUT     where results.json, results.md and benchmarks.png go
                   (default bench/out).
     BENCH_CASES   comma-separated subset of:
-                  get,prune,cache,comp,hist,put,append,history,list,info
-                  (default: all). cache adds the variants of a server with an
+                  get,prune,filter,cache,comp,hist,put,append,history,list,info
+                  (default: all). filter reads 1% of the rows of a profile
+                  appended in id order with a row filter on id, against the
+                  full read and pyarrow.dataset's filtered read of the same
+                  files. cache adds the variants of a server with an
                   Arrow IPC cache (--cache-dir) to the get/prune cases; comp
                   reads the data written with each --compression; hist
                   compares a profile of 3,000 appends with the same rows in
@@ -58,10 +61,10 @@ APPEND_S = float(os.environ.get("BENCH_APPEND_SECONDS", "8" if BIG else "2"))
 WORK = os.environ.get("BENCH_WORK", f"/tmp/quiver-bench-{SCALE:g}")
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.environ.get("BENCH_OUT", os.path.join(HERE, "out"))
-CASES = set(os.environ.get("BENCH_CASES", "get,prune,cache,comp,hist,put,append,history,list,info").split(","))
+CASES = set(os.environ.get("BENCH_CASES", "get,prune,filter,cache,comp,hist,put,append,history,list,info").split(","))
 HISTORY = [int(n) for n in os.environ.get("BENCH_HISTORY", "100,1000,10000" if SCALE >= 0.25 else "100,1000").split(",")]
 HISTORY_APPENDS = 200  # timed appends at each history size
-CASES = set(os.environ.get("BENCH_CASES", "get,prune,cache,comp,hist,put,append,list,info").split(","))
+CASES = set(os.environ.get("BENCH_CASES", "get,prune,filter,cache,comp,hist,put,append,list,info").split(","))
 HIST_ROWS = int(os.environ.get("BENCH_HIST_ROWS", "1000"))
 HIST_FILES = (3000, 30)  # the history case: appends vs the same rows in few files
 COMPRESSIONS = ("zstd", "lz4_raw", "snappy", "none")
@@ -416,6 +419,72 @@ def read_cases(full_dir):
         p.stop()
         if qc is not None:
             qc.stop()
+
+
+SORTED_FILES = 64  # appends of the filter case, in id order
+FILTER_FRACTION = 0.01
+
+
+def setup_sorted_data():
+    """The filter case's data: the source appended to bench/sorted in
+    SORTED_FILES appends of consecutive ids (as time-ordered appends
+    arrive), so each file covers one id range."""
+    d = os.path.join(data_dir(), "bench", "sorted")
+    stamp = os.path.join(WORK, "sorted.done")
+    if os.path.exists(stamp):
+        log(f"reusing {d}")
+        return os.path.join(d, "v0")
+    shutil.rmtree(d, ignore_errors=True)
+    t = source()
+    step = -(-t.num_rows // SORTED_FILES)
+    q = start_quiver()
+    try:
+        for off in range(0, t.num_rows, step):
+            part = t.slice(off, step)
+            flight_put(q.client, fl.FlightDescriptor.for_path("bench", "sorted"), lambda: part.to_reader(BATCH_ROWS))
+    finally:
+        q.stop()
+    open(stamp, "w").close()
+    return os.path.join(d, "v0")
+
+
+def filter_cases():
+    """A row filter selecting FILTER_FRACTION of the rows on the sorted id
+    column: Quiver's filtered read against its full read (the target is
+    at most 5% of its time) and against pyarrow.dataset reading the same
+    files with the same filter."""
+    sorted_dir = setup_sorted_data()
+    n = sum(pq.ParquetFile(os.path.join(sorted_dir, f)).metadata.num_rows for f in os.listdir(sorted_dir) if f.endswith(".parquet"))
+    lo = n // 2
+    hi = lo + max(1, int(n * FILTER_FRACTION))
+    flt = {"and": [{"col": "id", "op": ">=", "value": lo}, {"col": "id", "op": "<", "value": hi}]}
+    full_t = json.dumps({"path": "bench/sorted"})
+    filt_t = json.dumps({"path": "bench/sorted", "filter": flt})
+    dsf = (ds.field("id") >= lo) & (ds.field("id") < hi)
+    q = start_quiver()
+    try:
+        ds.dataset(sorted_dir, format="parquet").to_table()  # warm the page cache
+
+        def ds_read(f):
+            return lambda: table_res(ds.dataset(sorted_dir, format="parquet").to_table(filter=f))
+
+        variants = [
+            ("quiver full (Go client)", lambda: go_read(q.addr, full_t), q),
+            ("quiver filtered (Go client)", lambda: go_read(q.addr, filt_t), q),
+            ("quiver filtered (pyarrow client)", lambda: flight_read(q.client, filt_t.encode()), q),
+            ("local dataset.to_table full", ds_read(None), None),
+            ("local dataset.to_table filtered", ds_read(dsf), None),
+        ]
+        run_case("DoGet filter 1% of a sorted column", variants, what=f"{lo:,} <= id < {hi:,} of {n:,} rows, {SORTED_FILES} files")
+    finally:
+        q.stop()
+    by = {r["variant"]: r for r in RESULTS if r["case"] == "DoGet filter 1% of a sorted column"}
+    full, filt = by["quiver full (Go client)"], by["quiver filtered (Go client)"]
+    assert filt["rows"] == hi - lo, (filt["rows"], hi - lo)
+    share = filt["median_s"] / full["median_s"]
+    filt["share_of_full"] = share
+    log(f"filter: quiver's filtered read takes {share:.1%} of its full read (target <= 5%); "
+        f"pyarrow.dataset filtered {by['local dataset.to_table filtered']['median_s']:.3f}s")
 
 
 def comp_dir(c):
@@ -956,6 +1025,8 @@ def main():
             "machine": machine(), "pyarrow": pa.__version__, "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     if CASES & {"get", "prune"}:
         read_cases(full_dir)
+    if "filter" in CASES:
+        filter_cases()
     if "comp" in CASES:
         comp_cases()
     if "hist" in CASES:

@@ -22,6 +22,10 @@ func isRequestError(err error) bool {
 func FuzzParseTicket(f *testing.F) {
 	f.Add([]byte(`sales/orders`))
 	f.Add([]byte(`{"path":"sales/orders","version":3,"partition":{"region":"eu"},"columns":["id"]}`))
+	f.Add([]byte(`{"path":"sales/orders","filter":{"and":[{"col":"region","op":"=","value":"eu"},{"col":"total","op":">","value":100}]},"limit":10}`))
+	f.Add([]byte(`{"prefix":"sales","source_column":"profile","limit":3}`))
+	f.Add([]byte(`{"paths":["a/b","a/c"],"versions":[1,"latest"],"read":1,"files":["v1/0.parquet"]}`))
+	f.Add([]byte(`{"path":"a/b","filter":{"substrait":"Gh8KGkIYCggSBgoCEgAiABIFCgNiAWESBQoDYgFiGgF4ImcKBnJlZ2lvbgoFdG90YWwKAWQKAnRzCgFzCgFhCgFmCgNiaWcKBGZsYWcSOwoEYgIQAQoEKgIQAQoFggECEAEKB4oCBAgGGAEKC8oBCAoEOgIQARgBCgRaAhABCgQ6AhABCgQKAhABOhAQLCoMQWNlcm8gMjYuMC4x"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := ParseTicket(b)
 		if err != nil {
@@ -30,13 +34,28 @@ func FuzzParseTicket(f *testing.F) {
 			}
 			return
 		}
-		if err := store.ValidateKeys(r.Keys); err != nil {
+		if r.Multi != nil {
+			if r.Keys != nil || (r.Multi.Prefix == nil) == (r.Multi.Profiles == nil) {
+				t.Fatalf("a multi-profile read with keys %q, prefix %q, profiles %q", r.Keys, r.Multi.Prefix, r.Multi.Profiles)
+			}
+			for _, k := range r.Multi.Profiles {
+				if err := store.ValidateKeys(k); err != nil {
+					t.Fatalf("parsed invalid keys %q: %v", k, err)
+				}
+			}
+		} else if err := store.ValidateKeys(r.Keys); err != nil {
 			t.Fatalf("parsed invalid keys %q: %v", r.Keys, err)
 		}
 		again, err := ParseTicket(EncodeTicket(r))
 		if err != nil {
 			t.Fatalf("re-parse of %s: %v", EncodeTicket(r), err)
 		}
+		// A filter comes back in the JSON form (a Substrait one too):
+		// the same filter, perhaps with literals of another kind.
+		if (again.Filter == nil) != (r.Filter == nil) || r.Filter != nil && again.Filter.String() != r.Filter.String() {
+			t.Fatalf("filter round trip: %v != %v", again.Filter, r.Filter)
+		}
+		again.Filter, r.Filter = nil, nil
 		if !reflect.DeepEqual(again, r) {
 			t.Fatalf("round trip: %+v != %+v", again, r)
 		}

@@ -94,6 +94,7 @@ func (c *Catalog) Open(ctx context.Context, r *Request) (*store.SnapshotReader, 
 	if err != nil {
 		return nil, nil, err
 	}
+	limitFiles(sn, r.Limit)
 	o.BatchBytes, o.Cached, o.Join = c.opts.batchBytes, true, true
 	rdr, err := c.st.ReadSnapshot(ctx, sn, o)
 	if err != nil {
@@ -107,6 +108,9 @@ func (c *Catalog) Open(ctx context.Context, r *Request) (*store.SnapshotReader, 
 // files, grouped to about EndpointBytes each, in index order. desc is
 // echoed in the FlightInfo (a PATH descriptor of the keys when nil).
 func (c *Catalog) Plan(ctx context.Context, r *Request, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	if r.Multi != nil {
+		return c.planMulti(ctx, r, desc)
+	}
 	sn, sc, err := c.Snapshot(ctx, r)
 	if err != nil {
 		return nil, err
@@ -114,18 +118,71 @@ func (c *Catalog) Plan(ctx context.Context, r *Request, desc *flight.FlightDescr
 	if desc == nil {
 		desc = PathDescriptor(sn.Keys)
 	}
+	rows, err := c.st.PruneSnapshot(ctx, sn) // the filter's row-group step
+	if err != nil {
+		return nil, err
+	}
+	limitFiles(sn, r.Limit)
+	if r.Limit != nil && (rows < 0 || rows > *r.Limit) {
+		if sn.Filter == nil || *r.Limit == 0 {
+			rows = min(*r.Limit, sn.Rows())
+		} else {
+			rows = -1
+		}
+	}
 	info := &flight.FlightInfo{
 		Schema:           c.schemaBytes(sc),
 		FlightDescriptor: desc,
-		TotalRecords:     sn.Rows(),
+		TotalRecords:     rows,
 		TotalBytes:       sn.Bytes(),
 		Ordered:          true,
 	}
-	for _, group := range c.groups(sn.Files) {
-		t := &Request{Keys: sn.Keys, Version: sn.Version, Columns: r.Columns, Files: group}
+	groups := c.groups(sn.Files)
+	if r.Limit != nil {
+		// The first rows of the read: one endpoint, so that the limit
+		// holds however the endpoints are fetched.
+		groups = [][]string{filePaths(sn.Files)}
+	}
+	for _, group := range groups {
+		t := &Request{Keys: sn.Keys, Version: sn.Version, Columns: r.Columns, Files: group, Filter: r.Filter, Limit: r.Limit}
 		info.Endpoint = append(info.Endpoint, &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: EncodeTicket(t)}})
 	}
 	return info, nil
+}
+
+// limitFiles keeps the files a read limited to *limit rows needs: none
+// for a limit of 0; without a filter, those up to the one that reaches
+// the limit (when every file's rows are known).
+func limitFiles(sn *store.Snapshot, limit *int64) {
+	if limit == nil {
+		return
+	}
+	if *limit == 0 {
+		sn.Files = nil
+		return
+	}
+	if sn.Filter != nil {
+		return
+	}
+	var n int64
+	for i, f := range sn.Files {
+		if f.Rows < 0 {
+			return
+		}
+		n += f.Rows
+		if n >= *limit {
+			sn.Files = sn.Files[:i+1]
+			return
+		}
+	}
+}
+
+func filePaths(files []store.DataFile) []string {
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = f.Path
+	}
+	return out
 }
 
 // schemaBytes serializes a schema, once per schema object: a version's

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -68,5 +69,104 @@ func TestPlanPinsFiles(t *testing.T) {
 	var n int
 	if err := c.List(context.Background(), []string{"a"}, func(*flight.FlightInfo) error { n++; return nil }); err != nil || n != 1 {
 		t.Fatalf("List: %d, %v", n, err)
+	}
+}
+
+func TestPlanFilterAndLimit(t *testing.T) {
+	st, err := store.Open(t.TempDir(), store.WithRowGroupRows(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"a", "f"}
+	for i := 0; i < 4; i++ {
+		appendRows(t, st, keys, 100) // ids 0..99 in each file
+	}
+	c := New(st, WithEndpointBytes(1))
+	plan := func(cmd string) *flight.FlightInfo {
+		t.Helper()
+		r, err := ParseCommand([]byte(cmd))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := c.Plan(context.Background(), r, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		return info
+	}
+	rows := func(info *flight.FlightInfo) int64 {
+		t.Helper()
+		var n int64
+		for _, ep := range info.Endpoint {
+			r, err := ParseTicket(ep.Ticket.Ticket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rdr, _, err := c.Open(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rdr.Next() {
+				n += rdr.RecordBatch().NumRows()
+			}
+			if err := rdr.Err(); err != nil {
+				t.Fatal(err)
+			}
+			rdr.Release()
+		}
+		return n
+	}
+	// Statistics decide "id >= 90" whole for the last row group of each
+	// file: the total is exact.
+	info := plan(`{"path": "a/f", "filter": {"col": "id", "op": ">=", "value": 90}}`)
+	if info.TotalRecords != 40 || len(info.Endpoint) != 4 || rows(info) != 40 {
+		t.Fatalf("id >= 90: total %d, %d endpoints", info.TotalRecords, len(info.Endpoint))
+	}
+	// Not decided by statistics: unknown.
+	info = plan(`{"path": "a/f", "filter": {"col": "id", "op": "!=", "value": 5}}`)
+	if info.TotalRecords != -1 || rows(info) != 396 {
+		t.Fatalf("id != 5: total %d", info.TotalRecords)
+	}
+	// No row can match: no file, one endpoint streaming the schema.
+	info = plan(`{"path": "a/f", "filter": {"col": "id", "op": ">", "value": 1000}}`)
+	if info.TotalRecords != 0 || info.TotalBytes != 0 || len(info.Endpoint) != 1 || rows(info) != 0 {
+		t.Fatalf("id > 1000: total %d bytes %d, %d endpoints", info.TotalRecords, info.TotalBytes, len(info.Endpoint))
+	}
+	// A limit is one endpoint of the files it needs.
+	info = plan(`{"path": "a/f", "limit": 150}`)
+	if info.TotalRecords != 150 || len(info.Endpoint) != 1 || rows(info) != 150 {
+		t.Fatalf("limit 150: total %d, %d endpoints", info.TotalRecords, len(info.Endpoint))
+	}
+	if r, _ := ParseTicket(info.Endpoint[0].Ticket.Ticket); len(r.Files) != 2 || r.Limit == nil || *r.Limit != 150 {
+		t.Fatalf("limit 150 ticket %s", info.Endpoint[0].Ticket.Ticket)
+	}
+	info = plan(`{"path": "a/f", "limit": 0}`)
+	if info.TotalRecords != 0 || len(info.Endpoint) != 1 || rows(info) != 0 {
+		t.Fatalf("limit 0: total %d, %d endpoints", info.TotalRecords, len(info.Endpoint))
+	}
+	info = plan(`{"path": "a/f", "limit": 5, "filter": {"col": "id", "op": "in", "value": [3, 97]}}`)
+	if info.TotalRecords != -1 || len(info.Endpoint) != 1 || rows(info) != 5 {
+		t.Fatalf("limit 5 in: total %d, %d endpoints", info.TotalRecords, len(info.Endpoint))
+	}
+	// Bad filters are request errors naming what is wrong.
+	for cmd, want := range map[string]string{
+		`{"path": "a/f", "filter": {"col": "nope", "op": "=", "value": 1}}`: `"nope": no such column`,
+		`{"path": "a/f", "filter": {"col": "id", "op": "=", "value": "x"}}`: `"id"`,
+		`{"path": "a/f", "filter": {"col": "id", "op": "~", "value": 1}}`:   `op "~"`,
+		`{"path": "a/f", "filter": "id = 1"}`:                               "must be a JSON object",
+		`{"path": "a/f", "filter": {"substrait": "!!"}}`:                    "base64",
+		`{"path": "a/f", "limit": -1}`:                                      "limit -1",
+		`{"path": "a/f", "limit": 1.5}`:                                     "limit 1.5",
+	} {
+		r, err := ParseCommand([]byte(cmd))
+		if err == nil {
+			_, err = c.Plan(context.Background(), r, nil)
+		}
+		if !isRequestError(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want a request error mentioning %s", cmd, err, want)
+		}
+	}
+	if r, err := ParseCommand([]byte(`{"path": "a/f", "filter": {"col": "id", "op": "=", "value": 1}}`)); err != nil || r.CheckPut() == nil {
+		t.Errorf("a put's descriptor with a filter: %v", err)
 	}
 }

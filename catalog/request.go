@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 
 	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/filter"
 )
 
 // Latest is the Version of a request that reads the newest version.
@@ -46,6 +47,12 @@ type Request struct {
 	// Files pins exact committed files (paths relative to the profile
 	// directory), as tickets from Plan do; nil means every file.
 	Files []string
+	// Filter keeps only the rows for which it is true (nil: every row).
+	Filter *filter.Expr
+	// Limit, when not nil, ends the read after this many rows.
+	Limit *int64
+	// Multi, when not nil, reads several profiles as one (Keys is nil).
+	Multi *MultiRead
 
 	// Put options (CMD descriptors only).
 
@@ -66,14 +73,23 @@ type Request struct {
 }
 
 // Path is the profile's slash-joined name.
-func (r *Request) Path() string { return store.ProfilePath(r.Keys) }
+func (r *Request) Path() string {
+	if r.Multi != nil {
+		return r.Multi.Describe()
+	}
+	return store.ProfilePath(r.Keys)
+}
 
 // ReadOptions converts the read fields for store.Read.
 func (r *Request) ReadOptions() store.ReadOptions {
-	return store.ReadOptions{
-		SnapshotOptions: store.SnapshotOptions{Version: r.Version, Partition: r.Partition, Files: r.Files},
+	o := store.ReadOptions{
+		SnapshotOptions: store.SnapshotOptions{Version: r.Version, Partition: r.Partition, Files: r.Files, Filter: r.Filter},
 		Columns:         r.Columns,
 	}
+	if r.Limit != nil {
+		o.Limit = *r.Limit
+	}
+	return o
 }
 
 // CheckPut refuses read fields in a put's descriptor: a put cannot name a
@@ -92,6 +108,15 @@ func (r *Request) CheckPut() error {
 	}
 	if r.Files != nil {
 		bad = append(bad, "files")
+	}
+	if r.Filter != nil {
+		bad = append(bad, "filter")
+	}
+	if r.Limit != nil {
+		bad = append(bad, "limit")
+	}
+	if r.Multi != nil {
+		bad = append(bad, "prefix, paths")
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%w: a put's descriptor cannot set %s (appends always go to the latest version; use mode \"write\" for a new version, partition_by to partition it)", ErrInvalid, strings.Join(bad, ", "))
@@ -203,6 +228,9 @@ type readWire struct {
 	Partition map[string]partitionValues `json:"partition,omitempty"`
 	Columns   []string                   `json:"columns,omitempty"`
 	Files     *[]string                  `json:"files,omitempty"`
+	Filter    *filterField               `json:"filter,omitempty"`
+	Limit     *limitField                `json:"limit,omitempty"`
+	multiWire
 }
 
 // cmdWire is the JSON of a CMD descriptor: read and put fields.
@@ -317,6 +345,8 @@ func (w *readWire) toRequest(what string) (*Request, error) {
 			return nil, fmt.Errorf("%s keys: %w", what, err)
 		}
 		r.Keys = keys
+	case w.multiWire.set():
+		// Several profiles: checked below.
 	default:
 		return nil, fmt.Errorf("%w: %s names no profile (want \"path\" or \"keys\")", ErrInvalid, what)
 	}
@@ -350,6 +380,21 @@ func (w *readWire) toRequest(what string) (*Request, error) {
 		}
 		r.Files = append([]string{}, (*w.Files)...)
 	}
+	if w.Filter != nil {
+		r.Filter = w.Filter.e
+	}
+	if w.Limit != nil {
+		n := w.Limit.n
+		r.Limit = &n
+	}
+	if w.multiWire.set() {
+		if r.Keys != nil {
+			return nil, fmt.Errorf("%w: %s names a profile (\"path\"/\"keys\") and several (\"prefix\"/\"paths\"); give one", ErrInvalid, what)
+		}
+		if err := w.multiWire.toMulti(what, r, w.Version != nil); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
 }
 
@@ -367,6 +412,9 @@ func ParseTicket(b []byte) (*Request, error) {
 	}
 	var w readWire
 	if err := decodeStrict(t, &w); err != nil {
+		if errors.Is(err, filter.ErrInvalid) {
+			return nil, fmt.Errorf("%w: ticket: %w", ErrInvalid, err)
+		}
 		return nil, fmt.Errorf("%w: ticket is not valid JSON: %s", ErrInvalid, jsonError(err))
 	}
 	return w.toRequest("ticket")
@@ -425,6 +473,9 @@ func ParseCommand(b []byte) (*Request, error) {
 	}
 	var w cmdWire
 	if err := decodeStrict(t, &w); err != nil {
+		if errors.Is(err, filter.ErrInvalid) {
+			return nil, fmt.Errorf("%w: descriptor: %w", ErrInvalid, err)
+		}
 		return nil, fmt.Errorf("%w: CMD descriptor is not valid JSON: %s", ErrInvalid, jsonError(err))
 	}
 	r, err := w.toRequest("descriptor")
@@ -473,8 +524,13 @@ func PathDescriptor(keys []string) *flight.FlightDescriptor {
 // ParseTicket reads back to the same request. The version is written as a
 // number; Latest is left out.
 func EncodeTicket(r *Request) []byte {
-	path := r.Path()
-	w := readWire{Path: &path, Columns: r.Columns}
+	w := readWire{Columns: r.Columns}
+	if r.Multi != nil {
+		r.Multi.wire(&w.multiWire)
+	} else {
+		path := r.Path()
+		w.Path = &path
+	}
 	if r.Version != Latest {
 		w.Version = &versionField{n: r.Version}
 	}
@@ -488,6 +544,12 @@ func EncodeTicket(r *Request) []byte {
 		files := append([]string{}, r.Files...)
 		w.Files = &files
 	}
+	if r.Filter != nil {
+		w.Filter = &filterField{e: r.Filter}
+	}
+	if r.Limit != nil {
+		w.Limit = &limitField{n: *r.Limit}
+	}
 	b, err := json.Marshal(w)
 	if err != nil {
 		panic(fmt.Sprintf("catalog: encode ticket: %v", err)) // strings and ints only; cannot fail
@@ -495,8 +557,13 @@ func EncodeTicket(r *Request) []byte {
 	return b
 }
 
-// MarshalJSON writes a version as its number.
-func (v versionField) MarshalJSON() ([]byte, error) { return []byte(strconv.Itoa(v.n)), nil }
+// MarshalJSON writes a version as its number (Latest as "latest").
+func (v versionField) MarshalJSON() ([]byte, error) {
+	if v.n == Latest {
+		return []byte(`"latest"`), nil
+	}
+	return []byte(strconv.Itoa(v.n)), nil
+}
 
 // jsonError shortens a decoder error for a client message.
 func jsonError(err error) string { return truncate(err.Error()) }

@@ -3,6 +3,8 @@ package catalog
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/quiverdb/quiver/store/filter"
 )
 
 // Defaults of the wire contract (DESIGN.md §3.1), declared here once. The
@@ -88,6 +90,11 @@ type ReadCommand struct {
 	Partition map[string][]string `json:"partition,omitempty"`
 	// Columns projects the read, in this order; empty is every column.
 	Columns []string `json:"columns,omitempty"`
+	// Filter keeps the rows for which it is true (nil: every row); it is
+	// sent in the JSON form.
+	Filter *filter.Expr `json:"filter,omitempty"`
+	// Limit, when not nil, ends the read after this many rows.
+	Limit *int64 `json:"limit,omitempty"`
 }
 
 // PutCommand is the JSON of a DoPut's CMD descriptor.

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/store/filter"
 )
 
 // ReadRequest names what to read: a profile, a version, partitions and
@@ -31,10 +32,17 @@ type ReadRequest struct {
 	// Partition keeps only the hive partitions whose column has one of
 	// the values (catalog.HiveNull selects null).
 	Partition map[string][]string
+	// Filter keeps only the rows for which it is true (nil: every row),
+	// e.g. filter.ParseWhere("region = 'eu' and total > 100"). The server
+	// prunes partitions and row groups by it before filtering rows.
+	Filter *filter.Expr
+	// Limit, when not nil, ends the read after this many rows (the first
+	// ones in the profile's order).
+	Limit *int64
 }
 
 func (r ReadRequest) command() ([]byte, error) {
-	b, err := json.Marshal(catalog.ReadCommand{Path: r.Path, Version: r.Version, Partition: r.Partition, Columns: r.Columns})
+	b, err := json.Marshal(catalog.ReadCommand{Path: r.Path, Version: r.Version, Partition: r.Partition, Columns: r.Columns, Filter: r.Filter, Limit: r.Limit})
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", r.Path, err)
 	}

@@ -279,10 +279,10 @@ func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServ
 		return fail(ctx, err)
 	}
 	ri.profile.Store(req.Path())
-	if err := s.allow(ctx, "DoGet", req.Keys); err != nil {
+	if err := s.allowRead(ctx, "DoGet", req); err != nil {
 		return err
 	}
-	rdr, _, err := s.cat.Open(ctx, req)
+	rdr, err := s.openRead(ctx, req)
 	if err != nil {
 		return fail(ctx, err)
 	}
@@ -462,7 +462,7 @@ func (s *Server) GetFlightInfo(ctx context.Context, desc *flight.FlightDescripto
 		return nil, fail(ctx, err)
 	}
 	info(ctx).profile.Store(req.Path())
-	if err := s.allow(ctx, "GetFlightInfo", req.Keys); err != nil {
+	if err := s.allowRead(ctx, "GetFlightInfo", req); err != nil {
 		return nil, err
 	}
 	fi, err := s.cat.Plan(ctx, req, desc)
@@ -482,10 +482,15 @@ func (s *Server) GetSchema(ctx context.Context, desc *flight.FlightDescriptor) (
 		return nil, fail(ctx, err)
 	}
 	info(ctx).profile.Store(req.Path())
-	if err := s.allow(ctx, "GetSchema", req.Keys); err != nil {
+	if err := s.allowRead(ctx, "GetSchema", req); err != nil {
 		return nil, err
 	}
-	_, sc, err := s.cat.Snapshot(ctx, req)
+	var sc *arrow.Schema
+	if req.Multi != nil {
+		sc, err = s.cat.MultiSchema(ctx, req)
+	} else {
+		_, sc, err = s.cat.Snapshot(ctx, req)
+	}
 	if err != nil {
 		return nil, fail(ctx, err)
 	}

@@ -417,7 +417,21 @@ func TestCLIWhereColumns(t *testing.T) {
 	if lines[0] != "region" || len(lines) != 21 || strings.Contains(r.stdout, "apac") {
 		t.Fatalf("--where eu,us: %q", r.stdout)
 	}
-	failCLI(t, s, "get", "part/x", "--where", "id=1")                 // not a partition column
+	failCLI(t, s, "get", "part/x", "--where", "id=1") // not a partition column
+	// Row filters (any column) and limits.
+	r = mustCLI(t, s, "get", "part/x", "--where", "region = 'eu' and id > 10", "--where", "id < 25", "--columns", "id")
+	if got := strings.Fields(r.stdout); strings.Join(got, ",") != "id,12,15,18,21,24" {
+		t.Fatalf("--where expression: %q", r.stdout)
+	}
+	r = mustCLI(t, s, "get", "part/x", "--where", "id = 1 or id in (4, 7)", "--limit", "2", "--columns", "id")
+	if got := strings.Fields(r.stdout); len(got) != 3 || got[0] != "id" {
+		t.Fatalf("--limit 2: %q", r.stdout)
+	}
+	if f := failCLI(t, s, "get", "part/x", "--where", "nope > 1"); !strings.Contains(f.stderr, `"nope"`) {
+		t.Fatalf("unknown filter column: %q", f.stderr)
+	}
+	failCLI(t, s, "get", "part/x", "--where", "id >")                 // malformed
+	failCLI(t, s, "get", "part/x", "--where", "id = 'x'")             // wrong type
 	failCLI(t, s, "get", "part/x", "--columns", "nope")               // unknown column
 	failCLI(t, s, "get", "part/x", "--version", "v9")                 // no such version
 	failCLI(t, s, "get", "part/x", "-o", filepath.Join(dir, "x.txt")) // unknown extension

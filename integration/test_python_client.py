@@ -27,6 +27,7 @@ import duckdb
 import pandas as pd
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.flight as flight
 import pytest
 import pyrosome
@@ -257,18 +258,39 @@ def test_limit_reads_the_first_rows_in_order(start_server):
     c.close()
 
 
-def test_filter_is_sent_and_refused_clearly_until_the_server_has_it(q, keys):
-    q.write(keys, orders(10))
+def test_filter_is_pushed_to_the_server(q, keys):
+    q.write(keys, orders(10), partition_by=["region"])
     s = spy(q)
-    try:
-        got = q.read(keys, filter=[("total", ">", 6.0), ("region", "in", ["eu"])])
-    except NotImplementedError as e:
-        assert isinstance(e, pa.ArrowNotImplementedError)
-        assert "filter= needs a server with row filters" in str(e)
-    else:  # a server with row filters
-        assert got.column("id").to_pylist() == [6, 8]
-    assert s.calls[0][1]["filter"] == [["total", ">", 6.0], ["region", "in", ["eu"]]]
+    got = q.read(keys, ["id"], filter=[("total", ">", 6.0), ("region", "in", ["eu"])])
+    assert sorted(got.column("id").to_pylist()) == [6, 8] and got.column_names == ["id"]
+    # the JSON form of docs/protocol.md, ANDed
+    assert s.calls[0][1]["filter"] == {"and": [
+        {"col": "total", "op": ">", "value": 6.0},
+        {"col": "region", "op": "in", "value": ["eu"]},
+    ]}
     q._fc = s.real
+    # the other spellings select the same rows
+    assert sorted(q.read(keys, filter={"region": "eu"}).column("id").to_pylist()) == [0, 2, 4, 6, 8]
+    assert sorted(q.read(keys, filter=("id", "not in", [0, 2, 4, 6, 8])).column("id").to_pylist()) == [1, 3, 5, 7, 9]
+    raw = {"or": [{"col": "id", "op": "<", "value": 2}, {"not": {"col": "total", "op": "<=", "value": 12}}]}
+    assert sorted(q.read(keys, filter=raw).column("id").to_pylist()) == [0, 1, 9]
+    assert q.read(keys, filter=("total", "is_null", None)).num_rows == 0
+    # a pyarrow.dataset expression travels as Substrait
+    s = spy(q)
+    expr = (pc.field("region") == "eu") & (pc.field("total") > 6.0) | (pc.field("id") == 1)
+    got = q.read(keys, filter=expr)
+    assert sorted(got.column("id").to_pylist()) == [1, 6, 8]
+    assert "substrait" in [x for x in s.calls if x[0] == "GetFlightInfo"][-1][1]["filter"]
+    q._fc = s.real
+    assert q.read(keys, filter=pc.field("id").isin([3, 4]), limit=1).num_rows == 1
+    assert q.read_batches(keys, filter=[("id", ">=", 5)]).read_all().num_rows == 5
+    # errors name what is wrong
+    with pytest.raises(pa.ArrowInvalid, match='"nope": no such column'):
+        q.read(keys, filter=[("nope", "=", 1)])
+    with pytest.raises(pa.ArrowInvalid, match='"total"'):
+        q.read(keys, filter=[("total", "=", "x")])
+    with pytest.raises(pa.ArrowInvalid, match="not supported"):
+        q.read(keys, filter=pc.field("total").is_nan())
     for bad, msg in [
         ([("total", "~", 1)], "op must be one of"),
         ([("total", ">")], "want (column, op, value)"),
@@ -277,6 +299,22 @@ def test_filter_is_sent_and_refused_clearly_until_the_server_has_it(q, keys):
     ]:
         with pytest.raises(ValueError, match=re.escape(msg)):
             q.read(keys, filter=bad)
+    with pytest.raises(TypeError, match="not a string"):
+        q.read(keys, filter="total > 1")
+
+
+def test_limit_is_one_endpoint_and_pushed_into_scans(start_server):
+    srv = start_server(extra=["--endpoint-bytes", "1"])
+    c = quiver.connect(f"127.0.0.1:{srv.port}")
+    for i in range(4):
+        c.append("lim/y", orders(10, start=10 * i))
+    info = c._fc.get_flight_info(flight.FlightDescriptor.for_command(json.dumps({"path": "lim/y", "limit": 15}).encode()))
+    assert info.total_records == 15 and len(info.endpoints) == 1
+    s = spy(c)
+    assert c.scan_polars("lim/y").head(3).collect()["id"].to_list() == [0, 1, 2]
+    assert all(json.loads(t).get("limit") == 3 for kind, t in s.calls if kind == "DoGet")
+    c._fc = s.real
+    c.close()
 
 
 def test_read_polars_pandas_and_lazy_scan(q, keys):

@@ -53,6 +53,9 @@ type ReadOptions struct {
 	// batches of about BatchBytes, so that a profile of many small appends
 	// streams as few batches as the same rows in large files.
 	Join bool
+	// Limit, when positive, ends the read after this many rows (the first
+	// ones in index order). Reads with a limit do not use the IPC cache.
+	Limit int64
 }
 
 // Read streams a version (latest by default) in index order. Partitions are
@@ -107,8 +110,12 @@ func (s *Store) ReadSnapshot(ctx context.Context, sn *Snapshot, o ReadOptions) (
 	if o.BatchBytes <= 0 {
 		o.BatchBytes = DefaultReadBatchBytes
 	}
-	r := &SnapshotReader{s: s, p: p, sn: sn, out: out, o: o, parent: ctx}
-	if o.Cached && s.cache != nil && ipccache.Cacheable(sn.Schema) {
+	r := &SnapshotReader{s: s, p: p, sn: sn, out: out, o: o, parent: ctx, wide: out, left: o.Limit}
+	if extra := filterFields(sn, out); len(extra) > 0 {
+		md := out.Metadata()
+		r.wide = arrow.NewSchema(append(slices.Clone(out.Fields()), extra...), &md)
+	}
+	if o.Cached && s.cache != nil && ipccache.Cacheable(sn.Schema) && sn.Filter == nil && o.Limit <= 0 {
 		r.cache = s.cache
 		r.whole = o.Columns == nil || out.Equal(sn.Schema)
 	}
@@ -130,6 +137,12 @@ type SnapshotReader struct {
 	// whole is true when the output is every column in the snapshot's
 	// order: cached messages are sent as they are.
 	whole bool
+	// wide is out and then the columns only the filter reads.
+	wide *arrow.Schema
+	// left is the rows the limit still allows (Limit > 0).
+	left int64
+	// rowGroups counts the row groups decoded and skipped by the filter.
+	groupsRead, groupsSkipped atomic.Int64
 
 	started bool
 	ctx     context.Context
@@ -303,8 +316,29 @@ func (r *SnapshotReader) Next() bool {
 			return false
 		}
 	}
+	if r.o.Limit > 0 {
+		if r.left <= 0 {
+			it.release()
+			r.stop()
+			return false
+		}
+		if it.rec != nil && it.rec.NumRows() > r.left {
+			sl := it.rec.NewSlice(0, r.left)
+			it.rec.Release()
+			it.rec = sl
+		}
+		if it.rec != nil {
+			r.left -= it.rec.NumRows()
+		}
+	}
 	r.cur = it
 	return true
+}
+
+// RowGroups counts the Parquet row groups the read has decoded so far and
+// those its filter's statistics let it skip.
+func (r *SnapshotReader) RowGroups() (read, skipped int64) {
+	return r.groupsRead.Load(), r.groupsSkipped.Load()
 }
 
 // pull returns the next item of the read in order (false at its end, or
@@ -675,9 +709,9 @@ func (of *openFile) close() {
 // open opens one file and plans how its batches become output batches.
 // Its errors are the read's (already wrapped).
 func (r *SnapshotReader) open(df DataFile) (*openFile, error) {
-	of := &openFile{df: df, src: make([]int, r.out.NumFields())}
-	fileCols := make([]string, 0, r.out.NumFields())
-	for i, f := range r.out.Fields() {
+	of := &openFile{df: df, src: make([]int, r.wide.NumFields())}
+	fileCols := make([]string, 0, r.wide.NumFields())
+	for i, f := range r.wide.Fields() {
 		if slices.Contains(r.sn.PartitionBy, f.Name) {
 			of.src[i] = -1
 			continue
@@ -723,7 +757,25 @@ func (r *SnapshotReader) open(df DataFile) (*openFile, error) {
 		of.counted = true
 		return of, nil
 	}
-	rr, err := pf.Records(r.ctx, fileCols)
+	var groups []int
+	if r.sn.Filter != nil {
+		pv := newPartValues(r.sn.Schema, r.sn.PartitionBy)
+		part, err := pv.stats(df)
+		if err == nil {
+			groups, _ = selectRowGroups(r.sn.Filter, pf, part)
+		}
+		pv.release()
+		if err != nil {
+			return of, wrap(err)
+		}
+	}
+	if groups == nil {
+		r.groupsRead.Add(int64(pf.NumRowGroups()))
+	} else {
+		r.groupsRead.Add(int64(len(groups)))
+		r.groupsSkipped.Add(int64(pf.NumRowGroups() - len(groups)))
+	}
+	rr, err := pf.RecordsIn(r.ctx, fileCols, groups)
 	if err != nil {
 		return of, wrap(r.s.badFile(r.p, df, err))
 	}
@@ -752,8 +804,8 @@ func (r *SnapshotReader) readFile(of *openFile) (arrow.RecordBatch, error) {
 		in = of.rr.RecordBatch()
 		n = in.NumRows()
 	}
-	cols := make([]arrow.Array, r.out.NumFields())
-	for i, f := range r.out.Fields() {
+	cols := make([]arrow.Array, r.wide.NumFields())
+	for i, f := range r.wide.Fields() {
 		var err error
 		if of.src[i] == srcNull {
 			cols[i], err = r.nullColumn(of, i, f, n)
@@ -767,16 +819,42 @@ func (r *SnapshotReader) readFile(of *openFile) (arrow.RecordBatch, error) {
 			return nil, fmt.Errorf("column %q: %w", f.Name, err)
 		}
 	}
-	rec := array.NewRecordBatch(r.out, cols, n)
+	rec := array.NewRecordBatch(r.wide, cols, n)
 	releaseAll(cols)
-	return rec, nil
+	if r.sn.Filter == nil {
+		return rec, nil
+	}
+	return r.filterBatch(rec)
+}
+
+// filterBatch keeps the rows of a wide batch that pass the filter, as a
+// batch of the output columns (one of no rows when none passes).
+func (r *SnapshotReader) filterBatch(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	defer rec.Release()
+	kept, err := r.sn.Filter.Apply(r.ctx, rec, r.s.readMem)
+	if err != nil {
+		return nil, err
+	}
+	if kept == nil {
+		cols := make([]arrow.Array, r.out.NumFields())
+		for i, f := range r.out.Fields() {
+			cols[i] = array.MakeArrayOfNull(r.s.readMem, f.Type, 0)
+		}
+		defer releaseAll(cols)
+		return array.NewRecordBatch(r.out, cols, 0), nil
+	}
+	if r.wide == r.out {
+		return kept, nil
+	}
+	defer kept.Release()
+	return array.NewRecordBatch(r.out, kept.Columns()[:r.out.NumFields()], kept.NumRows()), nil
 }
 
 // partitionColumn returns n copies of the file's value of a partition
 // column, slicing one cached array.
 func (r *SnapshotReader) partitionColumn(of *openFile, i int, f arrow.Field, n int64) (arrow.Array, error) {
 	if of.consts == nil {
-		of.consts = make([]arrow.Array, r.out.NumFields())
+		of.consts = make([]arrow.Array, r.wide.NumFields())
 	}
 	if c := of.consts[i]; c == nil || int64(c.Len()) < n {
 		if c != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/quiverdb/quiver/store/codec"
+	"github.com/quiverdb/quiver/store/filter"
 	"github.com/quiverdb/quiver/store/fsys"
 )
 
@@ -29,6 +30,9 @@ type Snapshot struct {
 	Created       time.Time // from .version.json; zero for pyrosome versions
 	Files         []DataFile
 	Records       []*CommitRecord
+	// Filter is the row filter of the read, bound to Schema (nil: every
+	// row); Files holds only those whose partition values may pass it.
+	Filter *filter.Bound
 }
 
 // Path is the profile's slash-joined name.
@@ -57,6 +61,11 @@ type SnapshotOptions struct {
 	// Files pins exact files (paths relative to the profile directory), as
 	// a planned endpoint does. Every one must still exist in the version.
 	Files []string
+	// Filter keeps only the rows for which it is true; files whose
+	// partition values rule it out are left out of the snapshot. A column
+	// it names that does not exist, or a literal of another type, is
+	// ErrInvalidArgument.
+	Filter *filter.Expr
 }
 
 // Latest is the version number that means "the newest one".
@@ -94,6 +103,11 @@ func (s *Store) Snapshot(ctx context.Context, keys []string, o SnapshotOptions) 
 			pinned = append(pinned, df)
 		}
 		sn.Files = pinned
+	}
+	if o.Filter != nil {
+		if err := s.bindFilter(sn, o.Filter); err != nil {
+			return nil, err
+		}
 	}
 	return sn, nil
 }

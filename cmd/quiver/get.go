@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -20,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quiverdb/quiver/client"
+	"github.com/quiverdb/quiver/store/filter"
 )
 
 // Output formats of `quiver get`.
@@ -41,6 +43,7 @@ type getFlags struct {
 	progress progressMode
 	rows     int
 	parallel int
+	limit    int64
 }
 
 func newGet(stdout, stderr io.Writer) *cobra.Command {
@@ -55,13 +58,24 @@ With -o FILE the format follows the extension (.parquet, .csv,
 complete or not at all. Without -o, a terminal gets a table of the first rows
 and the total row count; a pipe gets CSV (or --format).
 
---where col=value keeps only the partitions that match (repeat it for more
-columns, or for several values of one column); --columns picks and orders the
-columns. The read is planned once (GetFlightInfo) and its endpoints are fetched
-in parallel, all from one snapshot, and written in order.`,
+--where keeps only the rows that match a filter such as
+"region = 'eu' and total > 100": columns bare or "double-quoted", strings
+'single-quoted', numbers and true/false bare; = != < <= > >=, in (...),
+not in (...), is null, is not null, and, or, not, parentheses. Dates and
+timestamps are ISO strings ('2024-01-31', '2024-01-31T12:00:00Z'). The server
+prunes partitions and Parquet row groups the filter rules out, then filters
+the rows of the rest. Several --where are ANDed. The short form col=value
+(no spaces) keeps the hive partitions whose value matches, as before: repeat
+it for more columns, or for several values of one column.
+
+--limit N stops after the first N rows (in the profile's order); --columns
+picks and orders the columns (a filter may use others). The read is planned
+once (GetFlightInfo) and its endpoints are fetched in parallel, all from one
+snapshot, and written in order.`,
 		Example: `  quiver get sales/orders
   quiver get sales/orders -o orders.parquet
   quiver get sales/orders --where region=eu --columns id,total -o eu.csv
+  quiver get sales/orders --where "region = 'eu' and total > 100" --limit 1000
   quiver get sales/orders --version v3 | head`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -75,7 +89,8 @@ in parallel, all from one snapshot, and written in order.`,
 	f.StringVarP(&g.output, "output", "o", "", "write to FILE (\"-\": stdout)")
 	f.StringVar(&g.format, "format", "", "parquet, csv, arrow (IPC file / Feather v2), arrows (IPC stream) or table")
 	f.StringVar(&g.version, "version", "", "version to read (v3 or 3; default the latest)")
-	f.StringArrayVar(&g.where, "where", nil, "partition filter col=value (repeatable)")
+	f.StringArrayVar(&g.where, "where", nil, "row filter, e.g. \"region = 'eu' and total > 100\"; col=value is a partition filter (repeatable, ANDed)")
+	f.Int64Var(&g.limit, "limit", -1, "at most this many rows (the first ones)")
 	f.StringSliceVar(&g.columns, "columns", nil, "columns to fetch, comma-separated, in this order")
 	f.Var(&g.progress, "progress", "progress bar on stderr: auto (on a terminal), always or never")
 	f.IntVar(&g.rows, "rows", 20, "rows the terminal table shows")
@@ -102,9 +117,34 @@ func parseVersion(s string) (any, error) {
 	return "v" + n, nil
 }
 
-// parseWhere turns col=value filters into the descriptor's partition
+// partitionForm matches --where's short form, col=value without spaces,
+// quotes or other operators: a hive partition filter.
+var partitionForm = regexp.MustCompile(`^[^\s=<>!()'",]+=[^\s=<>!()'",]*$`)
+
+// parseWhere splits --where into the short col=value partition filters
+// (the descriptor's partition object; a column given twice matches either
+// value) and the row filter of the others, ANDed.
+func parseWhere(where []string) (map[string]any, *filter.Expr, error) {
+	var short []string
+	var exprs []*filter.Expr
+	for _, w := range where {
+		if partitionForm.MatchString(strings.TrimSpace(w)) {
+			short = append(short, strings.TrimSpace(w))
+			continue
+		}
+		e, err := filter.ParseWhere(w)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--where %q: %s", w, strings.TrimPrefix(err.Error(), "invalid argument: "))
+		}
+		exprs = append(exprs, e)
+	}
+	parts, err := parsePartitions(short)
+	return parts, filter.And(exprs...), err
+}
+
+// parsePartitions turns col=value filters into the descriptor's partition
 // object; a column given twice matches either value.
-func parseWhere(where []string) (map[string]any, error) {
+func parsePartitions(where []string) (map[string]any, error) {
 	if len(where) == 0 {
 		return nil, nil
 	}
@@ -139,9 +179,16 @@ func (g *getFlags) request(profile string) (client.ReadRequest, error) {
 		return r, err
 	}
 	r.Version, _ = v.(string)
-	where, err := parseWhere(g.where)
+	where, rowFilter, err := parseWhere(g.where)
 	if err != nil {
 		return r, err
+	}
+	r.Filter = rowFilter
+	if g.limit >= 0 {
+		n := g.limit
+		r.Limit = &n
+	} else if g.limit != -1 {
+		return r, fmt.Errorf("--limit %d: want a number of rows ≥ 0", g.limit)
 	}
 	for col, vals := range where {
 		if r.Partition == nil {
@@ -240,7 +287,11 @@ func runGet(ctx context.Context, g *getFlags, profile string, stdout, stderr io.
 		if err != nil && !errors.Is(err, errEnough) {
 			return err
 		}
-		return fr.write(stdout, plan.TotalRecords, colorOK(stdout))
+		total := plan.TotalRecords
+		if total < 0 && err == nil {
+			total = int64(len(fr.cells)) // all of it arrived: that is the count
+		}
+		return fr.write(stdout, total, colorOK(stdout))
 	}
 
 	// A file appears whole or not at all: write a hidden temp beside it,
@@ -268,7 +319,11 @@ func runGet(ctx context.Context, g *getFlags, profile string, stdout, stderr io.
 		return err
 	}
 	prog := newProgress(stderr, g.progress, plan.TotalRecords, false, "get "+profile)
-	err = fetch(ctx, cl, plan, g.parallel, prog, sk.write)
+	var written int64
+	err = fetch(ctx, cl, plan, g.parallel, prog, func(rec arrow.RecordBatch) error {
+		written += rec.NumRows()
+		return sk.write(rec)
+	})
 	prog.finish()
 	if cerr := sk.close(); err == nil {
 		err = cerr
@@ -291,7 +346,7 @@ func runGet(ctx context.Context, g *getFlags, profile string, stdout, stderr io.
 			_ = os.Remove(name)
 			return err
 		}
-		fmt.Fprintf(stderr, "wrote %s rows to %s\n", groupDigits(plan.TotalRecords), g.output)
+		fmt.Fprintf(stderr, "wrote %s rows to %s\n", groupDigits(written), g.output)
 	}
 	return nil
 }

@@ -197,15 +197,18 @@ func TestParquetInputHasNoFieldIDs(t *testing.T) {
 }
 
 func TestParseWhereAndVersion(t *testing.T) {
-	w, err := parseWhere([]string{"region=eu", "region=us", "day=2024-01-01", "x="})
+	w, rf, err := parseWhere([]string{"region=eu", "region=us", "day=2024-01-01", "x=", "total > 5", "note = 'a b'"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if rf == nil || rf.String() != "total > 5 and note = 'a b'" {
+		t.Fatalf("row filter %v", rf)
 	}
 	if r, ok := w["region"].([]string); !ok || len(r) != 2 || w["day"] != "2024-01-01" || w["x"] != "" {
 		t.Fatalf("%v", w)
 	}
-	if _, err := parseWhere([]string{"novalue"}); err == nil {
-		t.Fatal("no error for col without =")
+	if _, _, err := parseWhere([]string{"novalue"}); err == nil || !strings.Contains(err.Error(), "operator") {
+		t.Fatalf("no error for col without an operator: %v", err)
 	}
 	for in, want := range map[string]any{"": nil, "latest": nil, "3": "v3", "v12": "v12"} {
 		if got, err := parseVersion(in); err != nil || got != want {

@@ -217,7 +217,10 @@ func (f *frame) write(w io.Writer, total int64, color bool) error {
 		rows = "row"
 	}
 	msg := fmt.Sprintf("%s %s × %d columns", groupDigits(total), rows, f.schema.NumFields())
-	if total > shown {
+	if total < 0 {
+		// A filtered read whose count the server could not tell ahead.
+		msg = fmt.Sprintf("first %s rows × %d columns (more match the filter; -o FILE to save all)", groupDigits(shown), f.schema.NumFields())
+	} else if total > shown {
 		msg += fmt.Sprintf(" (first %s shown; -o FILE to save all)", groupDigits(shown))
 	}
 	if color {

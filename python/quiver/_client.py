@@ -50,9 +50,10 @@ FilterTerm = tuple[str, str, Any]
 
 _T = TypeVar("_T")
 
-# Comparison operators of filter= (the proposed wire form: a list of
-# [column, op, value] triples, ANDed).
-FILTER_OPS = frozenset({"=", "!=", "<", "<=", ">", ">=", "in", "not in"})
+# Operators of filter= terms (column, op, value); sent in the JSON form of
+# docs/protocol.md ("not in" as {"not": {... "in" ...}}).
+FILTER_OPS = frozenset({"=", "!=", "<", "<=", ">", ">=", "in", "not in", "is_null", "not_null"})
+_JSON_FORM_KEYS = ({"col", "op"}, {"col", "op", "value"}, {"and"}, {"or"}, {"not"})
 
 
 def _pem(value: bytes | str | os.PathLike[str] | None, what: str) -> bytes | None:
@@ -110,20 +111,30 @@ def _json_value(v: Any) -> Any:
     raise TypeError(f"cannot send {v!r} ({type(v).__name__}): want str, int, float, bool, None, a date or a list of them")
 
 
-def _filter_terms(filter: Any) -> list[list[Any]]:
-    """filter= as the wire's [[column, op, value], ...] (ANDed).
+def _filter_json(filter: Any) -> dict[str, Any]:
+    """filter= (but a pyarrow expression) as the wire's JSON form.
 
     Takes a list of (column, op, value) tuples, as pyarrow.parquet's
-    filters=, or a mapping {column: value} meaning equality (a list value
-    meaning "in").
+    filters= (ANDed), one such tuple, a mapping {column: value} meaning
+    equality (a list value meaning "in"), or a filter already in the JSON
+    form ({"col": ..., "op": ..., "value": ...}, {"and": [...]}, ...).
     """
     if isinstance(filter, Mapping):
+        if set(filter) in _JSON_FORM_KEYS and (
+            "col" in filter or isinstance(next(iter(filter.values())), (list, tuple, Mapping))
+        ):
+            return json.loads(json.dumps(filter, default=_json_value))
         items = [(c, "in" if isinstance(v, (list, tuple, set, frozenset)) else "=", v) for c, v in filter.items()]
     elif isinstance(filter, tuple) and len(filter) == 3 and isinstance(filter[0], str):
         items = [filter]
+    elif isinstance(filter, str):
+        raise TypeError(
+            "filter= takes a pyarrow.compute expression (pc.field('total') > 100), a list of "
+            "(column, op, value) tuples or the JSON form, not a string"
+        )
     else:
         items = list(filter)
-    out: list[list[Any]] = []
+    out: list[dict[str, Any]] = []
     for term in items:
         if not isinstance(term, (tuple, list)) or len(term) != 3:
             raise ValueError(f"filter term {term!r}: want (column, op, value)")
@@ -135,10 +146,21 @@ def _filter_terms(filter: Any) -> list[list[Any]]:
             raise ValueError(f"filter term {term!r}: op must be one of {sorted(FILTER_OPS)}")
         if op in ("in", "not in") and not isinstance(val, (list, tuple, set, frozenset)):
             raise ValueError(f"filter term {term!r}: {op!r} wants a list of values")
-        out.append([col, op, _json_value(val)])
+        if op in ("is_null", "not_null"):
+            out.append({"col": col, "op": op})
+        elif op == "not in":
+            out.append({"not": {"col": col, "op": "in", "value": _json_value(val)}})
+        else:
+            out.append({"col": col, "op": op, "value": _json_value(val)})
     if not out:
         raise ValueError("filter= is empty")
-    return out
+    return out[0] if len(out) == 1 else {"and": out}
+
+
+def _is_expression(v: Any) -> bool:
+    import pyarrow.compute as pc
+
+    return isinstance(v, pc.Expression)
 
 
 def _seconds(v: float | timedelta | None) -> float | None:
@@ -400,12 +422,29 @@ class Client:
                 raise TypeError("columns= wants a list of names, e.g. ['id']")
             cmd["columns"] = list(columns)
         if filter is not None:
-            cmd["filter"] = _filter_terms(filter)
+            if _is_expression(filter):
+                cmd["filter"] = {"substrait": self._substrait(path, version, filter)}
+            else:
+                cmd["filter"] = _filter_json(filter)
         if limit is not None:
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
                 raise ValueError(f"limit= must be a non-negative int, not {limit!r}")
             cmd["limit"] = limit
         return cmd
+
+    def _substrait(self, path: str, version: Version, expr: Any) -> str:
+        """A pyarrow.compute expression as base64 Substrait, its columns
+        named by the profile's schema."""
+        import base64
+
+        import pyarrow.substrait as ps
+
+        schema = self.schema(path, version)
+        try:
+            raw = ps.serialize_expressions([expr], ["filter"], schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, KeyError) as e:
+            raise ValueError(f"filter={expr}: {e}") from None
+        return base64.b64encode(bytes(raw)).decode()
 
     def _plan(self, cmd: dict[str, Any]) -> tuple[flight.FlightInfo, int | None]:
         """GetFlightInfo for a read; returns the plan and the row limit the
@@ -520,10 +559,14 @@ class Client:
         Args:
             path: the profile, "sales/orders" or ("sales", "orders").
             columns: the columns to read, in this order (default: all).
-            filter: rows to keep, as [(column, op, value), ...] (ANDed; op
-                is =, !=, <, <=, >, >=, in, not in) or {column: value}.
-                Sent to the server as "filter"; a server without row
-                filters answers pyarrow.ArrowNotImplementedError.
+            filter: rows to keep: a pyarrow.compute expression
+                (``pc.field("total") > 100``, sent as Substrait), a list of
+                (column, op, value) tuples (ANDed; op is =, !=, <, <=, >,
+                >=, in, not in, is_null, not_null), {column: value}, or the
+                JSON form of docs/protocol.md. The server prunes partitions
+                and row groups by it and filters the rest; filter columns
+                need not be in columns=. A server without row filters
+                answers pyarrow.ArrowNotImplementedError.
             version: 3, "v3" or None for the latest.
             limit: at most this many rows, the first ones in the profile's
                 order. Sent to the server as "limit"; with a server that
@@ -538,7 +581,9 @@ class Client:
             quiver.NotFoundError: no such profile or version (with a
                 suggestion when the name looks mistyped).
             pyarrow.ArrowInvalid: an unknown column, a partition filter on
-                a column that is not a partition column, a bad version.
+                a column that is not a partition column, a bad version, a
+                filter on a column that does not exist or with a value of
+                another type.
         """
         p = _path(path)
         cmd = self._read_command(p, columns, version, partition, filter, limit)
@@ -640,41 +685,57 @@ class Client:
             for raw in tickets:
                 if need is not None and need <= 0:
                     return
-                t = raw
-                if with_columns is not None and raw[:1] == b"{":
-                    # endpoint tickets are JSON read requests (docs/protocol.md):
-                    # project the pinned snapshot to the columns the query uses
-                    body = json.loads(raw)
-                    body["columns"] = list(with_columns)
-                    t = json.dumps(body).encode()
-                rdr = self._endpoint_reader(flight.Ticket(t), p)
-                try:
-                    while True:
-                        try:
-                            chunk = rdr.read_chunk()
-                        except StopIteration:
-                            break
-                        except pa.ArrowException as e:
-                            raise _errors.translate(e, self.url) from None
-                        if chunk.data is None:
-                            continue
-                        df = pl.from_arrow(chunk.data)
-                        assert isinstance(df, pl.DataFrame)
+                while True:
+                    limited = need is not None and predicate is None and self._server_limit is not False
+                    t = raw
+                    if (with_columns is not None or limited) and raw[:1] == b"{":
+                        # endpoint tickets are JSON read requests (docs/protocol.md):
+                        # project the pinned snapshot to the columns the query uses,
+                        # and stop the server once the rows polars wants are sent
+                        # (when no predicate is applied here after it)
+                        body = json.loads(raw)
                         if with_columns is not None:
-                            df = df.select(with_columns)
-                        if predicate is not None:
-                            df = df.filter(predicate)
-                        if need is not None:
-                            if df.height >= need:
-                                yield df.head(need)
-                                need = 0
-                                rdr.cancel()
-                                return
-                            need -= df.height
-                        yield df
-                except GeneratorExit:
-                    rdr.cancel()
-                    raise
+                            body["columns"] = list(with_columns)
+                        if limited:
+                            body["limit"] = need
+                        t = json.dumps(body).encode()
+                    rdr = self._endpoint_reader(flight.Ticket(t), p)
+                    got_any = False
+                    try:
+                        while True:
+                            try:
+                                chunk = rdr.read_chunk()
+                            except StopIteration:
+                                break
+                            except pa.ArrowException as e:
+                                if not got_any and limited and _errors.unknown_field(e) == "limit":
+                                    raise _UnknownField("limit") from None
+                                raise _errors.translate(e, self.url) from None
+                            got_any = True
+                            if chunk.data is None:
+                                continue
+                            df = pl.from_arrow(chunk.data)
+                            assert isinstance(df, pl.DataFrame)
+                            if with_columns is not None:
+                                df = df.select(with_columns)
+                            if predicate is not None:
+                                df = df.filter(predicate)
+                            if need is not None:
+                                if df.height >= need:
+                                    yield df.head(need)
+                                    need = 0
+                                    rdr.cancel()
+                                    return
+                                need -= df.height
+                            yield df
+                    except _UnknownField:
+                        # a server that predates "limit": read this endpoint again without it
+                        self._server_limit = False
+                        continue
+                    except GeneratorExit:
+                        rdr.cancel()
+                        raise
+                    break
 
         return register_io_source(source, schema=pl_schema)
 

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/util"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
@@ -156,6 +157,39 @@ func (f *ParquetFile) Close() error { return f.pr.Close() }
 // only count the file's rows. The reader must be released before the file
 // is closed.
 func (f *ParquetFile) Records(ctx context.Context, cols []string) (array.RecordReader, error) {
+	return f.RecordsIn(ctx, cols, nil)
+}
+
+// NumRowGroups is the number of row groups in the file.
+func (f *ParquetFile) NumRowGroups() int { return f.pr.NumRowGroups() }
+
+// RowGroup is the metadata (row count, column statistics) of row group i.
+func (f *ParquetFile) RowGroup(i int) *metadata.RowGroupMetaData { return f.pr.MetaData().RowGroup(i) }
+
+// Leaf gives the Parquet column index of a top-level column stored as one
+// leaf (not nested) and its Arrow type as read; false otherwise.
+func (f *ParquetFile) Leaf(name string) (int, arrow.DataType, bool) {
+	idx := f.schema.FieldIndices(name)
+	if len(idx) != 1 || idx[0] >= len(f.fr.Manifest.Fields) {
+		return 0, nil, false
+	}
+	sf := &f.fr.Manifest.Fields[idx[0]]
+	if !sf.IsLeaf() {
+		return 0, nil, false
+	}
+	return sf.ColIndex, f.schema.Field(idx[0]).Type, true
+}
+
+// RecordsIn is Records over the row groups listed (in order; nil: all of
+// them), the others skipped unread.
+func (f *ParquetFile) RecordsIn(ctx context.Context, cols []string, rowGroups []int) (array.RecordReader, error) {
+	if rowGroups != nil {
+		for _, rg := range rowGroups {
+			if rg < 0 || rg >= f.pr.NumRowGroups() {
+				return nil, fmt.Errorf("row group %d of %d", rg, f.pr.NumRowGroups())
+			}
+		}
+	}
 	if cols == nil {
 		cols = FieldNames(f.schema)
 	}
@@ -164,16 +198,31 @@ func (f *ParquetFile) Records(ctx context.Context, cols []string) (array.RecordR
 		return nil, err
 	}
 	if len(cols) == 0 {
-		return newCountReader(out, f.footer.Rows, f.o.batchRows()), nil
+		rows := f.footer.Rows
+		if rowGroups != nil {
+			rows = 0
+			for _, rg := range rowGroups {
+				rows += f.RowGroup(rg).NumRows()
+			}
+		}
+		return newCountReader(out, rows, f.o.batchRows()), nil
 	}
 	var leaves []int
 	for _, name := range cols {
 		leaves = appendLeaves(leaves, &f.fr.Manifest.Fields[f.schema.FieldIndices(name)[0]])
 	}
-	if err := f.sizeBatches(ctx, leaves); err != nil {
+	if rowGroups != nil && len(rowGroups) == 0 {
+		// No row group: an empty reader of the projected schema.
+		return newCountReader(out, 0, 1), nil
+	}
+	probe := 0
+	if len(rowGroups) > 0 {
+		probe = rowGroups[0]
+	}
+	if err := f.sizeBatches(ctx, leaves, probe); err != nil {
 		return nil, err
 	}
-	rr, err := f.fr.GetRecordReader(ctx, leaves, nil)
+	rr, err := f.fr.GetRecordReader(ctx, leaves, rowGroups)
 	if err != nil {
 		return nil, fmt.Errorf("read Parquet columns: %w", err)
 	}
@@ -203,7 +252,7 @@ const probeRows = 256
 // size of a decoded row cannot be told from the file's metadata (a
 // dictionary-encoded column of long strings is tiny in the file and large
 // in memory), so the first rows are decoded once to measure it.
-func (f *ParquetFile) sizeBatches(ctx context.Context, leaves []int) error {
+func (f *ParquetFile) sizeBatches(ctx context.Context, leaves []int, probe int) error {
 	rows := f.o.batchRows()
 	f.fr.Props.BatchSize = rows
 	if f.o.BatchBytes <= 0 || f.pr.NumRowGroups() == 0 {
@@ -218,7 +267,7 @@ func (f *ParquetFile) sizeBatches(ctx context.Context, leaves []int) error {
 		return nil
 	}
 	f.fr.Props.BatchSize = probeRows
-	rr, err := f.fr.GetRecordReader(ctx, leaves, []int{0})
+	rr, err := f.fr.GetRecordReader(ctx, leaves, []int{probe})
 	if err != nil {
 		return fmt.Errorf("read Parquet columns: %w", err)
 	}
