@@ -543,7 +543,7 @@ const srcNull = -2
 // that are not nullable are left for the decoder to refuse.
 func (r *SnapshotReader) nullsForLacking(of *openFile, fileSc *arrow.Schema, fileCols []string) []string {
 	kept := fileCols[:0:0]
-	for i, f := range r.out.Fields() {
+	for i, f := range r.wide.Fields() {
 		if of.src[i] < 0 {
 			continue
 		}
@@ -561,7 +561,7 @@ func (r *SnapshotReader) nullsForLacking(of *openFile, fileSc *arrow.Schema, fil
 // cached array.
 func (r *SnapshotReader) nullColumn(of *openFile, i int, f arrow.Field, n int64) (arrow.Array, error) {
 	if of.consts == nil {
-		of.consts = make([]arrow.Array, r.out.NumFields())
+		of.consts = make([]arrow.Array, r.wide.NumFields())
 	}
 	if c := of.consts[i]; c == nil || int64(c.Len()) < n {
 		if c != nil {

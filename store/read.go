@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -471,6 +472,14 @@ func (r *SnapshotReader) start() {
 			go func() {
 				defer r.wg.Done()
 				defer close(sg.items)
+				defer func() {
+					// A panic while decoding (a bug, perhaps a file the
+					// checks let through) fails this read, not the process:
+					// this goroutine is no RPC's, so no interceptor sees it.
+					if v := recover(); v != nil {
+						r.emit(sg, item{err: &PanicError{Profile: r.p.String(), Value: v, Stack: debug.Stack()}, msg: -1})
+					}
+				}()
 				r.produce(sg, df)
 			}()
 			select {
@@ -513,7 +522,14 @@ func (r *SnapshotReader) fail(sg *segment, df DataFile, err error) {
 // produce reads one file into sg: from the cache when it holds the file
 // (with this read's columns, or with every column), else decoded; a read
 // through the cache keeps what it streams as an entry of its columns.
+// testHookProduce, when set (tests), runs at the start of each file's
+// decoder.
+var testHookProduce func(DataFile)
+
 func (r *SnapshotReader) produce(sg *segment, df DataFile) {
+	if testHookProduce != nil {
+		testHookProduce(df)
+	}
 	var keyOut, keyAll ipccache.Key
 	cacheable := r.cache != nil && df.Recorded && df.SHA256 != ""
 	if cacheable {
