@@ -183,11 +183,9 @@ func (f *ParquetFile) Leaf(name string) (int, arrow.DataType, bool) {
 // RecordsIn is Records over the row groups listed (in order; nil: all of
 // them), the others skipped unread.
 func (f *ParquetFile) RecordsIn(ctx context.Context, cols []string, rowGroups []int) (array.RecordReader, error) {
-	if rowGroups != nil {
-		for _, rg := range rowGroups {
-			if rg < 0 || rg >= f.pr.NumRowGroups() {
-				return nil, fmt.Errorf("row group %d of %d", rg, f.pr.NumRowGroups())
-			}
+	for _, rg := range rowGroups {
+		if rg < 0 || rg >= f.pr.NumRowGroups() {
+			return nil, fmt.Errorf("row group %d of %d", rg, f.pr.NumRowGroups())
 		}
 	}
 	if cols == nil {

@@ -280,14 +280,17 @@ func (p *substraitParser) literal(x *pb.Expression, col string) (Value, error) {
 	case *pb.Expression_Literal_Date:
 		return Value{Kind: KindDate, Int: int64(t.Date)}, nil
 	case *pb.Expression_Literal_Timestamp:
+		//lint:ignore SA1019 pyarrow 26 still writes the deprecated literal forms
 		return Value{Kind: KindTimestamp, Int: t.Timestamp, Unit: arrow.Microsecond}, nil
 	case *pb.Expression_Literal_TimestampTz:
+		//lint:ignore SA1019 pyarrow 26 still writes the deprecated literal forms
 		return Value{Kind: KindTimestamp, Int: t.TimestampTz, Unit: arrow.Microsecond}, nil
 	case *pb.Expression_Literal_PrecisionTimestamp_:
 		return precisionValue(KindTimestamp, t.PrecisionTimestamp.GetPrecision(), t.PrecisionTimestamp.GetValue(), col)
 	case *pb.Expression_Literal_PrecisionTimestampTz:
 		return precisionValue(KindTimestamp, t.PrecisionTimestampTz.GetPrecision(), t.PrecisionTimestampTz.GetValue(), col)
 	case *pb.Expression_Literal_Time:
+		//lint:ignore SA1019 pyarrow 26 still writes the deprecated literal forms
 		return Value{Kind: KindTime, Int: t.Time, Unit: arrow.Microsecond}, nil
 	case *pb.Expression_Literal_PrecisionTime_:
 		return precisionValue(KindTime, t.PrecisionTime.GetPrecision(), t.PrecisionTime.GetValue(), col)
