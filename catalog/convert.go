@@ -63,7 +63,7 @@ func ListVersionsResultFrom(keys []string, latest int, vs []store.VersionSummary
 
 // VerifyResultFrom is the wire form of a verify report.
 func VerifyResultFrom(rep *maint.VerifyReport) *VerifyResult {
-	r := &VerifyResult{OK: rep.OK, CheckedFiles: rep.CheckedFiles}
+	r := &VerifyResult{OK: rep.OK, CheckedFiles: rep.CheckedFiles, Seed: rep.Seed}
 	for _, h := range rep.Heads {
 		r.Heads = append(r.Heads, ChainHead{Path: h.Path, Seq: h.Seq, Hash: h.Hash})
 	}

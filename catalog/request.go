@@ -252,6 +252,11 @@ func decodeStrict(b []byte, v any) error {
 	if len(b) > maxRequestBytes {
 		return fmt.Errorf("longer than %d bytes", maxRequestBytes)
 	}
+	if !utf8.Valid(b) {
+		// encoding/json would turn each invalid byte into U+FFFD: keys,
+		// ids and metadata would not be what the client sent.
+		return errors.New("not valid UTF-8")
+	}
 	if err := checkFieldNames(b, v); err != nil {
 		return err
 	}

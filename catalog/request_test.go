@@ -3,6 +3,7 @@ package catalog
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
@@ -159,5 +160,19 @@ func TestParsePrefix(t *testing.T) {
 	}
 	if _, err := ParsePrefix("a/../b"); err == nil {
 		t.Error("ParsePrefix(a/../b): no error")
+	}
+}
+
+// TestRequestsMustBeUTF8 (red team g08, g09): encoding/json turns invalid
+// bytes into U+FFFD, so two different ids, keys or metadata would arrive
+// as one: a request that is not valid UTF-8 is refused.
+func TestRequestsMustBeUTF8(t *testing.T) {
+	for _, b := range [][]byte{
+		[]byte("{\"path\":\"a/b\",\"request_id\":\"r\xff\"}"),
+		[]byte("{\"path\":\"a/b\",\"metadata\":{\"k\":\"\xc3\"}}"),
+	} {
+		if _, err := ParseCommand(b); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "UTF-8") {
+			t.Errorf("ParseCommand(%q): %v, want ErrInvalid naming UTF-8", b, err)
+		}
 	}
 }

@@ -286,6 +286,9 @@ type VerifyResult struct {
 	// Heads are the last records of the verified profiles' commit logs:
 	// publish them elsewhere to detect a truncated history later.
 	Heads []ChainHead `json:"heads,omitempty"`
+	// Seed is the seed of a sampled verify (given, or drawn when none
+	// was): the same seed checks the same files again.
+	Seed int64 `json:"seed,omitempty"`
 }
 
 // ChainHead is the last record of a profile's commit log.

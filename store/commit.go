@@ -279,9 +279,10 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 		now := s.opts.now().UTC()
 		for _, i := range order {
 			st := batch[i].st
-			if id := st.o.RequestID; id != "" {
+			if st.o.RequestID != "" {
+				id := requestKey(st.o.Writer, st.o.RequestID)
 				ps.mu.Lock()
-				prev := ps.log.byRequest[id]
+				prev := ps.log.request(id)
 				ps.mu.Unlock()
 				if prev != nil {
 					res[i].replayed = prev
@@ -373,7 +374,7 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 				cur = max(cur, st.version)
 			}
 			if st.o.RequestID != "" {
-				ids[st.o.RequestID] = len(recs)
+				ids[requestKey(st.o.Writer, st.o.RequestID)] = len(recs)
 			}
 			recs = append(recs, c)
 			accepted = append(accepted, i)
@@ -428,8 +429,8 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 			res[i].rec = recs[k]
 		}
 		for _, i := range order {
-			if id := batch[i].st.o.RequestID; id != "" && res[i].rec == nil && res[i].replayed == nil && !res[i].retarget && res[i].carry == nil && res[i].err == nil {
-				if k, ok := ids[id]; ok {
+			if o := batch[i].st.o; o.RequestID != "" && res[i].rec == nil && res[i].replayed == nil && !res[i].retarget && res[i].carry == nil && res[i].err == nil {
+				if k, ok := ids[requestKey(o.Writer, o.RequestID)]; ok {
 					res[i].replayed = recs[k]
 				}
 			}

@@ -72,8 +72,25 @@ func (s *Store) compact(ctx context.Context, p profile, o CompactOptions) (*Comm
 	} else {
 		o.TargetFileBytes = DefaultCompactTarget
 	}
+	// The new record vouches for every row it copies: recorded files are
+	// checked against their SHA-256 first (a file changed on disk fails
+	// the compaction with DataLoss instead of entering a signed history),
+	// and files no record vouches for (pyrosome's appends, or planted) are
+	// named in the compaction's metadata, so that the history says which
+	// bytes entered it without a record.
+	var unrecorded []string
+	for _, df := range sn.Files {
+		if !df.Recorded {
+			unrecorded = append(unrecorded, df.Path)
+		}
+	}
+	if len(unrecorded) > 0 {
+		md["unrecorded_count"] = len(unrecorded)
+		md["unrecorded_files"] = unrecorded[:min(len(unrecorded), 500)]
+		s.opts.log.Warn().Str("profile", p.String()).Str("from", from).Strs("files", unrecorded).Msg("compaction copies files no commit record vouches for")
+	}
 	mdj, _ := json.Marshal(md)
-	rdr, err := s.OpenSnapshot(ctx, sn, nil)
+	rdr, err := s.ReadSnapshot(ctx, sn, ReadOptions{verify: true, Cached: false})
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -304,5 +305,74 @@ func TestCompactionNeverHidesAWrite(t *testing.T) {
 	t.Logf("write acknowledged as %s, compaction as %s; latest holds %v", r.c.Version, cc.Version, got)
 	if fmt.Sprint(got) != "[100]" {
 		t.Fatalf("the write acknowledged after the compaction is not the latest: latest holds %v (write %s, compaction %s)", got, r.c.Version, cc.Version)
+	}
+}
+
+// TestCompactionChecksWhatItCopies (red team g15): a committed file changed
+// on disk (same size) fails the compaction with DataLoss instead of being
+// copied into a new record that would vouch for it; nothing is committed.
+func TestCompactionChecksWhatItCopies(t *testing.T) {
+	s, dir := newTestStore(t)
+	k := []string{"g15"}
+	put(t, s, ModeWrite, k, ids(1, 2, 3), PutOptions{})
+	name := filepath.Join(dir, "g15", "v0", "0.parquet")
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(name, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Compact(context.Background(), k, CompactOptions{})
+	if !errors.Is(err, ErrDataLoss) {
+		t.Fatalf("compaction of a changed file: %v, want ErrDataLoss", err)
+	}
+	if latest, _, err := s.Versions(context.Background(), k); err != nil || latest != 0 {
+		t.Fatalf("latest after a refused compaction: %d, %v", latest, err)
+	}
+}
+
+// TestRequestIDsAreEachWritersOwn (red team g17): a request id is unique
+// per writer; another writer who uses (or guesses) the same id makes a put
+// of its own instead of being answered with the first writer's record;
+// each writer's retry is still answered from its own put.
+func TestRequestIDsAreEachWritersOwn(t *testing.T) {
+	s, _ := newTestStore(t)
+	k := []string{"g17"}
+	put(t, s, ModeWrite, k, ids(0), PutOptions{})
+	a := put(t, s, ModeAppend, k, ids(1), PutOptions{RequestID: "job-42", Writer: "alice"})
+	b := put(t, s, ModeAppend, k, ids(2), PutOptions{RequestID: "job-42", Writer: "bob"})
+	if b.Replayed || b.Seq == a.Seq {
+		t.Fatalf("bob's put was answered with alice's record (seq %d)", a.Seq)
+	}
+	a2 := put(t, s, ModeAppend, k, ids(3), PutOptions{RequestID: "job-42", Writer: "alice"})
+	b2 := put(t, s, ModeAppend, k, ids(4), PutOptions{RequestID: "job-42", Writer: "bob"})
+	if !a2.Replayed || a2.Seq != a.Seq || !b2.Replayed || b2.Seq != b.Seq {
+		t.Fatalf("retries: alice %v seq %d (want %d), bob %v seq %d (want %d)", a2.Replayed, a2.Seq, a.Seq, b2.Replayed, b2.Seq, b.Seq)
+	}
+	if got := readIDs(t, s, k, 0); len(got) != 3 {
+		t.Fatalf("rows %v, want 0, 1, 2", got)
+	}
+}
+
+// TestRequestIDRefusesWhatWouldCollide (red team g08): request ids and
+// keys that are not valid UTF-8 or hold U+FFFD are refused, not turned into
+// one id; metadata over 64 KiB is refused.
+func TestRequestIDRefusesWhatWouldCollide(t *testing.T) {
+	s, _ := newTestStore(t)
+	for _, o := range []PutOptions{
+		{RequestID: "job-\xff"},
+		{RequestID: "job-\ufffd"},
+		{Metadata: []byte(`{"x":"` + strings.Repeat("a", 70<<10) + `"}`)},
+	} {
+		if _, err := s.Put(context.Background(), []string{"g08"}, ids(1), o); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("put with %.40q: %v, want ErrInvalidArgument", o.RequestID+string(o.Metadata), err)
+		}
+	}
+	for _, k := range []string{"a\xffb", "a\ufffdb"} {
+		if _, err := s.Put(context.Background(), []string{k}, ids(1), PutOptions{}); !errors.Is(err, ErrInvalidKey) {
+			t.Errorf("key %q: %v, want ErrInvalidKey", k, err)
+		}
 	}
 }

@@ -86,6 +86,11 @@ func validateKey(k string) error {
 			return fmt.Errorf("%w: key %q contains a path separator", ErrInvalidKey, k)
 		case r == 0:
 			return fmt.Errorf("%w: key contains NUL", ErrInvalidKey)
+		case r == utf8.RuneError:
+			// What invalid UTF-8 and lone surrogates (JSON "\ud800")
+			// decode to: two different names the client sent would become
+			// this one.
+			return fmt.Errorf("%w: key %q contains U+FFFD (invalid UTF-8 or an unpaired surrogate escape becomes it)", ErrInvalidKey, k)
 		case r < 0x20 || (r >= 0x7f && r <= 0x9f):
 			return fmt.Errorf("%w: key %q contains a control character", ErrInvalidKey, k)
 		case isBidiControl(r):

@@ -107,12 +107,17 @@ func (s *Store) head(ctx context.Context, ps *profileState, v int) (*versionHead
 		return h, nil
 	}
 	vi, sc, err := s.readVersionInfo(ctx, ps.p, v)
-	if err != nil || vi == nil {
-		return nil, err
-	}
 	ps.mu.Lock()
 	w := ps.log.writes[v]
 	ps.mu.Unlock()
+	if err == nil && vi == nil && w != nil && w.VersionInfo != "" {
+		// Its write record vouches for a .version.json that is gone: the
+		// version would read as pyrosome's, without its partitioning.
+		return nil, fmt.Errorf("%w: %s %s: its .version.json (schema, partitioning), which its write record vouches for, is missing", ErrDataLoss, ps.p, VersionName(v))
+	}
+	if err != nil || vi == nil {
+		return nil, err
+	}
 	if w != nil && w.VersionInfo != "" {
 		b, _, err := s.fs.ReadFile(ctx, ps.p.join(VersionName(v), versionInfoName))
 		if err != nil {

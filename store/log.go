@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path"
 	"sort"
+	"strings"
 
 	"github.com/quiverdb/quiver/store/fsys"
 )
@@ -23,8 +24,9 @@ type logView struct {
 	nextSeg   int64  // the name (first seq) the next segment must have
 	records   []*CommitRecord
 	byVersion map[int][]*CommitRecord
-	byRequest map[string]*CommitRecord
-	writes    map[int]*CommitRecord // the write record of each version
+	byRequest map[string]*CommitRecord // by requestKey(writer, id): each writer's first put with an id
+	byID      map[string]*CommitRecord // by id alone: the first put with it
+	writes    map[int]*CommitRecord    // the write record of each version
 	retired   map[int]*CommitRecord
 	// evolving are, per version, the records that carry a schema (schema
 	// evolution: evolve.go), in seq order.
@@ -35,7 +37,7 @@ type logView struct {
 }
 
 func newLogView() *logView {
-	return &logView{nextSeg: 1, byVersion: map[int][]*CommitRecord{}, byRequest: map[string]*CommitRecord{},
+	return &logView{nextSeg: 1, byVersion: map[int][]*CommitRecord{}, byRequest: map[string]*CommitRecord{}, byID: map[string]*CommitRecord{},
 		writes: map[int]*CommitRecord{}, retired: map[int]*CommitRecord{}, evolving: map[int][]*CommitRecord{}}
 }
 
@@ -70,8 +72,13 @@ func (lv *logView) add(recs []*CommitRecord) {
 				lv.evolving[v] = append(lv.evolving[v], r)
 			}
 		}
-		if r.RequestID != "" && lv.byRequest[r.RequestID] == nil {
-			lv.byRequest[r.RequestID] = r
+		if r.RequestID != "" {
+			if k := requestKey(r.Writer, r.RequestID); lv.byRequest[k] == nil {
+				lv.byRequest[k] = r
+			}
+			if lv.byID[r.RequestID] == nil {
+				lv.byID[r.RequestID] = r
+			}
 		}
 	}
 	lv.nextSeg = lv.head + 1
@@ -286,4 +293,26 @@ func (s *Store) writeSegment(ctx context.Context, ps *profileState, recs []*Comm
 	ps.log.add(recs)
 	ps.mu.Unlock()
 	return nil
+}
+
+// requestKey is what a request id is unique within, in a profile, when
+// the put names its writer (the server names every put by its client's
+// identity): the id and the writer. Two clients that chose the same id
+// ("job-42") make two puts; a client's retry finds its own first attempt,
+// never another's put (which would answer it with a record of rows it
+// never wrote). A put without a named writer (the store's own, whose
+// default identity changes with the process) is matched by the id alone.
+func requestKey(writer, id string) string {
+	if writer == "" {
+		return "\x00" + id
+	}
+	return writer + "\x00" + id
+}
+
+// request returns the committed put key names (requestKey), or nil.
+func (lv *logView) request(key string) *CommitRecord {
+	if writer, id, _ := strings.Cut(key, "\x00"); writer == "" {
+		return lv.byID[id]
+	}
+	return lv.byRequest[key]
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -35,6 +36,10 @@ const (
 
 // maxRequestID bounds a client-chosen request id.
 const maxRequestID = 256
+
+// maxPutMetadata bounds the metadata of one put: it is copied into the
+// commit record, which every process keeps in memory with the log.
+const maxPutMetadata = 64 << 10
 
 // maxRetarget bounds how often one put follows the profile to a newer
 // version before giving up with ErrUnavailable.
@@ -113,6 +118,15 @@ func (s *Store) Put(ctx context.Context, keys []string, rdr array.RecordReader, 
 	if len(o.RequestID) > maxRequestID {
 		return nil, fmt.Errorf("%w: request_id longer than %d bytes", ErrInvalidArgument, maxRequestID)
 	}
+	if !utf8.ValidString(o.RequestID) || strings.ContainsRune(o.RequestID, utf8.RuneError) {
+		// Invalid UTF-8 and unpaired surrogate escapes all decode to
+		// U+FFFD: different ids would collide, and a put be answered with
+		// another's record.
+		return nil, fmt.Errorf("%w: request_id is not valid UTF-8 or contains U+FFFD (what invalid UTF-8 and unpaired surrogates become)", ErrInvalidArgument)
+	}
+	if len(o.Metadata) > maxPutMetadata {
+		return nil, fmt.Errorf("%w: metadata of %d bytes; at most %d bytes per put (it is kept in every commit record and in memory)", ErrInvalidArgument, len(o.Metadata), maxPutMetadata)
+	}
 	if _, err := parseFormat(o.Format); err != nil {
 		return nil, err
 	}
@@ -124,7 +138,7 @@ func (s *Store) Put(ctx context.Context, keys []string, rdr array.RecordReader, 
 	}
 	ps := s.state(p)
 	if o.RequestID != "" {
-		if c, err := s.replay(ctx, ps, o.RequestID); c != nil || err != nil {
+		if c, err := s.replay(ctx, ps, requestKey(o.Writer, o.RequestID)); c != nil || err != nil {
 			if c != nil {
 				// Consume the client's stream before answering: a Flight
 				// client that is still sending loses an early answer.
@@ -149,16 +163,16 @@ func (s *Store) Append(ctx context.Context, keys []string, rdr array.RecordReade
 	return s.Put(ctx, keys, rdr, o)
 }
 
-// replay returns the record of a committed put with this request id, or
-// nil. A write found so must also be the latest version unless a later
+// replay returns the record of a committed put with this request key
+// (requestKey), or nil. A write found so must also be the latest version unless a later
 // one superseded it: its writer may have died between its commit and the
 // manifest move, which is finished here.
-func (s *Store) replay(ctx context.Context, ps *profileState, id string) (*CommitRecord, error) {
+func (s *Store) replay(ctx context.Context, ps *profileState, key string) (*CommitRecord, error) {
 	if err := s.syncLog(ctx, ps); err != nil {
 		return nil, err
 	}
 	ps.mu.Lock()
-	c := ps.log.byRequest[id]
+	c := ps.log.request(key)
 	ps.mu.Unlock()
 	if c == nil {
 		return nil, nil
@@ -1006,7 +1020,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			}
 		}
 		total += k.fw.Size() - before
-		if s.opts.maxPutBytes > 0 && total > s.opts.maxPutBytes {
+		if s.opts.maxPutBytes > 0 && st.o.carry == nil && total > s.opts.maxPutBytes { // (a compaction is no client's put)
 			return fmt.Errorf("%w: %s: more than %d bytes in one put", ErrTooLarge, p, s.opts.maxPutBytes)
 		}
 		if st.o.TargetFileBytes > 0 && st.mode == ModeWrite && st.format == FormatParquet && k.fw.Size()+k.fw.RowGroupBytes() >= st.o.TargetFileBytes {
@@ -1132,7 +1146,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		// The limit counts what the client sent (Arrow bytes), checked
 		// before anything of the batch is written.
 		inBytes += util.TotalRecordSize(in)
-		if s.opts.maxPutBytes > 0 && inBytes > s.opts.maxPutBytes {
+		if s.opts.maxPutBytes > 0 && st.o.carry == nil && inBytes > s.opts.maxPutBytes {
 			return fmt.Errorf("%w: %s: more than %d bytes in one put", ErrTooLarge, p, s.opts.maxPutBytes)
 		}
 		if err := codec.ValidateBatch(in); err != nil {

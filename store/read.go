@@ -57,6 +57,10 @@ type ReadOptions struct {
 	// Limit, when positive, ends the read after this many rows (the first
 	// ones in index order). Reads with a limit do not use the IPC cache.
 	Limit int64
+	// verify checks every recorded file's SHA-256 before any of it is read
+	// (as WithVerifyReads does for all reads): compaction's reads, which
+	// vouch for what they copy in a new record.
+	verify bool
 }
 
 // Read streams a version (latest by default) in index order. Partitions are
@@ -740,7 +744,7 @@ func (r *SnapshotReader) open(df DataFile) (*openFile, error) {
 		fileCols = append(fileCols, f.Name)
 	}
 	wrap := func(err error) error { return fmt.Errorf("read %s %s: %w", r.p, df.Path, err) }
-	f, err := r.s.openData(r.ctx, r.p, df, r.s.opts.verifyReads)
+	f, err := r.s.openData(r.ctx, r.p, df, r.s.opts.verifyReads || r.o.verify)
 	if err != nil {
 		return nil, wrap(err)
 	}

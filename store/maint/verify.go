@@ -11,6 +11,7 @@ import (
 	"hash/fnv"
 	"io"
 	"math"
+	"math/rand/v2"
 	"path"
 	"time"
 
@@ -67,7 +68,8 @@ type VerifyOptions struct {
 	// Sample is the fraction of committed files whose content is re-hashed;
 	// 0 or >= 1 hashes all of them. Every file is still listed and its size
 	// compared, so missing, orphan, unrecorded and truncated files are found
-	// whatever the rate. The choice depends only on Seed and the file's path.
+	// whatever the rate. The choice depends only on Seed and the file's path;
+	// without a Seed each run draws one (VerifyReport.Seed).
 	Sample float64
 	Seed   int64
 	// StaleAfter is the age after which temp files and abandoned version
@@ -102,6 +104,10 @@ type VerifyReport struct {
 	Problems     []Problem `json:"problems"`
 	// Heads are the chain heads of the profiles verified.
 	Heads []ChainHead `json:"heads,omitempty"`
+	// Seed is the seed of a sampled verify: the one given, or the random
+	// one chosen when none was (so that repeated audits reach every file),
+	// to repeat this sample.
+	Seed int64 `json:"seed,omitempty"`
 }
 
 func (r *VerifyReport) add(kind, p, format string, args ...any) {
@@ -119,7 +125,15 @@ func Verify(ctx context.Context, st *store.Store, o VerifyOptions) (*VerifyRepor
 	if o.Sample < 0 || math.IsNaN(o.Sample) {
 		return nil, fmt.Errorf("%w: sample rate %v (want 0 < rate <= 1)", store.ErrInvalidArgument, o.Sample)
 	}
+	if o.Sample > 0 && o.Sample < 1 && o.Seed == 0 {
+		// Without a seed every run would hash the same files and never
+		// reach the others: each run draws its own (reported).
+		o.Seed = rand.Int64N(math.MaxInt64-1) + 1
+	}
 	rep := &VerifyReport{Problems: []Problem{}}
+	if o.Sample > 0 && o.Sample < 1 {
+		rep.Seed = o.Seed
+	}
 	if len(o.Keys) > 0 {
 		// A profile named through a link is refused as every request
 		// naming it is (links inside it are problems of the report).

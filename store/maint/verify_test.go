@@ -584,3 +584,32 @@ func TestVerifyDuringCommits(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifySampleDrawsASeed (red team g10): a sampled verify without a
+// seed draws one per run and reports it, so repeated audits reach every
+// file; the reported seed repeats the sample.
+func TestVerifySampleDrawsASeed(t *testing.T) {
+	st, _ := newStore(t)
+	for i := range 40 {
+		put(t, st, store.ModeAppend, []string{"smp"}, ids(int64(i)), store.PutOptions{})
+	}
+	ctx := context.Background()
+	seeds := map[int64]bool{}
+	for range 3 {
+		rep, err := maint.Verify(ctx, st, maint.VerifyOptions{Keys: []string{"smp"}, Sample: 0.2})
+		if err != nil || !rep.OK {
+			t.Fatalf("verify: %+v, %v", rep, err)
+		}
+		if rep.Seed == 0 {
+			t.Fatal("a sampled verify without a seed reported none")
+		}
+		seeds[rep.Seed] = true
+		again, err := maint.Verify(ctx, st, maint.VerifyOptions{Keys: []string{"smp"}, Sample: 0.2, Seed: rep.Seed})
+		if err != nil || again.CheckedFiles != rep.CheckedFiles || again.Seed != rep.Seed {
+			t.Fatalf("the reported seed did not repeat the sample: %d then %d files (%v)", rep.CheckedFiles, again.CheckedFiles, err)
+		}
+	}
+	if len(seeds) < 2 {
+		t.Fatal("three sampled verifies drew the same seed")
+	}
+}
