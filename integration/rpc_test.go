@@ -185,7 +185,7 @@ func TestActions(t *testing.T) {
 		}
 		names = append(names, a.Type)
 	}
-	if want := []string{"list-versions", "verify", "lineage", "remove-old-versions", "sweep", "break-lock", "compact"}; !slices.Equal(names, want) {
+	if want := []string{"list-versions", "verify", "lineage", "remove-old-versions", "sweep", "break-lock", "compact", "set-schema-policy"}; !slices.Equal(names, want) {
 		t.Fatalf("ListActions %v", names)
 	}
 
