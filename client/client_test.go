@@ -605,15 +605,15 @@ func TestTLS(t *testing.T) {
 		opts []client.Option
 		ok   bool
 	}{
-		{"CA file", tlsSrv.addr, []client.Option{client.WithCAFile(p.caFile)}, true},
-		{"CA pool and scheme", "grpc+tls://" + tlsSrv.addr, []client.Option{client.WithCAPool(p.pool)}, true},
+		{"CA file", tlsSrv.addr, []client.Option{client.WithCAFile(p.CAFile)}, true},
+		{"CA pool and scheme", "grpc+tls://" + tlsSrv.addr, []client.Option{client.WithCAPool(p.Pool)}, true},
 		{"system roots", "grpc+tls://" + tlsSrv.addr, nil, false},
 		{"plaintext to TLS", "grpc://" + tlsSrv.addr, nil, false},
 		{"insecure skip verify", tlsSrv.addr, []client.Option{client.WithInsecureSkipVerify()}, true},
-		{"TLS to plaintext", plain.addr, []client.Option{client.WithCAFile(p.caFile)}, false},
-		{"mutual with cert files", mtlsSrv.addr, []client.Option{client.WithCAFile(p.caFile), client.WithClientCertFiles(p.cliCert, p.cliKey)}, true},
-		{"mutual with certificate", mtlsSrv.addr, []client.Option{client.WithCAPool(p.pool), client.WithClientCertificate(p.clientPair(t))}, true},
-		{"mutual without cert", mtlsSrv.addr, []client.Option{client.WithCAFile(p.caFile)}, false},
+		{"TLS to plaintext", plain.addr, []client.Option{client.WithCAFile(p.CAFile)}, false},
+		{"mutual with cert files", mtlsSrv.addr, []client.Option{client.WithCAFile(p.CAFile), client.WithClientCertFiles(p.ClientCertFile, p.ClientKeyFile)}, true},
+		{"mutual with certificate", mtlsSrv.addr, []client.Option{client.WithCAPool(p.Pool), client.WithClientCertificate(p.Client)}, true},
+		{"mutual without cert", mtlsSrv.addr, []client.Option{client.WithCAFile(p.CAFile)}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -697,10 +697,10 @@ func TestConnectRefusesBadOptions(t *testing.T) {
 		{"empty", " ", nil, client.ErrInvalidAddress},
 		{"empty after scheme", "grpc://", nil, client.ErrInvalidAddress},
 		{"two schemes", "grpc://x://y", nil, client.ErrInvalidAddress},
-		{"missing CA file", "localhost:1", []client.Option{client.WithCAFile(p.caFile + ".nope")}, client.ErrInvalidOption},
-		{"CA file without PEM", "localhost:1", []client.Option{client.WithCAFile(p.cliKey)}, client.ErrInvalidOption},
-		{"cert without key", "localhost:1", []client.Option{client.WithClientCertFiles(p.cliCert, "")}, client.ErrInvalidOption},
-		{"cert with wrong key", "localhost:1", []client.Option{client.WithClientCertFiles(p.cliCert, p.keyFile)}, client.ErrInvalidOption},
+		{"missing CA file", "localhost:1", []client.Option{client.WithCAFile(p.CAFile + ".nope")}, client.ErrInvalidOption},
+		{"CA file without PEM", "localhost:1", []client.Option{client.WithCAFile(p.ClientKeyFile)}, client.ErrInvalidOption},
+		{"cert without key", "localhost:1", []client.Option{client.WithClientCertFiles(p.ClientCertFile, "")}, client.ErrInvalidOption},
+		{"cert with wrong key", "localhost:1", []client.Option{client.WithClientCertFiles(p.ClientCertFile, p.KeyFile)}, client.ErrInvalidOption},
 		{"token and login", "localhost:1", []client.Option{client.WithToken("t"), client.WithBasicAuth("u", "p")}, client.ErrInvalidOption},
 	}
 	for _, tc := range cases {

@@ -2,17 +2,6 @@ package client_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -125,95 +114,21 @@ func seq(from, n int64) []int64 {
 	return out
 }
 
-// pki is a CA with a server certificate for 127.0.0.1 and a client
-// certificate, written as PEM files.
-type pki struct {
-	caFile, certFile, keyFile string // the CA; the server's pair
-	cliCert, cliKey           string // the client's pair
-	pool                      *x509.CertPool
-}
+// pki is quivertest's test PKI with the server options of its pair.
+type pki struct{ *quivertest.PKI }
 
-func newPKI(t *testing.T) *pki {
-	t.Helper()
-	dir := t.TempDir()
-	p := &pki{pool: x509.NewCertPool()}
-	newKey := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	serial := int64(1)
-	issue := func(tmpl, parent *x509.Certificate, parentKey, key *ecdsa.PrivateKey) (*x509.Certificate, []byte) {
-		serial++
-		tmpl.SerialNumber = big.NewInt(serial)
-		tmpl.NotBefore = time.Now().Add(-time.Hour)
-		tmpl.NotAfter = time.Now().Add(time.Hour)
-		if parent == nil {
-			parent, parentKey = tmpl, key
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cert, err := x509.ParseCertificate(der)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	}
-	keyPEM := func(k *ecdsa.PrivateKey) []byte {
-		der, err := x509.MarshalECPrivateKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
-	}
-	write := func(name string, b []byte) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	caKey := newKey()
-	ca, caPEM := issue(&x509.Certificate{Subject: pkix.Name{CommonName: "quiver test CA"}, IsCA: true,
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}, nil, nil, caKey)
-	p.pool.AddCert(ca)
-	p.caFile = write("ca.pem", caPEM)
-
-	srvKey := newKey()
-	_, srvPEM := issue(&x509.Certificate{Subject: pkix.Name{CommonName: "127.0.0.1"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}, ca, caKey, srvKey)
-	p.certFile, p.keyFile = write("server.pem", srvPEM), write("server-key.pem", keyPEM(srvKey))
-
-	cliKey := newKey()
-	_, cliPEM := issue(&x509.Certificate{Subject: pkix.Name{CommonName: "etl-job"},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, ca, caKey, cliKey)
-	p.cliCert, p.cliKey = write("client.pem", cliPEM), write("client-key.pem", keyPEM(cliKey))
-	return p
-}
+func newPKI(t *testing.T) *pki { return &pki{quivertest.NewPKI(t)} }
 
 // serverTLS is the server side of p; mutual asks for client certificates.
 func (p *pki) serverTLS(t *testing.T, mutual bool) flightserver.Option {
 	t.Helper()
-	files := flightserver.TLSFiles{CertFile: p.certFile, KeyFile: p.keyFile}
+	files := flightserver.TLSFiles{CertFile: p.CertFile, KeyFile: p.KeyFile}
 	if mutual {
-		files.ClientCAFile = p.caFile
+		files.ClientCAFile = p.CAFile
 	}
 	cfg, _, err := flightserver.LoadTLS(files)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return flightserver.WithTLS(cfg)
-}
-
-func (p *pki) clientPair(t *testing.T) tls.Certificate {
-	t.Helper()
-	pair, err := tls.LoadX509KeyPair(p.cliCert, p.cliKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pair
 }

@@ -95,9 +95,29 @@ func newRequestID(prefix string) string {
 // that failed before it read from rdr — the server could not be reached;
 // use PutFrom to retry a put after its data was sent.
 func (c *Client) Put(ctx context.Context, path string, rdr array.RecordReader, opts PutOptions) (*catalog.PutResult, error) {
+	return parseResult(c.PutRaw(ctx, path, rdr, opts))
+}
+
+// PutRaw is Put returning the PutResult as the server sent it (the
+// app_metadata bytes of its one result message), unparsed: for a caller
+// that checks the wire form of the result itself. Retries and errors are
+// Put's.
+func (c *Client) PutRaw(ctx context.Context, path string, rdr array.RecordReader, opts PutOptions) ([]byte, error) {
 	g := &guardedReader{RecordReader: rdr}
 	open := func(context.Context) (array.RecordReader, error) { return g, nil }
 	return c.put(ctx, path, open, func() bool { return !g.read }, opts)
+}
+
+// parseResult decodes a put's app_metadata.
+func parseResult(raw []byte, err error) (*catalog.PutResult, error) {
+	if err != nil {
+		return nil, err
+	}
+	var pr catalog.PutResult
+	if err := json.Unmarshal(raw, &pr); err != nil {
+		return nil, fmt.Errorf("%w: the server's put result is not JSON: %w", ErrUnexpectedResult, err)
+	}
+	return &pr, nil
 }
 
 // PutFrom is Put with a source it opens anew for each attempt, so that an
@@ -106,10 +126,10 @@ func (c *Client) Put(ctx context.Context, path string, rdr array.RecordReader, o
 // whole. The retry carries the same request id: if the failed attempt did
 // commit, the server answers its result and writes nothing.
 func (c *Client) PutFrom(ctx context.Context, path string, open Opener, opts PutOptions) (*catalog.PutResult, error) {
-	return c.put(ctx, path, open, func() bool { return true }, opts)
+	return parseResult(c.put(ctx, path, open, func() bool { return true }, opts))
 }
 
-func (c *Client) put(ctx context.Context, path string, open Opener, again func() bool, opts PutOptions) (*catalog.PutResult, error) {
+func (c *Client) put(ctx context.Context, path string, open Opener, again func() bool, opts PutOptions) ([]byte, error) {
 	cmd := catalog.PutCommand{
 		Path: path, Mode: opts.Mode, PartitionBy: opts.PartitionBy, SchemaVersion: opts.SchemaVersion,
 		RequestID: opts.RequestID, Format: opts.Format, SchemaPolicy: opts.SchemaPolicy,
@@ -153,8 +173,9 @@ func (c *Client) put(ctx context.Context, path string, open Opener, again func()
 	}
 }
 
-// putOnce is one attempt: open, stream, read the one PutResult.
-func (c *Client) putOnce(ctx context.Context, cmd []byte, open Opener) (*catalog.PutResult, error) {
+// putOnce is one attempt: open, stream, read the one PutResult (its
+// app_metadata).
+func (c *Client) putOnce(ctx context.Context, cmd []byte, open Opener) ([]byte, error) {
 	rdr, err := open(ctx)
 	if err != nil {
 		return nil, &ReaderError{Err: err}
@@ -203,10 +224,7 @@ func (c *Client) putOnce(ctx context.Context, cmd []byte, open Opener) (*catalog
 	if sendErr != nil {
 		return nil, sendErr
 	}
-	var pr catalog.PutResult
-	if err := json.Unmarshal(res.AppMetadata, &pr); err != nil {
-		return nil, fmt.Errorf("%w: the server's put result is not JSON: %w", ErrUnexpectedResult, err)
-	}
+	extra := 0
 	for {
 		if _, err := stream.Recv(); err != nil {
 			if errors.Is(err, io.EOF) {
@@ -214,8 +232,12 @@ func (c *Client) putOnce(ctx context.Context, cmd []byte, open Opener) (*catalog
 			}
 			return nil, err
 		}
+		extra++
 	}
-	return &pr, nil
+	if extra > 0 {
+		return nil, fmt.Errorf("%w: the put answered %d results, not 1", ErrUnexpectedResult, extra+1)
+	}
+	return res.AppMetadata, nil
 }
 
 // sendBatch writes rec with the stream's schema (a reader's batches may

@@ -73,7 +73,16 @@ func (c *Client) Read(ctx context.Context, r ReadRequest) (array.RecordReader, e
 // version and files, so it reads the planned snapshot whenever it is
 // fetched (NotFound once retention removed that version).
 func (c *Client) ReadEndpoint(ctx context.Context, ep *flight.FlightEndpoint) (array.RecordReader, error) {
-	return c.readTicket(ctx, ep.GetTicket().GetTicket())
+	return c.ReadTicket(ctx, ep.GetTicket().GetTicket())
+}
+
+// ReadTicket streams one DoGet of ticket exactly as given: a profile's
+// path ("sales/orders"), a JSON read command, or an endpoint's ticket
+// (docs/protocol.md, DoGet) — for a caller that holds a ticket rather
+// than a ReadRequest, or that must send a particular form of it. The
+// reader is Read's: release it; its Err is the stream's status.
+func (c *Client) ReadTicket(ctx context.Context, ticket []byte) (array.RecordReader, error) {
+	return c.readTicket(ctx, ticket)
 }
 
 func (c *Client) readTicket(ctx context.Context, ticket []byte) (array.RecordReader, error) {

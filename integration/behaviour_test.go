@@ -18,6 +18,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
+
+	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/client"
 )
 
 func TestErrorCodes(t *testing.T) {
@@ -25,7 +28,7 @@ func TestErrorCodes(t *testing.T) {
 	c := s.client
 	b := batch(0, 3)
 	defer b.Release()
-	mustPut(t, c, pathDesc("sales", "orders"), b)
+	mustPut(t, c, "sales/orders", client.PutOptions{}, b)
 
 	ctx := ctxT(t)
 	gets := []struct {
@@ -52,15 +55,16 @@ func TestErrorCodes(t *testing.T) {
 			t.Errorf("DoGet %s: error names the server path: %v", g.ticket, err)
 		}
 	}
-	if _, err := c.GetSchema(ctx, pathDesc("no", "such")); code(err) != codes.NotFound {
+	if _, err := c.Schema(ctx, client.ReadRequest{Path: "no/such"}); code(err) != codes.NotFound {
 		t.Errorf("GetSchema of a missing profile: %v", err)
 	}
-	if _, err := c.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: []byte(`{"path":`)}); code(err) != codes.InvalidArgument {
+	// Raw: a malformed descriptor.
+	if _, err := s.flight.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: []byte(`{"path":`)}); code(err) != codes.InvalidArgument {
 		t.Errorf("GetFlightInfo bad CMD: %v", err)
 	}
 
 	// Puts: a schema that does not fit, a bad mode, a format mix-up, a
-	// profile inside a profile.
+	// profile inside a profile. Raw: the descriptors are what is tested.
 	other := arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.BinaryTypes.String}}, nil)
 	ob := array.NewRecordBuilder(memory.DefaultAllocator, other)
 	ob.Field(0).(*array.StringBuilder).Append("a")
@@ -80,7 +84,7 @@ func TestErrorCodes(t *testing.T) {
 		{"bad key", pathDesc("a=b"), b, codes.InvalidArgument},
 	}
 	for _, p := range puts {
-		if _, err := put(ctx, c, p.desc, p.rec); code(err) != p.want {
+		if _, err := rawPut(ctx, s.flight, p.desc, p.rec); code(err) != p.want {
 			t.Errorf("put %s: %v, want %s", p.name, err, p.want)
 		}
 	}
@@ -106,7 +110,7 @@ func TestErrorCodes(t *testing.T) {
 		s.Storage.WriteFile(t, "sales/orders/manifest.json.write_lock", lock)
 	}
 	plant(os.Getpid()) // this test process: alive
-	if _, err := put(ctx, c, cmdDesc(map[string]any{"path": "sales/orders", "mode": "write"}), b); code(err) != codes.Unavailable {
+	if _, err := put(ctx, c, "sales/orders", client.PutOptions{Mode: catalog.ModeWrite}, b); code(err) != codes.Unavailable {
 		t.Errorf("write under a held lock: %v, want Unavailable", err)
 	}
 	var bl struct {
@@ -122,16 +126,18 @@ func TestErrorCodes(t *testing.T) {
 	if !bl.Broken {
 		t.Fatalf("break-lock of a dead owner's lock: %+v", bl)
 	}
-	mustPut(t, c, cmdDesc(map[string]any{"path": "sales/orders", "mode": "write"}), b)
+	mustPut(t, c, "sales/orders", client.PutOptions{Mode: catalog.ModeWrite}, b)
 	plant(1 << 22)
-	mustPut(t, c, cmdDesc(map[string]any{"path": "sales/orders", "mode": "write"}), b)
+	mustPut(t, c, "sales/orders", client.PutOptions{Mode: catalog.ModeWrite}, b)
 }
 
 func TestMessageLimit(t *testing.T) {
 	s := startServer(t, "--max-recv-msg-size", "1048576")
 	big := batch(0, 200_000) // ~5 MB in one message
 	defer big.Release()
-	_, err := put(ctxT(t), s.client, pathDesc("big"), big)
+	// Raw: the batch must go as one message (the Go client would slice
+	// it under its own limit, were that lower).
+	_, err := rawPut(ctxT(t), s.flight, pathDesc("big"), big)
 	// grpc-go writes this status itself the moment the message arrives:
 	// "grpc: received message larger than max (N vs. LIMIT)".
 	if code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "larger than max") {
@@ -142,14 +148,15 @@ func TestMessageLimit(t *testing.T) {
 	}
 	small := batch(0, 1000)
 	defer small.Release()
-	mustPut(t, s.client, pathDesc("big"), small)
+	mustPut(t, s.client, "big", client.PutOptions{}, small)
 }
 
-// TestLargeBatch: a 64 MiB batch goes in with the default limit, and comes
-// back to a Go client with grpc's default 4 MiB receive limit because DoGet
-// slices it.
+// TestLargeBatch: a 64 MiB batch goes in as one message with the default
+// limit, and comes back to a Go client with grpc's default 4 MiB receive
+// limit because DoGet slices it.
 func TestLargeBatch(t *testing.T) {
 	s := startServer(t)
+	c := connect(t, s.addr, client.WithMaxBatchBytes(0), client.WithMaxRecvMsgSize(4<<20))
 	sc := arrow.NewSchema([]arrow.Field{{Name: "n", Type: arrow.PrimitiveTypes.Int64}}, nil)
 	const rows = 8 << 20 // 64 MiB of int64
 	bld := array.NewInt64Builder(memory.DefaultAllocator)
@@ -162,11 +169,11 @@ func TestLargeBatch(t *testing.T) {
 	rec := array.NewRecordBatch(sc, []arrow.Array{arr}, rows)
 	arr.Release()
 	defer rec.Release()
-	pr := mustPut(t, s.client, pathDesc("wide"), rec)
+	pr := mustPut(t, c, "wide", client.PutOptions{}, rec)
 	if pr.Rows != rows {
 		t.Fatalf("put %d rows", pr.Rows)
 	}
-	tb := mustGet(t, s.client, "wide")
+	tb := mustGet(t, c, "wide")
 	if tb.rows != rows {
 		t.Fatalf("read %d rows", tb.rows)
 	}
@@ -192,7 +199,7 @@ func TestPartitionPruning(t *testing.T) {
 	}
 	b := batch(0, 500, regions...)
 	defer b.Release()
-	pr := mustPut(t, s.client, cmdDesc(map[string]any{"path": "parts", "mode": "write", "partition_by": []string{"region"}}), b)
+	pr := mustPut(t, s.client, "parts", client.PutOptions{Mode: catalog.ModeWrite, PartitionBy: []string{"region"}}, b)
 	if len(pr.Files) != 50 {
 		t.Fatalf("%d files", len(pr.Files))
 	}
@@ -221,15 +228,15 @@ func TestPartitionPruning(t *testing.T) {
 			}
 		}
 	}
-	fi, err := s.client.GetFlightInfo(ctxT(t), cmdDesc(map[string]any{"path": "parts", "partition": map[string]any{"region": []string{"p07"}}}))
+	plan, err := s.client.Plan(ctxT(t), client.ReadRequest{Path: "parts", Partition: map[string][]string{"region": {"p07"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var tk struct {
 		Files []string `json:"files"`
 	}
-	if len(fi.Endpoint) != 1 || json.Unmarshal(fi.Endpoint[0].Ticket.Ticket, &tk) != nil || !slices.Equal(tk.Files, []string{keep}) || fi.TotalRecords != 10 {
-		t.Fatalf("planned %d endpoints, files %v, records %d", len(fi.Endpoint), tk.Files, fi.TotalRecords)
+	if len(plan.Endpoints) != 1 || json.Unmarshal(plan.Endpoints[0].Ticket.Ticket, &tk) != nil || !slices.Equal(tk.Files, []string{keep}) || plan.TotalRecords != 10 {
+		t.Fatalf("planned %d endpoints, files %v, records %d", len(plan.Endpoints), tk.Files, plan.TotalRecords)
 	}
 	if _, err := get(ctxT(t), s.client, []byte("parts")); err == nil {
 		t.Fatal("a full read of scrambled files succeeded")
@@ -242,22 +249,22 @@ func TestEndpointSnapshot(t *testing.T) {
 	s := startServer(t, "--endpoint-bytes", "1")
 	for i := int64(0); i < 3; i++ {
 		b := batch(i*10, 10)
-		mustPut(t, s.client, pathDesc("snap"), b)
+		mustPut(t, s.client, "snap", client.PutOptions{}, b)
 		b.Release()
 	}
-	fi, err := s.client.GetFlightInfo(ctxT(t), pathDesc("snap"))
+	plan, err := s.client.Plan(ctxT(t), client.ReadRequest{Path: "snap"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fi.Endpoint) != 3 || fi.TotalRecords != 30 {
-		t.Fatalf("%d endpoints, %d records", len(fi.Endpoint), fi.TotalRecords)
+	if len(plan.Endpoints) != 3 || plan.TotalRecords != 30 {
+		t.Fatalf("%d endpoints, %d records", len(plan.Endpoints), plan.TotalRecords)
 	}
 	b := batch(1000, 5)
 	defer b.Release()
-	mustPut(t, s.client, pathDesc("snap"), b)                                         // lands in the same version
-	mustPut(t, s.client, cmdDesc(map[string]any{"path": "snap", "mode": "write"}), b) // a new version
+	mustPut(t, s.client, "snap", client.PutOptions{}, b)                        // lands in the same version
+	mustPut(t, s.client, "snap", client.PutOptions{Mode: catalog.ModeWrite}, b) // a new version
 	var ids []int64
-	for _, ep := range fi.Endpoint {
+	for _, ep := range plan.Endpoints {
 		ids = append(ids, ints(t, mustGet(t, s.client, string(ep.Ticket.Ticket)), "id")...)
 	}
 	want := make([]int64, 30)
@@ -278,12 +285,13 @@ func TestCancelledPut(t *testing.T) {
 	s := startServer(t)
 	b := batch(0, 10_000)
 	defer b.Release()
-	mustPut(t, s.client, pathDesc("c"), b)
+	mustPut(t, s.client, "c", client.PutOptions{}, b)
 	before := dataFiles(t, s.dataDir)
 
+	// Raw: a stream cut off midway, never closed.
 	for _, mode := range []string{"append", "write"} {
 		ctx, cancel := context.WithCancel(ctxT(t))
-		stream, err := s.client.DoPut(ctx)
+		stream, err := s.flight.DoPut(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -321,7 +329,7 @@ func TestConcurrent(t *testing.T) {
 	s := startServer(t)
 	const n, rows = 32, 1000
 	seed := batch(-rows, rows)
-	mustPut(t, s.client, pathDesc("busy"), seed)
+	mustPut(t, s.client, "busy", client.PutOptions{}, seed)
 	seed.Release()
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*n)
@@ -331,7 +339,7 @@ func TestConcurrent(t *testing.T) {
 			defer wg.Done()
 			b := batch(int64(i*rows), rows)
 			defer b.Release()
-			pr, err := put(ctxT(t), s.client, pathDesc("busy"), b)
+			pr, err := put(ctxT(t), s.client, "busy", client.PutOptions{}, b)
 			if err == nil && pr.Rows != rows {
 				err = fmt.Errorf("put %d: %d rows", i, pr.Rows)
 			}

@@ -10,8 +10,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/quiverdb/quiver/client"
 )
 
 // peakRSS reads a process's peak resident set (VmHWM) from /proc.
@@ -55,7 +56,7 @@ func TestBigDoGet(t *testing.T) {
 		}
 		rec := b.NewRecordBatch()
 		b.Release()
-		mustPut(t, s.client, pathDesc("big"), rec)
+		mustPut(t, s.client, "big", client.PutOptions{}, rec)
 		rec.Release()
 	}
 	afterPut, _ := peakRSS(s.Pid())
@@ -75,11 +76,7 @@ func TestBigDoGet(t *testing.T) {
 
 // countRows reads a ticket to the end, keeping no batch.
 func countRows(t *testing.T, s *server, ticket string) (int64, error) {
-	stream, err := s.client.DoGet(ctxT(t), &flight.Ticket{Ticket: []byte(ticket)})
-	if err != nil {
-		return 0, err
-	}
-	rdr, err := flight.NewRecordReader(stream)
+	rdr, err := s.client.ReadTicket(ctxT(t), []byte(ticket))
 	if err != nil {
 		return 0, err
 	}

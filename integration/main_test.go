@@ -3,7 +3,8 @@ package integration
 // TestMain builds the quiver binary; each test starts `quiver serve` on a
 // free loopback port with a temporary data dir (with QUIVER_TEST_STORAGE=s3:
 // a new bucket on a versitygw of its own) and talks to it with the
-// arrow-go Flight client. Set QUIVER_BIG=1 to also run the 1 GB DoGet, and
+// Go client (client), or its raw Flight client for tests of the wire
+// protocol itself. Set QUIVER_BIG=1 to also run the 1 GB DoGet, and
 // QUIVER_RACE=1 to build the server with the race detector.
 
 import (
@@ -18,11 +19,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/client"
 	"github.com/quiverdb/quiver/internal/quivertest"
 )
 
@@ -40,14 +41,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// server is one running `quiver serve` and a raw Flight client of it.
+// server is one running `quiver serve` and a client of it.
 type server struct {
 	*quivertest.Proc
 	addr string
 	// dataDir is where its data lies on this machine (on S3: versitygw's
 	// backend directory of the bucket's prefix).
 	dataDir string
-	client  flight.Client
+	// client is the Go client, without retries (a test sees every
+	// answer); flight is its raw Flight client, for the tests of the wire
+	// protocol itself (descriptor and ticket forms, malformed requests).
+	client *client.Client
+	flight flight.Client
 }
 
 // startServer runs quiver serve on 127.0.0.1:0 over fresh storage (a temp
@@ -58,8 +63,21 @@ func startServer(t *testing.T, extra ...string) *server {
 	t.Helper()
 	p := quivertest.MustStart(t, binary, quivertest.FromEnv(t), extra...)
 	s := &server{Proc: p, addr: p.Addr, dataDir: p.Storage.Dir}
-	s.client = quivertest.MustDial(t, p.Addr)
+	s.client = connect(t, p.Addr)
+	s.flight = s.client.Flight()
 	return s
+}
+
+// connect returns a Go client of addr that does not retry, closed when
+// the test ends.
+func connect(t *testing.T, addr string, opts ...client.Option) *client.Client {
+	t.Helper()
+	c, err := client.Connect(ctxT(t), addr, append([]client.Option{client.WithRetry(client.RetryPolicy{})}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -75,14 +93,35 @@ func cmdDesc(v any) *flight.FlightDescriptor { return quivertest.CmdDesc(v) }
 
 func pathDesc(keys ...string) *flight.FlightDescriptor { return quivertest.PathDesc(keys...) }
 
-// put sends recs as one DoPut and returns the PutResult.
-func put(ctx context.Context, c flight.Client, desc *flight.FlightDescriptor, recs ...arrow.RecordBatch) (*putResult, error) {
+// put sends recs to the profile at path as one put and returns the
+// PutResult.
+func put(ctx context.Context, c *client.Client, path string, opts client.PutOptions, recs ...arrow.RecordBatch) (*putResult, error) {
+	rdr, err := array.NewRecordReader(recs[0].Schema(), recs)
+	if err != nil {
+		return nil, err
+	}
+	defer rdr.Release()
+	return c.Put(ctx, path, rdr, opts)
+}
+
+func mustPut(t *testing.T, c *client.Client, path string, opts client.PutOptions, recs ...arrow.RecordBatch) *putResult {
+	t.Helper()
+	pr, err := put(ctxT(t), c, path, opts, recs...)
+	if err != nil {
+		t.Fatalf("put %s: %v", path, err)
+	}
+	return pr
+}
+
+// rawPut sends recs as one DoPut to desc as it is (a test of the
+// descriptor forms, or of what the server refuses).
+func rawPut(ctx context.Context, c flight.Client, desc *flight.FlightDescriptor, recs ...arrow.RecordBatch) (*putResult, error) {
 	return quivertest.Put(ctx, c, desc, recs[0].Schema(), recs...)
 }
 
-func mustPut(t *testing.T, c flight.Client, desc *flight.FlightDescriptor, recs ...arrow.RecordBatch) *putResult {
+func mustRawPut(t *testing.T, c flight.Client, desc *flight.FlightDescriptor, recs ...arrow.RecordBatch) *putResult {
 	t.Helper()
-	pr, err := put(ctxT(t), c, desc, recs...)
+	pr, err := rawPut(ctxT(t), c, desc, recs...)
 	if err != nil {
 		t.Fatalf("put: %v", err)
 	}
@@ -102,13 +141,9 @@ func (tb *table) release() {
 	}
 }
 
-// get reads one ticket completely.
-func get(ctx context.Context, c flight.Client, ticket []byte, opts ...grpc.CallOption) (*table, error) {
-	stream, err := c.DoGet(ctx, &flight.Ticket{Ticket: ticket}, opts...)
-	if err != nil {
-		return nil, err
-	}
-	rdr, err := flight.NewRecordReader(stream)
+// get reads one ticket (as it is) completely.
+func get(ctx context.Context, c *client.Client, ticket []byte) (*table, error) {
+	rdr, err := c.ReadTicket(ctx, ticket)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +162,7 @@ func get(ctx context.Context, c flight.Client, ticket []byte, opts ...grpc.CallO
 	return tb, nil
 }
 
-func mustGet(t *testing.T, c flight.Client, ticket string) *table {
+func mustGet(t *testing.T, c *client.Client, ticket string) *table {
 	t.Helper()
 	tb, err := get(ctxT(t), c, []byte(ticket))
 	if err != nil {

@@ -3,8 +3,6 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,27 +16,30 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/quiverdb/quiver/internal/quivertest"
+	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/client"
 )
 
 func TestRoundTrip(t *testing.T) {
 	s := startServer(t)
-	c := s.client
+	c, fc := s.client, s.flight
 	b1, b2, b3 := batch(0, 3), batch(3, 2), batch(100, 4)
 	defer b1.Release()
 	defer b2.Release()
 	defer b3.Release()
 
-	pr := mustPut(t, c, pathDesc("sales", "orders"), b1)
+	// Raw puts where the descriptor's form is what is tested: PATH, and a
+	// CMD naming keys rather than a path (the Go client sends neither).
+	pr := mustRawPut(t, fc, pathDesc("sales", "orders"), b1)
 	if pr.Path != "sales/orders" || pr.Version != "v0" || pr.Index != 0 || pr.Rows != 3 || len(pr.Files) != 1 ||
 		pr.Files[0].Path != "v0/0.parquet" || len(pr.Files[0].SHA256) != 64 {
 		t.Fatalf("first put: %+v", pr)
 	}
-	pr = mustPut(t, c, cmdDesc(map[string]any{"path": "sales/orders", "metadata": map[string]any{"run": "r7"}}), b2)
+	pr = mustPut(t, c, "sales/orders", client.PutOptions{Metadata: map[string]any{"run": "r7"}}, b2)
 	if pr.Version != "v0" || pr.Index != 1 || pr.Rows != 2 || !bytes.Contains(pr.Metadata, []byte("r7")) {
 		t.Fatalf("append: %+v", pr)
 	}
-	pr = mustPut(t, c, cmdDesc(map[string]any{"keys": []string{"sales", "orders"}, "mode": "write", "schema_version": "1.2.0"}), b3)
+	pr = mustRawPut(t, fc, cmdDesc(map[string]any{"keys": []string{"sales", "orders"}, "mode": "write", "schema_version": "1.2.0"}), b3)
 	if pr.Version != "v1" || pr.Index != 0 || pr.SchemaVersion != "1.2.0" {
 		t.Fatalf("write: %+v", pr)
 	}
@@ -58,9 +59,10 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("v0 ids %v", got)
 	}
 
-	// GetSchema and GetFlightInfo return the schema DoGet streams.
+	// GetSchema and GetFlightInfo return the schema DoGet streams. Raw:
+	// a PATH descriptor, and a version given as a number.
 	ctx := ctxT(t)
-	sr, err := c.GetSchema(ctx, pathDesc("sales", "orders"))
+	sr, err := fc.GetSchema(ctx, pathDesc("sales", "orders"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil || !sc.Equal(latest.schema) || !sc.Metadata().Equal(latest.schema.Metadata()) {
 		t.Fatalf("GetSchema %s (%v), DoGet %s", sc, err, latest.schema)
 	}
-	fi, err := c.GetFlightInfo(ctx, cmdDesc(map[string]any{"path": "sales/orders", "version": 0}))
+	fi, err := fc.GetFlightInfo(ctx, cmdDesc(map[string]any{"path": "sales/orders", "version": 0}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,31 +86,26 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("endpoint rows %d", ep.rows)
 	}
 	// A bare path in a CMD descriptor works too.
-	if _, err := c.GetSchema(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: []byte("sales/orders")}); err != nil {
+	if _, err := fc.GetSchema(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: []byte("sales/orders")}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func listFlights(t *testing.T, c flight.Client, prefix string) []string {
+func listFlights(t *testing.T, c *client.Client, prefix string) []string {
 	t.Helper()
-	stream, err := c.ListFlights(ctxT(t), &flight.Criteria{Expression: []byte(prefix)})
+	profiles, err := c.List(ctxT(t), prefix)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("ListFlights %q: %v", prefix, err)
 	}
 	var out []string
-	for {
-		fi, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatalf("ListFlights %q: %v", prefix, err)
-		}
+	for _, p := range profiles {
+		fi := p.Info
 		if fi.FlightDescriptor.Type != flight.DescriptorPATH || len(fi.Endpoint) == 0 || fi.TotalRecords < 0 || !fi.Ordered {
 			t.Fatalf("ListFlights info: %v", fi)
 		}
-		out = append(out, strings.Join(fi.FlightDescriptor.Path, "/"))
+		out = append(out, p.Path)
 	}
+	return out
 }
 
 func TestListFlights(t *testing.T) {
@@ -116,7 +113,7 @@ func TestListFlights(t *testing.T) {
 	b := batch(0, 2)
 	defer b.Release()
 	for _, p := range []string{"sales/orders", "sales/returns", "salesman/x", "ops/a/b"} {
-		mustPut(t, s.client, cmdDesc(map[string]any{"path": p}), b)
+		mustPut(t, s.client, p, client.PutOptions{}, b)
 	}
 	for prefix, want := range map[string][]string{
 		"":             {"ops/a/b", "sales/orders", "sales/returns", "salesman/x"},
@@ -131,17 +128,25 @@ func TestListFlights(t *testing.T) {
 	}
 }
 
-// action runs one action and returns the bodies of its results.
-func action(c flight.Client, t *testing.T, typ string, body any) ([][]byte, error) {
+// action runs one action and returns the bodies of its results, each as
+// the server sent it; a nil body is sent as no body.
+func action(c *client.Client, t *testing.T, typ string, body any) ([][]byte, error) {
 	t.Helper()
-	out, err := quivertest.Action(ctxT(t), c, typ, body)
+	if body == nil {
+		body = []byte(nil)
+	}
+	var out [][]byte
+	err := c.DoAction(ctxT(t), typ, body, func(b []byte) error {
+		out = append(out, b)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func mustAction(t *testing.T, c flight.Client, typ string, body any, v any) [][]byte {
+func mustAction(t *testing.T, c *client.Client, typ string, body any, v any) [][]byte {
 	t.Helper()
 	out, err := action(c, t, typ, body)
 	if err != nil {
@@ -163,11 +168,12 @@ func TestActions(t *testing.T) {
 	c := s.client
 	b := batch(0, 10)
 	defer b.Release()
-	mustPut(t, c, pathDesc("a", "p"), b)
-	mustPut(t, c, pathDesc("a", "p"), b)
-	mustPut(t, c, cmdDesc(map[string]any{"path": "a/p", "mode": "write"}), b)
+	mustPut(t, c, "a/p", client.PutOptions{}, b)
+	mustPut(t, c, "a/p", client.PutOptions{}, b)
+	mustPut(t, c, "a/p", client.PutOptions{Mode: catalog.ModeWrite}, b)
 
-	stream, err := c.ListActions(ctxT(t), &flight.Empty{})
+	// Raw: the client does not list actions.
+	stream, err := c.Flight().ListActions(ctxT(t), &flight.Empty{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,16 +280,16 @@ func TestIdempotentPut(t *testing.T) {
 	s := startServer(t)
 	b := batch(0, 5)
 	defer b.Release()
-	desc := cmdDesc(map[string]any{"path": "jobs/run", "request_id": "job-42"})
-	first := mustPut(t, s.client, desc, b)
-	again := mustPut(t, s.client, desc, b)
+	opts := client.PutOptions{RequestID: "job-42"}
+	first := mustPut(t, s.client, "jobs/run", opts, b)
+	again := mustPut(t, s.client, "jobs/run", opts, b)
 	if again.Version != first.Version || again.Index != first.Index || again.Files[0].SHA256 != first.Files[0].SHA256 {
 		t.Fatalf("retry returned %+v, first %+v", again, first)
 	}
 	if got := mustGet(t, s.client, "jobs/run"); got.rows != 5 {
 		t.Fatalf("retried put wrote again: %d rows", got.rows)
 	}
-	other := mustPut(t, s.client, cmdDesc(map[string]any{"path": "jobs/run", "request_id": "job-43"}), b)
+	other := mustPut(t, s.client, "jobs/run", client.PutOptions{RequestID: "job-43"}, b)
 	if other.Index == first.Index {
 		t.Fatalf("a new request id did not append: %+v", other)
 	}
@@ -293,20 +299,19 @@ func TestProjection(t *testing.T) {
 	s := startServer(t)
 	b := batch(0, 6, "eu", "us")
 	defer b.Release()
-	mustPut(t, s.client, pathDesc("p"), b)
+	mustPut(t, s.client, "p", client.PutOptions{}, b)
 	tb := mustGet(t, s.client, `{"path":"p","columns":["val","id"]}`)
 	if tb.schema.NumFields() != 2 || tb.schema.Field(0).Name != "val" || tb.schema.Field(1).Name != "id" || tb.rows != 6 {
 		t.Fatalf("projection schema %s rows %d", tb.schema, tb.rows)
 	}
-	fi, err := s.client.GetFlightInfo(ctxT(t), cmdDesc(map[string]any{"path": "p", "columns": []string{"val", "id"}}))
+	plan, err := s.client.Plan(ctxT(t), client.ReadRequest{Path: "p", Columns: []string{"val", "id"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, _ := flight.DeserializeSchema(fi.Schema, memory.DefaultAllocator)
-	if !sc.Equal(tb.schema) {
+	if sc := plan.Schema; !sc.Equal(tb.schema) {
 		t.Fatalf("FlightInfo schema %s, DoGet %s", sc, tb.schema)
 	}
-	if ep := mustGet(t, s.client, string(fi.Endpoint[0].Ticket.Ticket)); !ep.schema.Equal(tb.schema) || ep.rows != 6 {
+	if ep := mustGet(t, s.client, string(plan.Endpoints[0].Ticket.Ticket)); !ep.schema.Equal(tb.schema) || ep.rows != 6 {
 		t.Fatalf("endpoint: %s %d", ep.schema, ep.rows)
 	}
 }

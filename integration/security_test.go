@@ -2,22 +2,10 @@ package integration
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -27,15 +15,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/flight"
 	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/client"
 	"github.com/quiverdb/quiver/internal/quivertest"
 )
 
@@ -54,38 +42,26 @@ func startProc(t *testing.T, args ...string) *proc {
 	return &proc{Proc: p, addr: p.Addr, metricsAddr: p.MetricsAddr}
 }
 
-func dial(t *testing.T, addr string, creds credentials.TransportCredentials) flight.Client {
-	t.Helper()
-	c, err := flight.NewClientWithMiddleware(addr, nil, nil, grpc.WithTransportCredentials(creds))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 func withToken(ctx context.Context, tok string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
 }
 
-func sha(tok string) string {
-	h := sha256.Sum256([]byte(tok))
-	return hex.EncodeToString(h[:])
-}
+func sha(tok string) string { return quivertest.TokenSHA256(tok) }
 
-func writeJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
+// firstLineage is the first commit record of a profile, as the server
+// sent it.
+func firstLineage(ctx context.Context, c *client.Client, path string) ([]byte, error) {
+	var first []byte
+	err := c.DoAction(ctx, catalog.ActionLineage, catalog.PathBody{Path: path}, func(b []byte) error {
+		if first == nil {
+			first = b
+		}
+		return nil
+	})
+	if err == nil && first == nil {
+		err = errors.New("no lineage record")
 	}
-	// temp then rename: the server may be reading it on SIGHUP
-	if err := os.WriteFile(path+".tmp", b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
-		t.Fatal(err)
-	}
+	return first, err
 }
 
 // TestSecurityRefusesUnauthenticatedExposure: without --auth-file a
@@ -114,53 +90,46 @@ func TestSecurityAuth(t *testing.T) {
 		{"sha256": sha("old-token"), "identity": "old", "role": "admin", "expires": past},
 	}
 	authFile := filepath.Join(t.TempDir(), "auth.json")
-	writeJSON(t, authFile, map[string]any{
+	quivertest.WriteJSON(t, authFile, map[string]any{
 		"users":  []map[string]any{{"name": "alice", "password_bcrypt": string(hash), "role": "write", "prefixes": []string{"sales"}}},
 		"tokens": tokens,
 	})
 	p := startProc(t, "--auth-file", authFile)
-	c := dial(t, p.addr, insecure.NewCredentials())
+	c := connect(t, p.addr) // no credentials of its own: a test's context carries them
 	rec := batch(0, 3)
 	defer rec.Release()
 
-	alice, err := c.AuthenticateBasicToken(ctxT(t), "alice", "pw-alice")
-	if err != nil {
-		t.Fatalf("handshake: %v", err)
-	}
-	if _, err := put(alice, c, pathDesc("sales", "orders"), rec); err != nil {
+	alice := connect(t, p.addr, client.WithBasicAuth("alice", "pw-alice")) // the handshake
+	if _, err := put(ctxT(t), alice, "sales/orders", client.PutOptions{}, rec); err != nil {
 		t.Fatalf("put as alice: %v", err)
 	}
-	if _, err := put(alice, c, pathDesc("hr", "pay"), rec); code(err) != codes.PermissionDenied {
+	if _, err := put(ctxT(t), alice, "hr/pay", client.PutOptions{}, rec); code(err) != codes.PermissionDenied {
 		t.Fatalf("put outside alice's prefixes: %v", err)
 	}
-	if _, err := put(withToken(ctxT(t), "reader-token"), c, pathDesc("sales", "orders"), rec); code(err) != codes.PermissionDenied {
+	if _, err := put(withToken(ctxT(t), "reader-token"), c, "sales/orders", client.PutOptions{}, rec); code(err) != codes.PermissionDenied {
 		t.Fatalf("put by a reader: %v", err)
 	}
-	if _, err := c.AuthenticateBasicToken(ctxT(t), "alice", "wrong"); code(err) != codes.Unauthenticated {
+	if _, err := client.Connect(ctxT(t), p.addr, client.WithBasicAuth("alice", "wrong")); code(err) != codes.Unauthenticated {
 		t.Fatalf("handshake with a wrong password: %v", err)
 	}
 	// The commit record names alice.
-	lin, err := c.DoAction(withToken(ctxT(t), "reader-token"), &flight.Action{Type: "lineage", Body: []byte(`{"path": "sales/orders"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := lin.Recv()
+	r, err := firstLineage(withToken(ctxT(t), "reader-token"), c, "sales/orders")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var cr struct{ Writer string }
-	if err := json.Unmarshal(r.Body, &cr); err != nil || cr.Writer != "alice" {
+	if err := json.Unmarshal(r, &cr); err != nil || cr.Writer != "alice" {
 		t.Fatalf("commit record writer %q (%v)", cr.Writer, err)
 	}
 
 	// Remove alice and reload.
-	writeJSON(t, authFile, map[string]any{"tokens": tokens})
+	quivertest.WriteJSON(t, authFile, map[string]any{"tokens": tokens})
 	if err := p.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_, err := c.GetSchema(alice, pathDesc("sales", "orders"))
+		_, err := alice.Schema(ctxT(t), client.ReadRequest{Path: "sales/orders"})
 		if code(err) == codes.Unauthenticated {
 			break
 		}
@@ -169,38 +138,34 @@ func TestSecurityAuth(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	bad := map[string]context.Context{
-		"no token":     ctxT(t),
-		"wrong token":  withToken(ctxT(t), "not-a-token"),
-		"expired":      withToken(ctxT(t), "old-token"),
-		"garbage":      metadata.AppendToOutgoingContext(ctxT(t), "authorization", "garbage"),
-		"removed user": alice,
+	bad := map[string]struct {
+		c   *client.Client
+		ctx context.Context
+	}{
+		"no token":     {c, ctxT(t)},
+		"wrong token":  {c, withToken(ctxT(t), "not-a-token")},
+		"expired":      {c, withToken(ctxT(t), "old-token")},
+		"garbage":      {c, metadata.AppendToOutgoingContext(ctxT(t), "authorization", "garbage")},
+		"removed user": {alice, ctxT(t)},
 	}
-	for name, ctx := range bad {
-		if _, err := put(ctx, c, pathDesc("sales", "new"), rec); code(err) != codes.Unauthenticated {
+	for name, b := range bad {
+		if _, err := put(b.ctx, b.c, "sales/new", client.PutOptions{}, rec); code(err) != codes.Unauthenticated {
 			t.Errorf("%s: put: %v", name, err)
 		}
-		if _, err := get(ctx, c, []byte("sales/orders")); code(err) != codes.Unauthenticated {
+		if _, err := get(b.ctx, b.c, []byte("sales/orders")); code(err) != codes.Unauthenticated {
 			t.Errorf("%s: get: %v", name, err)
 		}
 	}
 	// Nothing was written: root sees only alice's profile with one commit.
-	stream, err := c.ListFlights(withToken(ctxT(t), "root-token"), &flight.Criteria{})
+	profiles, err := c.List(withToken(ctxT(t), "root-token"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var listed []string
-	for {
-		fi, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		listed = append(listed, strings.Join(fi.FlightDescriptor.Path, "/"))
+	for _, fi := range profiles {
+		listed = append(listed, fi.Path)
 		if fi.TotalRecords != 3 {
-			t.Errorf("%v: %d rows, want 3", fi.FlightDescriptor.Path, fi.TotalRecords)
+			t.Errorf("%v: %d rows, want 3", fi.Keys, fi.TotalRecords)
 		}
 	}
 	if len(listed) != 1 || listed[0] != "sales/orders" {
@@ -218,93 +183,21 @@ func TestSecurityAuth(t *testing.T) {
 	}
 }
 
-// pki is a CA with a server certificate for 127.0.0.1 and a client
-// certificate, written as PEM files.
-type pki struct {
-	caFile, certFile, keyFile string
-	pool                      *x509.CertPool
-	client                    tls.Certificate
-}
-
-func newPKI(t *testing.T) *pki {
-	t.Helper()
-	dir := t.TempDir()
-	p := &pki{pool: x509.NewCertPool()}
-	newKey := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	serial := int64(1)
-	issue := func(tmpl *x509.Certificate, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, key *ecdsa.PrivateKey) (*x509.Certificate, []byte) {
-		serial++
-		tmpl.SerialNumber = big.NewInt(serial)
-		tmpl.NotBefore = time.Now().Add(-time.Hour)
-		tmpl.NotAfter = time.Now().Add(time.Hour)
-		if parent == nil {
-			parent, parentKey = tmpl, key
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cert, err := x509.ParseCertificate(der)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	}
-	keyPEM := func(k *ecdsa.PrivateKey) []byte {
-		der, err := x509.MarshalECPrivateKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
-	}
-	write := func(name string, b []byte) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	caKey := newKey()
-	ca, caPEM := issue(&x509.Certificate{Subject: pkix.Name{CommonName: "quiver test CA"}, IsCA: true,
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}, nil, nil, caKey)
-	p.pool.AddCert(ca)
-	p.caFile = write("ca.pem", caPEM)
-
-	srvKey := newKey()
-	_, srvPEM := issue(&x509.Certificate{Subject: pkix.Name{CommonName: "127.0.0.1"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}, ca, caKey, srvKey)
-	p.certFile, p.keyFile = write("server.pem", srvPEM), write("server-key.pem", keyPEM(srvKey))
-
-	cliKey := newKey()
-	_, cliPEM := issue(&x509.Certificate{Subject: pkix.Name{CommonName: "etl-job"},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, ca, caKey, cliKey)
-	pair, err := tls.X509KeyPair(cliPEM, keyPEM(cliKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.client = pair
-	return p
-}
-
-func (p *pki) creds(withClientCert bool) credentials.TransportCredentials {
-	cfg := &tls.Config{RootCAs: p.pool, MinVersion: tls.VersionTLS12}
+// tlsClient connects to a TLS server of k, with k's client certificate
+// when withClientCert.
+func tlsClient(t *testing.T, addr string, k *quivertest.PKI, withClientCert bool) *client.Client {
+	opts := []client.Option{client.WithCAPool(k.Pool)}
 	if withClientCert {
-		cfg.Certificates = []tls.Certificate{p.client}
+		opts = append(opts, client.WithClientCertificate(k.Client))
 	}
-	return credentials.NewTLS(cfg)
+	return connect(t, addr, opts...)
 }
 
 // roundTrip puts three rows and reads them back.
-func roundTrip(ctx context.Context, c flight.Client, path string) (*putResult, error) {
+func roundTrip(ctx context.Context, c *client.Client, path string) (*putResult, error) {
 	rec := batch(0, 3)
 	defer rec.Release()
-	pr, err := put(ctx, c, pathDesc(path), rec)
+	pr, err := put(ctx, c, path, client.PutOptions{}, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -321,14 +214,14 @@ func roundTrip(ctx context.Context, c flight.Client, path string) (*putResult, e
 
 // TestSecurityTLS: the Go client over TLS; a plaintext client is refused.
 func TestSecurityTLS(t *testing.T) {
-	k := newPKI(t)
-	p := startProc(t, "--tls-cert", k.certFile, "--tls-key", k.keyFile)
-	if _, err := roundTrip(ctxT(t), dial(t, p.addr, k.creds(false)), "tls"); err != nil {
+	k := quivertest.NewPKI(t)
+	p := startProc(t, "--tls-cert", k.CertFile, "--tls-key", k.KeyFile)
+	if _, err := roundTrip(ctxT(t), tlsClient(t, p.addr, k, false), "tls"); err != nil {
 		t.Fatalf("TLS round trip: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := dial(t, p.addr, insecure.NewCredentials()).GetSchema(ctx, pathDesc("tls")); code(err) != codes.Unavailable {
+	if _, err := connect(t, p.addr).Schema(ctx, client.ReadRequest{Path: "tls"}); code(err) != codes.Unavailable {
 		t.Fatalf("plaintext client against TLS: %v", err)
 	}
 }
@@ -336,27 +229,22 @@ func TestSecurityTLS(t *testing.T) {
 // TestSecurityMTLS: under mutual TLS a client with a certificate of the
 // CA gets in (the writer names the certificate); one without is refused.
 func TestSecurityMTLS(t *testing.T) {
-	k := newPKI(t)
-	p := startProc(t, "--tls-cert", k.certFile, "--tls-key", k.keyFile, "--tls-client-ca", k.caFile)
-	pr, err := roundTrip(ctxT(t), dial(t, p.addr, k.creds(true)), "mtls")
+	k := quivertest.NewPKI(t)
+	p := startProc(t, "--tls-cert", k.CertFile, "--tls-key", k.KeyFile, "--tls-client-ca", k.CAFile)
+	pr, err := roundTrip(ctxT(t), tlsClient(t, p.addr, k, true), "mtls")
 	if err != nil {
 		t.Fatalf("mTLS round trip: %v", err)
 	}
-	c := dial(t, p.addr, k.creds(true))
-	lin, err := c.DoAction(ctxT(t), &flight.Action{Type: "lineage", Body: []byte(`{"path": "mtls"}`)})
+	r, err := firstLineage(ctxT(t), tlsClient(t, p.addr, k, true), "mtls")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := lin.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(r.Body), "cert etl-job") {
-		t.Errorf("commit record %s (put %+v) does not name the client certificate", r.Body, pr)
+	if !strings.Contains(string(r), "cert etl-job") {
+		t.Errorf("commit record %s (put %+v) does not name the client certificate", r, pr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := roundTrip(ctx, dial(t, p.addr, k.creds(false)), "nocert"); err == nil || code(err) == codes.OK {
+	if _, err := roundTrip(ctx, tlsClient(t, p.addr, k, false), "nocert"); err == nil || code(err) == codes.OK {
 		t.Fatalf("client without a certificate got in: %v", err)
 	}
 }
@@ -367,7 +255,7 @@ func TestSecurityMetrics(t *testing.T) {
 	if p.metricsAddr == "" {
 		t.Fatal("no metrics address printed")
 	}
-	if _, err := roundTrip(ctxT(t), dial(t, p.addr, insecure.NewCredentials()), "m"); err != nil {
+	if _, err := roundTrip(ctxT(t), connect(t, p.addr), "m"); err != nil {
 		t.Fatal(err)
 	}
 	scrape := func(path string) (int, string) {

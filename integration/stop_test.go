@@ -8,6 +8,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/quiverdb/quiver/client"
 )
 
 // TestStopInterruptsPut: SIGTERM while a put is streaming; after
@@ -17,10 +19,11 @@ func TestStopInterruptsPut(t *testing.T) {
 	s := startServer(t, "--stop-timeout", "500ms")
 	b := batch(0, 10_000)
 	defer b.Release()
-	mustPut(t, s.client, pathDesc("s"), b)
+	mustPut(t, s.client, "s", client.PutOptions{}, b)
 	before := dataFiles(t, s.dataDir)
 
-	stream, err := s.client.DoPut(ctxT(t))
+	// Raw: a put stream that is never ended.
+	stream, err := s.flight.DoPut(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}

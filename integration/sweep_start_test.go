@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/quiverdb/quiver/client"
 )
 
 // A server sweeps once at start: a temp file a killed writer left behind
@@ -13,7 +15,7 @@ func TestServeSweepsAtStart(t *testing.T) {
 	s1 := startServer(t)
 	rec := batch(0, 3)
 	defer rec.Release()
-	mustPut(t, s1.client, pathDesc("swept", "p"), rec)
+	mustPut(t, s1.client, "swept/p", client.PutOptions{}, rec)
 	vdir := filepath.Join(s1.dataDir, "swept", "p", "v0")
 	stale := filepath.Join(vdir, ".deadbeef.parquet.tmp")
 	fresh := filepath.Join(vdir, ".cafe.parquet.tmp")

@@ -20,6 +20,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/client"
 )
 
 // randomBatch is n rows whose val column does not compress.
@@ -36,7 +39,7 @@ func randomBatch(start, n int64) arrow.RecordBatch {
 }
 
 // idsOf reads every version of a profile through the server: id → count.
-func idsOf(t *testing.T, ctx context.Context, c flight.Client, path string) map[int64]int {
+func idsOf(t *testing.T, ctx context.Context, c *client.Client, path string) map[int64]int {
 	t.Helper()
 	out := map[int64]int{}
 	vl, err := listVersions(ctx, c, path)
@@ -110,7 +113,7 @@ func TestFaultDiskFull(t *testing.T) {
 	defer cancel()
 	const prof = "disk/full"
 	b := rowsBatch(0, 100, "base")
-	if _, err := put(ctx, c, cmdDesc(map[string]any{"path": prof, "request_id": "base"}), rowSchema, b); err != nil {
+	if _, err := put(ctx, c, prof, client.PutOptions{RequestID: "base"}, rowSchema, b); err != nil {
 		t.Fatal(err)
 	}
 	b.Release()
@@ -126,8 +129,8 @@ func TestFaultDiskFull(t *testing.T) {
 			filler := fill(t, mnt, leave)
 			req := "r-" + mode + "-" + time.Now().Format("150405.000000")
 			rb := randomBatch(id, 100_000) // ~1.5 MB of Parquet
-			desc := cmdDesc(map[string]any{"path": prof, "mode": mode, "request_id": req})
-			_, err := put(ctx, c, desc, rowSchema, rb)
+			opts := client.PutOptions{Mode: mode, RequestID: req}
+			_, err := put(ctx, c, prof, opts, rowSchema, rb)
 			codesSeen.inc(mode + ":" + codeName(err))
 			if err != nil && strings.Contains(err.Error(), mnt) {
 				t.Errorf("message shows the server path: %v", err)
@@ -152,7 +155,7 @@ func TestFaultDiskFull(t *testing.T) {
 			}
 			os.Remove(filler)
 			if err != nil { // space is back: the retry succeeds once
-				if _, err := put(ctx, c, desc, rowSchema, rb); err != nil {
+				if _, err := put(ctx, c, prof, opts, rowSchema, rb); err != nil {
 					t.Errorf("retry after freeing space: %v", err)
 				} else {
 					for i := id; i < id+100_000; i++ {
@@ -201,15 +204,15 @@ func TestFaultClientVanishes(t *testing.T) {
 	defer cancel()
 	const prof = "gone/x"
 	base := rowsBatch(0, 100, "base")
-	if _, err := put(ctx, c, cmdDesc(map[string]any{"path": prof}), rowSchema, base); err != nil {
+	if _, err := put(ctx, c, prof, client.PutOptions{}, rowSchema, base); err != nil {
 		t.Fatal(err)
 	}
 	base.Release()
 
-	// 1. Go: cancel after 200 batches.
+	// 1. Go: cancel after 200 batches. Raw: a stream cut off midway.
 	for round := 0; round < 5; round++ {
 		pctx, pcancel := context.WithCancel(ctx)
-		stream, err := c.DoPut(pctx)
+		stream, err := c.Flight().DoPut(pctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,19 +254,16 @@ func TestFaultClientVanishes(t *testing.T) {
 	}
 	// 3. DoGet abandoned after one batch, 20 times.
 	big := randomBatch(1<<50, 200_000)
-	if _, err := put(ctx, c, cmdDesc(map[string]any{"path": "gone/big"}), rowSchema, big); err != nil {
+	if _, err := put(ctx, c, "gone/big", client.PutOptions{}, rowSchema, big); err != nil {
 		t.Fatal(err)
 	}
 	big.Release()
 	for i := 0; i < 20; i++ {
 		gctx, gcancel := context.WithCancel(ctx)
-		stream, err := c.DoGet(gctx, &flight.Ticket{Ticket: []byte("gone/big")})
-		if err == nil {
-			if rdr, err := flight.NewRecordReader(stream); err == nil {
-				rdr.Next()
-				gcancel()
-				rdr.Release()
-			}
+		if rdr, err := c.ReadTicket(gctx, []byte("gone/big")); err == nil {
+			rdr.Next()
+			gcancel()
+			rdr.Release()
 		}
 		gcancel()
 	}
@@ -288,7 +288,7 @@ func TestFaultClientVanishes(t *testing.T) {
 	vr2, _ := verify(ctx, c, map[string]any{})
 	// The server still works.
 	rb := rowsBatch(5000, 10, "after")
-	if _, err := put(ctx, c, cmdDesc(map[string]any{"path": prof}), rowSchema, rb); err != nil {
+	if _, err := put(ctx, c, prof, client.PutOptions{}, rowSchema, rb); err != nil {
 		t.Errorf("put after vanishing clients: %v", err)
 	}
 	rb.Release()
@@ -322,7 +322,7 @@ func TestFaultStaleLock(t *testing.T) {
 	const prof = "lock/x"
 	b := rowsBatch(0, 10, "base")
 	defer b.Release()
-	if _, err := put(ctx, c, cmdDesc(map[string]any{"path": prof, "mode": "write"}), rowSchema, b); err != nil {
+	if _, err := put(ctx, c, prof, client.PutOptions{Mode: catalog.ModeWrite}, rowSchema, b); err != nil {
 		t.Fatal(err)
 	}
 	// A process that dies holding the lock: run one, SIGKILL it, and leave
@@ -343,7 +343,7 @@ func TestFaultStaleLock(t *testing.T) {
 	}
 	writeLock(dead.Process.Pid)
 	t0 := time.Now()
-	_, err := put(ctx, c, cmdDesc(map[string]any{"path": prof, "mode": "write"}), rowSchema, b)
+	_, err := put(ctx, c, prof, client.PutOptions{Mode: catalog.ModeWrite}, rowSchema, b)
 	waited := time.Since(t0)
 	wcode := codeName(err)
 	if err != nil || waited > 900*time.Millisecond {
@@ -354,7 +354,7 @@ func TestFaultStaleLock(t *testing.T) {
 	writeLock(os.Getpid())
 	a := rowsBatch(100, 10, "append")
 	defer a.Release()
-	if _, err := put(ctx, c, cmdDesc(map[string]any{"path": prof}), rowSchema, a); status.Code(err) != codes.Unavailable {
+	if _, err := put(ctx, c, prof, client.PutOptions{}, rowSchema, a); status.Code(err) != codes.Unavailable {
 		t.Errorf("append under a live owner's lock: %v, want Unavailable", err)
 	} else if strings.Contains(err.Error(), data) {
 		t.Errorf("message shows the server path: %v", err)
@@ -370,7 +370,7 @@ func TestFaultStaleLock(t *testing.T) {
 	if err != nil || len(res) != 1 || !strings.Contains(string(res[0]), `"broken":true`) {
 		t.Errorf("break-lock of a dead owner's lock: %v %s", err, res)
 	}
-	if _, err := put(ctx, c, cmdDesc(map[string]any{"path": prof}), rowSchema, a); err != nil {
+	if _, err := put(ctx, c, prof, client.PutOptions{}, rowSchema, a); err != nil {
 		t.Errorf("append after break-lock: %v", err)
 	}
 	report(t, "write under a dead owner's lock: %s after %s (lock-timeout 1s); live owner: append Unavailable, break-lock %s; verify saw %v; dead owner: break-lock %s",

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/client"
 	"github.com/quiverdb/quiver/internal/quivertest"
 )
 
@@ -167,11 +168,23 @@ func (p *proc) stop(t *testing.T) {
 
 func tail(s string, n int) string { return quivertest.Tail(s, n) }
 
-func dial(addr string) (flight.Client, error) { return quivertest.Dial(addr) }
+// dial connects a Go client to addr that never retries (a test sees, and
+// classifies, every attempt's own outcome; the model test and the workload
+// retry by themselves, recording each attempt) and accepts messages up to
+// 64 MiB.
+func dial(addr string) (*client.Client, error) {
+	return client.Connect(context.Background(), addr, client.WithRetry(client.RetryPolicy{}), client.WithMaxRecvMsgSize(64<<20))
+}
 
-func mustDial(t *testing.T, addr string) flight.Client {
+// mustDial is dial that fails t and closes the client when its test ends.
+func mustDial(t *testing.T, addr string) *client.Client {
 	t.Helper()
-	return quivertest.MustDial(t, addr)
+	c, err := dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // ---- rows -------------------------------------------------------------------
@@ -201,19 +214,27 @@ type putResult = catalog.PutResult
 
 func cmdDesc(v any) *flight.FlightDescriptor { return quivertest.CmdDesc(v) }
 
-// put sends recs as one DoPut and returns the PutResult.
-func put(ctx context.Context, c flight.Client, desc *flight.FlightDescriptor, sc *arrow.Schema, recs ...arrow.RecordBatch) (*putResult, error) {
-	return quivertest.Put(ctx, c, desc, sc, recs...)
-}
-
-// readIDs reads the id column of one version of a profile.
-func readIDs(ctx context.Context, c flight.Client, path, version string) ([]int64, error) {
-	tk, _ := json.Marshal(map[string]any{"path": path, "version": version, "columns": []string{"id"}})
-	stream, err := c.DoGet(ctx, &flight.Ticket{Ticket: tk})
+// put sends recs (of schema sc) to the profile at path as one put and
+// returns the PutResult.
+func put(ctx context.Context, c *client.Client, path string, opts client.PutOptions, sc *arrow.Schema, recs ...arrow.RecordBatch) (*putResult, error) {
+	rdr, err := array.NewRecordReader(sc, recs)
 	if err != nil {
 		return nil, err
 	}
-	rdr, err := flight.NewRecordReader(stream)
+	defer rdr.Release()
+	return c.Put(ctx, path, rdr, opts)
+}
+
+// rawPut sends recs as one DoPut to desc as it is, for what the client
+// would not send (malformed descriptors, batches of another schema, one
+// message per batch whatever its size).
+func rawPut(ctx context.Context, c *client.Client, desc *flight.FlightDescriptor, sc *arrow.Schema, recs ...arrow.RecordBatch) (*putResult, error) {
+	return quivertest.Put(ctx, c.Flight(), desc, sc, recs...)
+}
+
+// readIDs reads the id column of one version of a profile.
+func readIDs(ctx context.Context, c *client.Client, path, version string) ([]int64, error) {
+	rdr, err := c.Read(ctx, client.ReadRequest{Path: path, Version: version, Columns: []string{"id"}})
 	if err != nil {
 		return nil, err
 	}
@@ -226,9 +247,18 @@ func readIDs(ctx context.Context, c flight.Client, path, version string) ([]int6
 	return out, rdr.Err()
 }
 
-// action runs a DoAction and returns the bodies of its results.
-func action(ctx context.Context, c flight.Client, typ string, body any) ([][]byte, error) {
-	return quivertest.Action(ctx, c, typ, body)
+// action runs a DoAction with body as JSON and returns the bodies of its
+// results as the server sent them (those that came before an error too).
+func action(ctx context.Context, c *client.Client, typ string, body any) ([][]byte, error) {
+	if body == nil {
+		body = []byte(nil) // no body, as before
+	}
+	var out [][]byte
+	err := c.DoAction(ctx, typ, body, func(b []byte) error {
+		out = append(out, b)
+		return nil
+	})
+	return out, err
 }
 
 type versionList struct {
@@ -241,7 +271,7 @@ type versionList struct {
 	} `json:"versions"`
 }
 
-func listVersions(ctx context.Context, c flight.Client, path string) (*versionList, error) {
+func listVersions(ctx context.Context, c *client.Client, path string) (*versionList, error) {
 	res, err := action(ctx, c, "list-versions", map[string]any{"path": path})
 	if err != nil {
 		return nil, err
@@ -271,7 +301,7 @@ func (v *verifyReport) kinds() map[string]int {
 	return m
 }
 
-func verify(ctx context.Context, c flight.Client, body any) (*verifyReport, error) {
+func verify(ctx context.Context, c *client.Client, body any) (*verifyReport, error) {
 	res, err := action(ctx, c, "verify", body)
 	if err != nil {
 		return nil, err

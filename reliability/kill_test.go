@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quiverdb/quiver/client"
 	"github.com/quiverdb/quiver/internal/quivertest"
 	"github.com/quiverdb/quiver/internal/s3test"
 )
@@ -163,7 +164,7 @@ func faultKill(t *testing.T, c *cluster, killProfiles []string, kills int) {
 	c.mu.Unlock()
 	for i, cl := range clients {
 		b := rowsBatch(int64(1)<<45+int64(i)*10, 10, "after")
-		_, err := put(ctx, cl, cmdDesc(map[string]any{"path": "kill/after"}), rowSchema, b)
+		_, err := put(ctx, cl, "kill/after", client.PutOptions{}, rowSchema, b)
 		b.Release()
 		if err != nil {
 			t.Errorf("server %d after the kills: put: %v", i, err)

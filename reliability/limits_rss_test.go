@@ -22,6 +22,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/quiverdb/quiver/client"
 )
 
 // ---- process memory ---------------------------------------------------------
@@ -89,7 +91,7 @@ func startRSS(t *testing.T, extra ...string) *rssServer {
 	p := mustStart(t, t.TempDir(), append([]string{"--metrics-addr", maddr}, extra...)...)
 	c := mustDial(t, p.addr)
 	// One RPC of each kind warms the process up before the baseline.
-	_, _ = c.GetFlightInfo(context.Background(), &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"warm"}})
+	_, _ = c.Plan(context.Background(), client.ReadRequest{Path: "warm"})
 	time.Sleep(200 * time.Millisecond)
 	base, err := procStatusKB(p.cmd.Process.Pid, "VmRSS")
 	if err != nil {
@@ -141,8 +143,10 @@ func full() bool { return sc.Name == "full" }
 // ---- clients ----------------------------------------------------------------
 
 // putRecords sends one DoPut of recs to path and returns its gRPC code.
-func putRecords(ctx context.Context, c flight.Client, path string, sc *arrow.Schema, recs ...arrow.RecordBatch) (codes.Code, error) {
-	_, err := put(ctx, c, &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{path}}, sc, recs...)
+// Raw: each batch must go as one message, whatever its size (the limits
+// are the server's per message and per put; the client would slice).
+func putRecords(ctx context.Context, c *client.Client, path string, sc *arrow.Schema, recs ...arrow.RecordBatch) (codes.Code, error) {
+	_, err := rawPut(ctx, c, &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{path}}, sc, recs...)
 	return status.Code(err), err
 }
 
@@ -236,7 +240,8 @@ func TestLimitsDeepSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stream, err := c.DoPut(context.Background())
+	// Raw: a stream of a schema alone, as hostile as it is deep.
+	stream, err := c.Flight().DoPut(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,8 +398,9 @@ func TestLimitsStalledDoGets(t *testing.T) {
 	defer cancel()
 	for i := 0; i < readers; i++ {
 		cl := mustDial(t, r.addr) // one connection each, as separate clients
-		// The stream is never read; ctx ends it with the test.
-		if _, err := cl.DoGet(ctx, &flight.Ticket{Ticket: []byte("wide")}); err != nil {
+		// The stream is never read; ctx ends it with the test. Raw: the
+		// client's reader would read its first message.
+		if _, err := cl.Flight().DoGet(ctx, &flight.Ticket{Ticket: []byte("wide")}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -454,8 +460,9 @@ func TestLimitsPartitionedPut(t *testing.T) {
 	}
 	rec := b.NewRecordBatch()
 	defer rec.Release()
+	// Raw: the batch goes as one message (the client would slice it).
 	desc := cmdDesc(map[string]any{"path": "parted", "mode": "write", "partition_by": []string{"p"}})
-	if _, err := put(context.Background(), c, desc, sc, rec); err != nil {
+	if _, err := rawPut(context.Background(), c, desc, sc, rec); err != nil {
 		t.Fatal(err)
 	}
 	peak := r.peak(t)

@@ -2,7 +2,6 @@ package reliability
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -10,7 +9,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/flight"
+
+	"github.com/quiverdb/quiver/client"
 )
 
 var loadProfiles = []string{"load/a", "load/b", "load/c", "load/d"}
@@ -142,13 +142,8 @@ func trim(s string, n int) string {
 	return s
 }
 
-func readLatestOnce(ctx context.Context, c flight.Client, path string) error {
-	tk, _ := json.Marshal(map[string]any{"path": path, "columns": []string{"id"}})
-	stream, err := c.DoGet(ctx, &flight.Ticket{Ticket: tk})
-	if err != nil {
-		return err
-	}
-	rdr, err := flight.NewRecordReader(stream)
+func readLatestOnce(ctx context.Context, c *client.Client, path string) error {
+	rdr, err := c.Read(ctx, client.ReadRequest{Path: path, Columns: []string{"id"}})
 	if err != nil {
 		return err
 	}

@@ -13,13 +13,14 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"pgregory.net/rapid"
+
+	"github.com/quiverdb/quiver/client"
 )
 
 // seqKeys are the keys of the sequential test (under a per-check prefix):
@@ -29,7 +30,7 @@ var seqKeys = []string{"a", "a/b", "a/b/c", "n", "n/v0", "v1", "e", "e/manifest.
 // seqModel is the state of one rapid check.
 type seqModel struct {
 	ctx    context.Context
-	cl     flight.Client
+	cl     *client.Client
 	prefix string
 	h      *history
 	st     map[string]*mState
@@ -100,13 +101,13 @@ func (s *seqModel) put(rt *rapid.T, mode string, bad string) {
 	defer d.release()
 	s.h.addPut(&putInfo{PID: pid, Path: p, Fam: fam, Mode: mode, Bad: bad, PartBy: partBy, Rows: d.rows, Regions: d.regions})
 	s.rows[pid], s.reg[pid] = int64(len(d.rows)), d.regions
-	cmd := map[string]any{"path": p, "mode": mode, "request_id": reqID(pid)}
+	opts := client.PutOptions{Mode: mode, RequestID: reqID(pid)}
 	if partBy != nil {
-		cmd["partition_by"] = partBy
+		opts.PartitionBy = partBy
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
-	meta, err := putStream(ctx, s.cl, cmdDesc(cmd), d.schema, d.batches, false)
+	meta, err := putStream(ctx, s.cl, p, opts, d.schema, d.batches, false)
 	o := &mop{genOp: genOp{Kind: opAppend, Path: p, Fam: fam, PartBy: partBy, Rows: rows, Bad: bad, Mode: mode}, PID: pid, St: classify(err, true), Code: codeName(err), Ver: -1}
 	if mode == "write" {
 		o.Kind = opWrite
@@ -281,7 +282,7 @@ func (s *seqModel) abandon(rt *rapid.T) {
 	defer cancel()
 	sctx, scancel := context.WithCancel(ctx)
 	defer scancel()
-	stream, err := s.cl.DoPut(sctx)
+	stream, err := s.cl.Flight().DoPut(sctx) // raw: a stream left unfinished
 	if err != nil {
 		rt.Fatalf("DoPut: %v", err)
 	}
@@ -307,17 +308,13 @@ func (s *seqModel) abandon(rt *rapid.T) {
 func (s *seqModel) check(rt *rapid.T) {
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
-	stream, err := s.cl.ListFlights(ctx, &flight.Criteria{Expression: []byte(s.prefix)})
+	profiles, err := s.cl.List(ctx, s.prefix)
 	if err != nil {
 		rt.Fatalf("ListFlights: %v", err)
 	}
 	var got []string
-	for {
-		fi, err := stream.Recv()
-		if err != nil {
-			break
-		}
-		got = append(got, strings.Join(fi.FlightDescriptor.Path, "/"))
+	for _, pr := range profiles {
+		got = append(got, pr.Path)
 	}
 	var want []string
 	for p, st := range s.st {

@@ -13,6 +13,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/client"
 )
 
 // TestModelReproStaleVersionHead: a write abandoned mid-stream gives its
@@ -31,7 +34,7 @@ func TestModelReproStaleVersionHead(t *testing.T) {
 			put := func(pid int64, fam int, mode string) (map[string]any, error) {
 				d := buildPut(dataSpec{pid: pid, fam: fam, rows: 3, batches: 1, seed: 1})
 				defer d.release()
-				meta, err := putStream(ctx, cl, cmdDesc(map[string]any{"path": path, "mode": mode}), d.schema, d.batches, false)
+				meta, err := putStream(ctx, cl, path, client.PutOptions{Mode: mode}, d.schema, d.batches, false)
 				var res map[string]any
 				if err == nil {
 					_ = jsonUnmarshal(meta, &res)
@@ -45,7 +48,7 @@ func TestModelReproStaleVersionHead(t *testing.T) {
 			d := buildPut(dataSpec{pid: 2, fam: famPart, rows: 3, batches: 1, seed: 1})
 			defer d.release()
 			sctx, scancel := context.WithCancel(ctx)
-			stream, err := cl.DoPut(sctx)
+			stream, err := cl.Flight().DoPut(sctx) // raw: a stream left unfinished
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,7 +105,7 @@ func TestModelReproCompactionSameCycle(t *testing.T) {
 		n := pid.Add(1)
 		d := buildPut(dataSpec{pid: n, fam: 0, rows: 2, batches: 1, seed: uint64(n)})
 		defer d.release()
-		_, err := putStream(ctx, cl, cmdDesc(map[string]any{"path": path, "mode": "write", "request_id": reqID(n)}), d.schema, d.batches, false)
+		_, err := putStream(ctx, cl, path, client.PutOptions{Mode: catalog.ModeWrite, RequestID: reqID(n)}, d.schema, d.batches, false)
 		return err
 	}
 	if err := write(); err != nil {
@@ -183,7 +186,7 @@ func TestModelReproManifestLag(t *testing.T) {
 	write := func(pid int64) {
 		d := buildPut(dataSpec{pid: pid, fam: 0, rows: 2, batches: 1, seed: 1})
 		defer d.release()
-		if _, err := putStream(ctx, cl, cmdDesc(map[string]any{"path": path, "mode": "write"}), d.schema, d.batches, false); err != nil {
+		if _, err := putStream(ctx, cl, path, client.PutOptions{Mode: catalog.ModeWrite}, d.schema, d.batches, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -227,7 +230,7 @@ func TestModelReproLogReloadDuplicates(t *testing.T) {
 		for j := 0; j < appends; j++ {
 			pid := int64(i*appends + j + 1)
 			d := buildPut(dataSpec{pid: pid, fam: 0, rows: 1, batches: 1, seed: 1})
-			_, err := putStream(ctx, cl, cmdDesc(map[string]any{"path": fmt.Sprintf("dup/p%d", i), "mode": "append", "request_id": reqID(pid)}), d.schema, d.batches, false)
+			_, err := putStream(ctx, cl, fmt.Sprintf("dup/p%d", i), client.PutOptions{Mode: catalog.ModeAppend, RequestID: reqID(pid)}, d.schema, d.batches, false)
 			d.release()
 			if err != nil {
 				t.Fatal(err)

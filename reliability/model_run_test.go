@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -32,7 +31,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/quiverdb/quiver/internal/quivertest"
+	"github.com/quiverdb/quiver/client"
 )
 
 // reqID is the request_id of put pid (every attempt of a put sends it).
@@ -107,21 +106,27 @@ func classify(err error, put bool) outStatus {
 
 // ---- Flight calls ---------------------------------------------------------------
 
-// putStream sends one DoPut and returns the raw app_metadata of the
-// PutResult. abandon: send the first batch, then cancel the stream without
-// ever ending it.
-func putStream(ctx context.Context, c flight.Client, desc *flight.FlightDescriptor, sc *arrow.Schema, recs []arrow.RecordBatch, abandon bool) ([]byte, error) {
+// putStream sends one put (one DoPut: the clients never retry) and returns
+// the raw app_metadata of the PutResult. abandon: send the first batch,
+// then cancel the stream without ever ending it (raw Flight: the client
+// never leaves a stream open).
+func putStream(ctx context.Context, c *client.Client, path string, opts client.PutOptions, sc *arrow.Schema, recs []arrow.RecordBatch, abandon bool) ([]byte, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if !abandon {
-		return quivertest.PutRaw(ctx, c, desc, sc, recs...)
+		rdr, err := array.NewRecordReader(sc, recs)
+		if err != nil {
+			return nil, err
+		}
+		defer rdr.Release()
+		return c.PutRaw(ctx, path, rdr, opts)
 	}
-	stream, err := c.DoPut(ctx)
+	stream, err := c.Flight().DoPut(ctx)
 	if err != nil {
 		return nil, err
 	}
 	w := flight.NewRecordWriter(stream, ipc.WithSchema(sc))
-	w.SetFlightDescriptor(desc)
+	w.SetFlightDescriptor(putDesc(path, opts))
 	_ = w.Write(recs[0])
 	time.Sleep(5 * time.Millisecond)
 	cancel() // never Close: the stream must not end
@@ -129,6 +134,18 @@ func putStream(ctx context.Context, c flight.Client, desc *flight.FlightDescript
 		return nil, err
 	}
 	return nil, errors.New("abandoned put answered")
+}
+
+// putDesc is the CMD descriptor of a put, as the client sends it.
+func putDesc(path string, opts client.PutOptions) *flight.FlightDescriptor {
+	cmd := map[string]any{"path": path, "mode": opts.Mode, "request_id": opts.RequestID}
+	if opts.Metadata != nil {
+		cmd["metadata"] = opts.Metadata
+	}
+	if len(opts.PartitionBy) > 0 {
+		cmd["partition_by"] = opts.PartitionBy
+	}
+	return cmdDesc(cmd)
 }
 
 // parseVer parses "v3" (or 3); -1 if it cannot.
@@ -148,12 +165,8 @@ func parseVer(v any) int {
 
 // readRows reads a ticket and returns its rows (pid, rn and, when full,
 // the canonical encoding) and the stream's schema.
-func readRows(ctx context.Context, c flight.Client, ticket []byte, full bool) ([]rowObs, *arrow.Schema, error) {
-	stream, err := c.DoGet(ctx, &flight.Ticket{Ticket: ticket})
-	if err != nil {
-		return nil, nil, err
-	}
-	rdr, err := flight.NewRecordReader(stream)
+func readRows(ctx context.Context, c *client.Client, ticket []byte, full bool) ([]rowObs, *arrow.Schema, error) {
+	rdr, err := c.ReadTicket(ctx, ticket)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -277,7 +290,7 @@ func (m *modelRun) doBadKey(ctx context.Context, r *rand.Rand, o *mop) {
 	case "readv":
 		_, _, err = readRows(rctx, cl, js(map[string]any{"path": o.Path, "version": "v0"}), false)
 	case "schema":
-		_, err = cl.GetSchema(rctx, cmdDesc(map[string]any{"path": o.Path}))
+		_, err = cl.Schema(rctx, client.ReadRequest{Path: o.Path})
 	case "remove-old-versions":
 		_, err = action(rctx, cl, o.Mode, map[string]any{"path": o.Path, "keep": 1, "grace_s": 0})
 	default:
@@ -299,7 +312,7 @@ func (m *modelRun) doBadKey(ctx context.Context, r *rand.Rand, o *mop) {
 }
 
 // pick chooses a server (slot -1: a random one that is not restarting).
-func (m *modelRun) pick(r *rand.Rand, slot int) (int, flight.Client, *atomic.Int64) {
+func (m *modelRun) pick(r *rand.Rand, slot int) (int, *client.Client, *atomic.Int64) {
 	m.c.mu.Lock()
 	defer m.c.mu.Unlock()
 	if slot < 0 {
@@ -366,11 +379,10 @@ func (m *modelRun) doPut(ctx context.Context, r *rand.Rand, o *mop, first *mop) 
 	if first == nil {
 		m.h.addPut(&putInfo{PID: o.PID, Path: g.Path, Fam: g.Fam, Mode: o.putMode(), Bad: g.Bad, PartBy: g.PartBy, Rows: d.rows, Regions: d.regions, EmptyRegion: slices.ContainsFunc(d.regions, func(r *string) bool { return r != nil && *r == "" })})
 	}
-	cmd := map[string]any{"path": g.Path, "mode": o.putMode(), "request_id": reqID(o.PID), "metadata": map[string]any{"client": o.Client, "pid": o.PID}}
+	opts := client.PutOptions{Mode: o.putMode(), RequestID: reqID(o.PID), Metadata: map[string]any{"client": o.Client, "pid": o.PID}}
 	if len(g.PartBy) > 0 {
-		cmd["partition_by"] = g.PartBy
+		opts.PartitionBy = g.PartBy
 	}
-	desc := cmdDesc(cmd)
 	retries := 4
 	if g.Kind == opCancel || g.Bad != "" {
 		retries = 1
@@ -382,7 +394,7 @@ func (m *modelRun) doPut(ctx context.Context, r *rand.Rand, o *mop, first *mop) 
 		inflight.Add(1)
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		start := m.now()
-		meta, err := putStream(actx, cl, desc, d.schema, batches, g.Kind == opCancel)
+		meta, err := putStream(actx, cl, g.Path, opts, d.schema, batches, g.Kind == opCancel)
 		end := m.now()
 		cancel()
 		inflight.Add(-1)
@@ -479,7 +491,7 @@ func crackOffsets(rec arrow.RecordBatch) arrow.RecordBatch {
 
 // breakLock asks for the profile's manifest lock to be broken (only a
 // lock whose owner is provably gone is) and says what the server answered.
-func (m *modelRun) breakLock(ctx context.Context, cl flight.Client, path string) string {
+func (m *modelRun) breakLock(ctx context.Context, cl *client.Client, path string) string {
 	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	res, err := action(bctx, cl, "break-lock", map[string]any{"path": path})
@@ -563,11 +575,12 @@ func (m *modelRun) doRead(ctx context.Context, r *rand.Rand, o *mop, slot int) {
 
 // readInfo plans a read with GetFlightInfo and fetches every endpoint: one
 // pinned version.
-func (h *history) readInfo(ctx context.Context, cl flight.Client, o *mop) ([]rowObs, *arrow.Schema, int, error) {
-	fi, err := cl.GetFlightInfo(ctx, cmdDesc(map[string]any{"path": o.Path}))
+func (h *history) readInfo(ctx context.Context, cl *client.Client, o *mop) ([]rowObs, *arrow.Schema, int, error) {
+	plan, err := cl.Plan(ctx, client.ReadRequest{Path: o.Path})
 	if err != nil {
 		return nil, nil, -1, err
 	}
+	fi := plan.Info
 	ver := -1
 	var rows []rowObs
 	var sc *arrow.Schema
@@ -750,17 +763,9 @@ func (m *modelRun) doList(ctx context.Context, r *rand.Rand, o *mop, slot int) m
 	defer cancel()
 	o.Call = m.now()
 	out := map[string]int64{}
-	stream, err := cl.ListFlights(lctx, &flight.Criteria{})
-	for err == nil {
-		var fi *flight.FlightInfo
-		fi, err = stream.Recv()
-		if errors.Is(err, io.EOF) {
-			err = nil
-			break
-		}
-		if err == nil && fi.FlightDescriptor != nil {
-			out[strings.Join(fi.FlightDescriptor.Path, "/")] = fi.TotalRecords
-		}
+	profiles, err := cl.List(lctx, "")
+	for _, p := range profiles {
+		out[p.Path] = p.TotalRecords
 	}
 	o.Ret = m.now()
 	o.Code = codeName(err)

@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/quiverdb/quiver/client"
 	"github.com/quiverdb/quiver/internal/quivertest"
 )
 
@@ -33,7 +33,7 @@ type cluster struct {
 
 	mu       sync.Mutex
 	procs    []*proc
-	clients  []flight.Client
+	clients  []*client.Client
 	inflight []*atomic.Int64
 }
 
@@ -82,7 +82,7 @@ func (c *cluster) writeAddrs() {
 }
 
 // pick returns a random server's client and its slot.
-func (c *cluster) pick(r *rand.Rand) (int, flight.Client) {
+func (c *cluster) pick(r *rand.Rand) (int, *client.Client) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i := r.IntN(len(c.procs))
@@ -114,7 +114,7 @@ func (c *cluster) killAndRestart(i int) (int64, error) {
 	return inflight, nil
 }
 
-func (c *cluster) any() flight.Client {
+func (c *cluster) any() *client.Client {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.clients[0]
@@ -192,7 +192,7 @@ func (w *workload) worker(ctx context.Context, id int, deadline time.Time) {
 func (w *workload) one(ctx context.Context, r *rand.Rand, rec *putRec, giveUp time.Time) {
 	batch := rowsBatch(rec.Start, rec.N, rec.Client)
 	defer batch.Release()
-	desc := cmdDesc(map[string]any{"path": rec.Profile, "mode": rec.Mode, "request_id": rec.Req, "metadata": map[string]any{"client": rec.Client}})
+	opts := client.PutOptions{Mode: rec.Mode, RequestID: rec.Req, Metadata: map[string]any{"client": rec.Client}}
 	for rec.Attempts < w.attempts && time.Now().Before(giveUp) && ctx.Err() == nil {
 		rec.Attempts++
 		slot, cl := w.c.pick(r)
@@ -202,7 +202,7 @@ func (w *workload) one(ctx context.Context, r *rand.Rand, rec *putRec, giveUp ti
 		inflight.Add(1)
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		t0 := time.Now()
-		pr, err := put(cctx, cl, desc, rowSchema, batch)
+		pr, err := put(cctx, cl, rec.Profile, opts, rowSchema, batch)
 		d := time.Since(t0)
 		cancel()
 		inflight.Add(-1)
@@ -326,7 +326,7 @@ func (cr *checkResult) fail(format string, args ...any) {
 // every acknowledged row readable exactly once, in the version its ack
 // named; no row read twice; no row nobody put; every write's version
 // distinct.
-func check(ctx context.Context, c flight.Client, profiles []string, recs []putRec) *checkResult {
+func check(ctx context.Context, c *client.Client, profiles []string, recs []putRec) *checkResult {
 	cr := &checkResult{}
 	type loc struct {
 		version string

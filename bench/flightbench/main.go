@@ -27,12 +27,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/quiverdb/quiver/client"
 )
 
 func main() {
@@ -55,12 +55,14 @@ func main() {
 	}
 }
 
-func dial(addr string) (flight.Client, error) {
+func dial(addr string) (*client.Client, error) {
 	// The pyarrow peer sends batches as they come (often > 4 MiB): accept
-	// any size, as pyarrow does.
-	return flight.NewClientWithMiddleware(addr, nil, nil,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<31-1), grpc.MaxCallSendMsgSize(1<<31-1)))
+	// any size, as pyarrow does. No retries: a failed append counts as an
+	// error, as it did when every append was one DoPut.
+	return client.Connect(context.Background(), addr,
+		client.WithRetry(client.RetryPolicy{}),
+		client.WithMaxRecvMsgSize(1<<31-1),
+		client.WithDialOptions(grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(1<<31-1))))
 }
 
 func emit(v any) error { return json.NewEncoder(os.Stdout).Encode(v) }
@@ -81,11 +83,7 @@ func get(args []string) error {
 		return err
 	}
 	start := time.Now()
-	stream, err := c.DoGet(context.Background(), &flight.Ticket{Ticket: []byte(*ticket)})
-	if err != nil {
-		return err
-	}
-	rdr, err := flight.NewRecordReader(stream)
+	rdr, err := c.ReadTicket(context.Background(), []byte(*ticket))
 	if err != nil {
 		return err
 	}
@@ -107,10 +105,12 @@ func get(args []string) error {
 // warm makes one cheap RPC (ListActions) to open the connection. Its
 // answer does not matter (a server may not implement it); a transport
 // failure does.
-func warm(c flight.Client) error {
+func warm(c *client.Client) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := c.ListActions(ctx, &flight.Empty{})
+	// Raw: the client has no ListActions, and this must work against the
+	// pyarrow peer too.
+	s, err := c.Flight().ListActions(ctx, &flight.Empty{})
 	for err == nil {
 		_, err = s.Recv()
 	}
@@ -153,28 +153,17 @@ func smallBatch(rows int, seed int64) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
-func putOnce(c flight.Client, path string, rec arrow.RecordBatch) error {
+// putOnce appends rec to the profile at path (one DoPut).
+func putOnce(c *client.Client, path string, rec arrow.RecordBatch) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	stream, err := c.DoPut(ctx)
+	rdr, err := array.NewRecordReader(rec.Schema(), []arrow.RecordBatch{rec})
 	if err != nil {
 		return err
 	}
-	w := flight.NewRecordWriter(stream, ipc.WithSchema(rec.Schema()))
-	w.SetFlightDescriptor(&flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{path}})
-	if err := w.Write(rec); err != nil {
-		return err
-	}
-	if err := w.Close(); err != nil {
-		return err
-	}
-	if err := stream.CloseSend(); err != nil {
-		return err
-	}
-	if _, err := stream.Recv(); err != nil {
-		return err
-	}
-	return nil
+	defer rdr.Release()
+	_, err = c.Put(ctx, path, rdr, client.PutOptions{})
+	return err
 }
 
 func appendCmd(args []string) error {

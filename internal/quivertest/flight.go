@@ -98,10 +98,13 @@ func PathDesc(keys ...string) *flight.FlightDescriptor {
 	return &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: keys}
 }
 
-// Put sends recs (of schema sc) as one DoPut to desc and returns the one
-// PutResult the server answers with; more than one is an error.
+// Put sends recs (of schema sc) as one DoPut to desc as it is, one message
+// a batch, and returns the one PutResult the server answers with; more
+// than one is an error. It is for what the client package would not send
+// (another descriptor's form, malformed input, a batch in one message
+// whatever its size), and for flightserver's own tests.
 func Put(ctx context.Context, c flight.Client, desc *flight.FlightDescriptor, sc *arrow.Schema, recs ...arrow.RecordBatch) (*catalog.PutResult, error) {
-	raw, err := PutRaw(ctx, c, desc, sc, recs...)
+	raw, err := putRaw(ctx, c, desc, sc, recs...)
 	if err != nil {
 		return nil, err
 	}
@@ -112,8 +115,8 @@ func Put(ctx context.Context, c flight.Client, desc *flight.FlightDescriptor, sc
 	return &pr, nil
 }
 
-// PutRaw is Put returning the PutResult's bytes as sent (app_metadata).
-func PutRaw(ctx context.Context, c flight.Client, desc *flight.FlightDescriptor, sc *arrow.Schema, recs ...arrow.RecordBatch) ([]byte, error) {
+// putRaw is Put returning the PutResult's bytes as sent (app_metadata).
+func putRaw(ctx context.Context, c flight.Client, desc *flight.FlightDescriptor, sc *arrow.Schema, recs ...arrow.RecordBatch) ([]byte, error) {
 	stream, err := c.DoPut(ctx)
 	if err != nil {
 		return nil, err
