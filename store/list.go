@@ -157,6 +157,10 @@ func (s *Store) ListProfiles(ctx context.Context, prefix []string, fn func(Profi
 					return fn(ProfileSummary{Keys: clone(keys), Latest: -1, Err: perr})
 				}
 				return fn(ProfileSummary{Keys: clone(keys), Latest: latest})
+			case isNotExist(err) && s.loggedProfile(ctx, s.state(p)):
+				// Its reads go on from the log (readableVersion); the
+				// listing says what is wrong.
+				return fn(ProfileSummary{Keys: clone(keys), Latest: -1, Err: fmt.Errorf("%w: %s: manifest.json is missing, though the commit log holds the profile's versions (reads use the log; the next commit writes the manifest again)", ErrDataLoss, p)})
 			case isNotExist(err):
 			case errors.Is(err, fsys.ErrUnsafePath) && depth == len(prefix):
 				return fmt.Errorf("%w: %s passes through a symbolic link (not followed)", ErrInvalidKey, p)

@@ -46,3 +46,41 @@ func TestCompactionIgnoresThePutLimit(t *testing.T) {
 		t.Fatalf("compaction under a small put limit: %v", err)
 	}
 }
+
+// TestDeletedManifestDoesNotHideTheProfile (red team g05): a profile whose
+// manifest.json was deleted is still read from its commit log, and listing
+// (so verify) reports the missing manifest instead of skipping the profile.
+func TestDeletedManifestDoesNotHideTheProfile(t *testing.T) {
+	s, dir := newTestStore(t)
+	k := []string{"g05", "p"}
+	put(t, s, ModeWrite, k, ids(1, 2), PutOptions{})
+	put(t, s, ModeAppend, k, ids(3), PutOptions{})
+	if err := os.Remove(filepath.Join(dir, "g05", "p", manifestName)); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readIDs(t, s2, k, Latest); len(got) != 3 {
+		t.Fatalf("rows after the manifest was deleted: %v", got)
+	}
+	var found error
+	err = s2.ListProfiles(context.Background(), nil, func(ps ProfileSummary) error {
+		if ps.Path() == "g05/p" {
+			found = ps.Err
+			if found == nil {
+				found = errors.New("listed without an error")
+			}
+		}
+		return nil
+	})
+	if err != nil || !errors.Is(found, ErrDataLoss) {
+		t.Fatalf("listing: %v, profile: %v; want it listed with ErrDataLoss", err, found)
+	}
+	// The next commit writes the manifest again.
+	put(t, s2, ModeAppend, k, ids(4), PutOptions{})
+	if _, err := os.Stat(filepath.Join(dir, "g05", "p", manifestName)); err != nil {
+		t.Fatalf("manifest after the next commit: %v", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -118,11 +119,20 @@ func (s *Store) readableVersion(ctx context.Context, p profile, v int) (*Version
 		return nil, err
 	}
 	latest, _, err := s.readManifest(ctx, p)
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, err
 	}
 	ps := s.state(p)
-	if err := s.syncLog(ctx, ps); err != nil {
+	if err != nil {
+		// No manifest: a profile whose commit log holds writes (its
+		// manifest deleted, or a first write killed before it) is read
+		// from the log, as a lagging manifest is; the next commit writes
+		// the manifest again. verify reports it missing.
+		if !s.loggedProfile(ctx, ps) {
+			return nil, err
+		}
+		latest = -1
+	} else if err := s.syncLog(ctx, ps); err != nil {
 		return nil, err
 	}
 	if latest, err = s.latestOf(ctx, ps, latest); err != nil {
@@ -280,4 +290,19 @@ func (s *Store) badFile(p profile, df DataFile, err error) error {
 		return fmt.Errorf("%w: %s: committed file %s does not decode: %v", ErrDataLoss, p, df.Path, err)
 	}
 	return &CorruptionError{Path: p.join(df.Path), Err: err}
+}
+
+// loggedProfile reports whether p, whose manifest is missing, is a profile
+// Quiver created (.quiver.kind) whose commit log holds a write.
+func (s *Store) loggedProfile(ctx context.Context, ps *profileState) bool {
+	b, _, err := s.fs.ReadFile(ctx, ps.p.join(kindName))
+	if err != nil || strings.TrimSpace(string(b)) != kindProfile {
+		return false
+	}
+	if err := s.syncLog(ctx, ps); err != nil {
+		return false
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.log.maxWrite() >= 0
 }

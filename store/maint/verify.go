@@ -153,6 +153,8 @@ func Verify(ctx context.Context, st *store.Store, o VerifyOptions) (*VerifyRepor
 				return verifyOrReport(ctx, st, ps.Keys, o, rep)
 			case errors.Is(ps.Err, fsys.ErrUnsafePath):
 				rep.add(ProblemLink, ps.Path(), "a symbolic link inside the data directory; Quiver never follows it")
+			case errors.Is(ps.Err, store.ErrDataLoss):
+				rep.add(ProblemMissing, ps.Path(), "%v", ps.Err)
 			default:
 				rep.add(ProblemUnknown, ps.Path(), "%v", ps.Err)
 			}
