@@ -109,8 +109,9 @@ func (s *Store) head(ctx context.Context, ps *profileState, v int) (*versionHead
 	vi, sc, err := s.readVersionInfo(ctx, ps.p, v)
 	ps.mu.Lock()
 	w := ps.log.writes[v]
+	retired := ps.log.retired[v] != nil
 	ps.mu.Unlock()
-	if err == nil && vi == nil && w != nil && w.VersionInfo != "" {
+	if err == nil && vi == nil && w != nil && w.VersionInfo != "" && !retired {
 		// Its write record vouches for a .version.json that is gone: the
 		// version would read as pyrosome's, without its partitioning.
 		return nil, fmt.Errorf("%w: %s %s: its .version.json (schema, partitioning), which its write record vouches for, is missing", ErrDataLoss, ps.p, VersionName(v))
