@@ -84,3 +84,25 @@ func TestDeletedManifestDoesNotHideTheProfile(t *testing.T) {
 		t.Fatalf("manifest after the next commit: %v", err)
 	}
 }
+
+// TestManifestAtAnEmptyDirectoryIsDataLoss (red team g03): a manifest
+// pointed at an empty version directory in a profile with committed writes
+// fails reads with DataLoss instead of serving no rows.
+func TestManifestAtAnEmptyDirectoryIsDataLoss(t *testing.T) {
+	s, dir := newTestStore(t)
+	k := []string{"g03"}
+	put(t, s, ModeWrite, k, ids(1, 2), PutOptions{})
+	if err := os.Mkdir(filepath.Join(dir, "g03", "v7"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "g03", manifestName), []byte(`{"latest_data_dir": "v7"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.Snapshot(context.Background(), k, SnapshotOptions{Version: Latest}); !errors.Is(err, ErrDataLoss) {
+		t.Fatalf("snapshot: %v, want ErrDataLoss", err)
+	}
+}

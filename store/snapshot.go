@@ -153,6 +153,11 @@ func (s *Store) readableVersion(ctx context.Context, p profile, v int) (*Version
 	case !vs.Committed && vs.Info != nil:
 		// The manifest names a version Quiver never committed.
 		return nil, fmt.Errorf("%w: %s: the manifest names %s, which has no commit record", ErrDataLoss, p, VersionName(v))
+	case vs.Write == nil && vs.Info == nil && len(vs.Files) == 0 && len(vs.Records) == 0 && hasWrites(ps):
+		// Not a version pyrosome wrote either (its writes always leave a
+		// data file): the manifest was pointed at an empty directory,
+		// which would hide every committed row.
+		return nil, fmt.Errorf("%w: %s: the manifest names %s, which holds no data file and no commit record", ErrDataLoss, p, VersionName(v))
 	}
 	return vs, nil
 }
@@ -302,6 +307,13 @@ func (s *Store) loggedProfile(ctx context.Context, ps *profileState) bool {
 	if err := s.syncLog(ctx, ps); err != nil {
 		return false
 	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.log.maxWrite() >= 0
+}
+
+// hasWrites reports whether the profile's commit log holds a write.
+func hasWrites(ps *profileState) bool {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	return ps.log.maxWrite() >= 0
