@@ -24,7 +24,7 @@ func (m *metrics) registerCache(c *ipccache.Cache) {
 		counter("quiver_cache_fills_total", "Entries written to the IPC cache.", func(s ipccache.Stats) uint64 { return s.Fills }),
 		counter("quiver_cache_evictions_total", "Entries evicted from the IPC cache (least recently used).", func(s ipccache.Stats) uint64 { return s.Evictions }),
 		counter("quiver_cache_corrupt_total", "Entries that failed their checks and were deleted (each was a miss).", func(s ipccache.Stats) uint64 { return s.Corrupt }),
-		counter("quiver_cache_hit_bytes_total", "Bytes of IPC cache entries mapped for reads.", func(s ipccache.Stats) uint64 { return s.HitBytes }),
+		counter("quiver_cache_hit_bytes_total", "Bytes of IPC cache entries opened for reads.", func(s ipccache.Stats) uint64 { return s.HitBytes }),
 		counter("quiver_cache_fill_bytes_total", "Bytes of IPC cache entries written.", func(s ipccache.Stats) uint64 { return s.FillBytes }),
 		counter("quiver_cache_evicted_bytes_total", "Bytes of IPC cache entries evicted.", func(s ipccache.Stats) uint64 { return s.EvictedBytes }),
 		gauge("quiver_cache_bytes", "Bytes the IPC cache holds.", func(s ipccache.Stats) int64 { return s.Bytes }),

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -291,5 +292,88 @@ func TestDoGetCacheKeepsGuarantees(t *testing.T) {
 	}
 	if _, _, err := getAll(t, s.c, pinned); status.Code(err) != codes.NotFound {
 		t.Fatalf("retired version: %v", err)
+	}
+}
+
+// bigBatch is n rows of an id and a 50-byte string.
+func bigBatch(n int) arrow.RecordBatch {
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "s", Type: arrow.BinaryTypes.String}}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	for i := range n {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		b.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("row-%d-%s", i, strings.Repeat("z", 40)))
+	}
+	return b.NewRecordBatch()
+}
+
+// TestDoGetCacheEntryTruncated (red team g06): truncating the cache
+// entries while a DoGet streams one (the server blocked on flow control,
+// messages read ahead) fails that DoGet with UNAVAILABLE — it does not
+// crash the process, as a truncated memory mapping did (SIGBUS in gRPC's
+// writer) — and the server goes on serving the data, from Parquet and
+// then from a refilled entry.
+func TestDoGetCacheEntryTruncated(t *testing.T) {
+	data, cdir := t.TempDir(), t.TempDir()
+	s := startCached(t, data, cdir, 1<<30, WithMaxSendMsgSize(64<<10))
+	rec := bigBatch(200_000)
+	defer rec.Release()
+	putCmd(t, s.c, map[string]any{"path": "c/big", "mode": "write"}, rec)
+	_, want, err := getAll(t, s.c, "c/big") // fills
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits := s.cache.Stats().Hits
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := s.c.DoGet(ctx, &flight.Ticket{Ticket: []byte("c/big")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdr, err := flight.NewRecordReader(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdr.Release()
+	if !rdr.Next() {
+		t.Fatal(rdr.Err())
+	}
+	if s.cache.Stats().Hits == hits {
+		t.Fatal("not streamed from the cache")
+	}
+	time.Sleep(200 * time.Millisecond) // the server fills the window and blocks
+	des, err := os.ReadDir(cdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, de := range des {
+		if strings.HasSuffix(de.Name(), ".arrows") {
+			if err := os.Truncate(filepath.Join(cdir, de.Name()), 4096); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("no cache entry")
+	}
+	rows := rdr.RecordBatch().NumRows()
+	for rdr.Next() {
+		rows += rdr.RecordBatch().NumRows()
+	}
+	if status.Code(rdr.Err()) != codes.Unavailable || rows >= rec.NumRows() {
+		t.Fatalf("read %d rows of %d: %v", rows, rec.NumRows(), rdr.Err())
+	}
+	if strings.Contains(rdr.Err().Error(), cdir) {
+		t.Errorf("error shows the server path: %v", rdr.Err())
+	}
+	for range 2 { // decoded and refilled, then from the cache
+		if _, got, err := getAll(t, s.c, "c/big"); err != nil || got != want {
+			t.Fatalf("after the truncation: %v", err)
+		}
+	}
+	if st := s.cache.Stats(); st.Corrupt != 1 || st.Entries != 1 {
+		t.Errorf("stats %+v", st)
 	}
 }

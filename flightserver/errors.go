@@ -65,7 +65,7 @@ func statusOfUncapped(err error) error {
 		return status.Error(codes.NotFound, PublicMessage(err))
 	case errors.Is(err, store.ErrFormatMismatch):
 		return status.Error(codes.FailedPrecondition, PublicMessage(err))
-	case errors.Is(err, store.ErrLockTimeout), errors.Is(err, store.ErrUnavailable):
+	case errors.Is(err, store.ErrLockTimeout), errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrCacheChanged):
 		return status.Error(codes.Unavailable, PublicMessage(err))
 	case errors.Is(err, fsys.ErrTooLarge):
 		return status.Error(codes.DataLoss, fmt.Sprintf("corrupt file in the store (a metadata file larger than %d MiB, more than Quiver ever writes); run the verify action", fsys.MaxReadFile>>20))

@@ -16,7 +16,7 @@ import (
 // without copying their body. The standard path copies a batch twice
 // before gRPC writes it (into one contiguous FlightData body, then into
 // the marshalled protobuf); here the protobuf framing is written in front
-// of the batch's own buffers (or a cache entry's mapped bytes), and gRPC
+// of the batch's own buffers (or a message read from a cache entry), and gRPC
 // copies them once, into its frames. What it receives it decodes as
 // flightCodec does (DoPut bodies aliased, not copied).
 type sendCodec struct{ proto encoding.CodecV2 }
@@ -93,7 +93,7 @@ func (m *dataMessage) marshal() (mem.BufferSlice, error) {
 			// (a stalled client that went away): then the garbage
 			// collector finds it unreachable and the cleanup releases it.
 			// Either way the bytes are released only once nothing can
-			// read them (a cache entry's mapping must outlive every use).
+			// read them.
 			runtime.AddCleanup(p, (*piece).dropped, pc)
 			out = append(out, mem.NewBuffer(p, pc))
 		}

@@ -48,6 +48,10 @@ var (
 	// not be moved); the put may or may not have committed — retry it with
 	// the same request id.
 	ErrUnavailable = errors.New("store: commit unavailable")
+	// ErrCacheChanged: an IPC cache entry a read was streaming changed on
+	// disk (truncated, rewritten) under it. The read fails; the entry is
+	// dropped, so the read can be retried (it decodes the file).
+	ErrCacheChanged = errors.New("store: IPC cache entry changed on disk during the read; retry")
 )
 
 // CorruptionError reports on-disk state that does not parse: a manifest,

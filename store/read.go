@@ -45,10 +45,10 @@ type ReadOptions struct {
 	// the cache holds with the read's columns is streamed from it as it
 	// lies; one it holds with every column is streamed from that entry,
 	// the columns picked; otherwise it is decoded. Either way what the
-	// read streams is kept as an entry of its columns. Batches may then
-	// point into memory-mapped cache entries: a batch is valid only until
-	// the next call to Next, even if retained. For readers that hand each
-	// batch on before asking for the next, like DoGet.
+	// read streams is kept as an entry of its columns. Not with
+	// WithVerifyReads: the cache is then neither read nor filled. For
+	// readers that hand each batch on before asking for the next, like
+	// DoGet.
 	Cached bool
 	// Join joins consecutive small batches (of small files: appends) into
 	// batches of about BatchBytes, so that a profile of many small appends
@@ -120,7 +120,10 @@ func (s *Store) ReadSnapshot(ctx context.Context, sn *Snapshot, o ReadOptions) (
 		md := out.Metadata()
 		r.wide = arrow.NewSchema(append(slices.Clone(out.Fields()), extra...), &md)
 	}
-	if o.Cached && s.cache != nil && ipccache.Cacheable(sn.Schema) && sn.Filter == nil && o.Limit <= 0 {
+	// With verify-reads every byte a read yields comes from a file it has
+	// just hashed against its commit record: the cache, whose entries
+	// nothing binds to those hashes, is neither read nor filled.
+	if o.Cached && s.cache != nil && !s.opts.verifyReads && ipccache.Cacheable(sn.Schema) && sn.Filter == nil && o.Limit <= 0 {
 		r.cache = s.cache
 		r.whole = o.Columns == nil || out.Equal(sn.Schema)
 	}
@@ -175,13 +178,16 @@ type segment struct {
 	items chan item
 }
 
-// item is one batch of a segment: a decoded batch, or a message of a
-// cache entry (rec nil, msg >= 0), or the error that ends the read.
+// item is one batch of a segment: a decoded batch, or a message read
+// from a cache entry (entry set, msg >= 0: meta and body, in memory of
+// their own), or the error that ends the read.
 type item struct {
-	rec   arrow.RecordBatch
-	entry *ipccache.Entry // retained by the item when set
-	msg   int
-	err   error
+	rec        arrow.RecordBatch
+	entry      *ipccache.Entry // retained by the item when set
+	msg        int
+	meta, body []byte
+	rows       int64
+	err        error
 }
 
 func (it *item) release() {
@@ -190,12 +196,10 @@ func (it *item) release() {
 		it.rec = nil
 	}
 	if it.entry != nil {
-		if it.msg >= 0 {
-			it.entry.Done(it.msg)
-		}
 		it.entry.Release()
 		it.entry = nil
 	}
+	it.meta, it.body = nil, nil
 }
 
 // Retain adds a reference.
@@ -220,7 +224,7 @@ func (r *SnapshotReader) RecordBatch() arrow.RecordBatch {
 		return r.cur.rec
 	}
 	if r.rec == nil && r.cur.entry != nil && r.cur.msg >= 0 {
-		rec, err := r.cur.entry.ReadBatch(r.cur.msg, r.s.readMem)
+		rec, err := r.cur.entry.Decode(r.cur.meta, r.cur.body, r.s.readMem)
 		if err != nil {
 			r.err = fmt.Errorf("read %s: cached batch: %w", r.p, err)
 			return nil
@@ -234,28 +238,25 @@ func (r *SnapshotReader) RecordBatch() arrow.RecordBatch {
 func (r *SnapshotReader) Record() arrow.RecordBatch { return r.RecordBatch() }
 
 // Message returns the current batch as the IPC message that a cache entry
-// holds (flatbuffer metadata and body, valid until Next), when the batch
-// comes unchanged from the cache; ok is false otherwise.
+// holds (flatbuffer metadata and body, read from the entry and checked),
+// when the batch comes unchanged from the cache; ok is false otherwise.
+// The bytes are the reader's own memory, never a mapping: they stay valid
+// after Next (the garbage collector keeps them while they are used).
 func (r *SnapshotReader) Message() (meta, body []byte, rows int64, ok bool) {
 	if r.cur.entry == nil || r.cur.msg < 0 {
 		return nil, nil, 0, false
 	}
-	meta, body, rows = r.cur.entry.Batch(r.cur.msg)
-	return meta, body, rows, true
+	return r.cur.meta, r.cur.body, r.cur.rows, true
 }
 
-// Hold keeps what the current batch's memory belongs to (a cache entry's
-// mapping) until the returned function is called, for a consumer that
-// hands the batch's buffers on past Next (DoGet, to gRPC, which may write
-// them later). Decoded buffers need no hold: Arrow counts their
-// references.
-func (r *SnapshotReader) Hold() func() {
-	if e := r.cur.entry; e != nil {
-		e.Retain()
-		return e.Release
-	}
-	return func() {}
-}
+// Hold keeps what the current batch's memory belongs to until the
+// returned function is called, for a consumer that hands the batch's
+// buffers on past Next (DoGet, to gRPC, which may write them later).
+// Nothing needs holding now: decoded buffers are counted by Arrow, and
+// cached messages are read into memory of their own (cache entries are
+// never mapped), so it returns a no-op; it stays for consumers that must
+// not assume so.
+func (r *SnapshotReader) Hold() func() { return func() {} }
 
 // Err is the error that ended the read, if any.
 func (r *SnapshotReader) Err() error { return r.err }
@@ -647,11 +648,18 @@ func (r *SnapshotReader) commit(fill *ipccache.Writer, df DataFile) {
 func (r *SnapshotReader) fromCache(sg *segment, df DataFile, e *ipccache.Entry, fill *ipccache.Writer) {
 	if e.Schema().Equal(r.out) {
 		for i := range e.NumBatches() {
-			if _, _, rows := e.Batch(i); rows == 0 {
+			if e.BatchRows(i) == 0 {
 				continue
 			}
+			// Read (and checked) here, ahead of the consumer, into memory
+			// of its own.
+			meta, body, rows, err := e.Batch(i)
+			if err != nil {
+				r.emit(sg, item{err: fmt.Errorf("read %s %s: %w: %w", r.p, df.Path, ErrCacheChanged, err), msg: -1})
+				return
+			}
 			e.Retain()
-			if !r.emit(sg, item{entry: e, msg: i}) {
+			if !r.emit(sg, item{entry: e, msg: i, meta: meta, body: body, rows: rows}) {
 				return
 			}
 		}
@@ -682,14 +690,16 @@ func (r *SnapshotReader) fromCache(sg *segment, df DataFile, e *ipccache.Entry, 
 			}
 			rec := array.NewRecordBatch(r.out, cols, in.NumRows())
 			fill = r.tee(fill, df, rec)
-			e.Retain()
-			if !r.emit(sg, item{rec: rec, entry: e, msg: -1}) {
+			if !r.emit(sg, item{rec: rec, msg: -1}) {
 				if fill != nil {
 					fill.Abort() // stopped: the entry is partial
 					fill = nil
 				}
 				return nil
 			}
+		}
+		if err := rd.Err(); errors.Is(err, ipccache.ErrCorrupt) {
+			return fmt.Errorf("%w: %w", ErrCacheChanged, err)
 		}
 		return rd.Err()
 	}()

@@ -21,7 +21,9 @@ import (
 // WithCache gives the store an IPC cache of decoded files: reads that ask
 // for it (ReadOptions.Cached, as DoGet does) stream cached files without
 // decoding them, and fill the cache with the files they decode (an entry
-// per file and set of columns read).
+// per file and set of columns read). With WithVerifyReads the cache is not
+// used at all: a read sends only bytes it has just checked against their
+// commit record, and a cache entry is not bound to that record.
 func WithCache(c *ipccache.Cache) Option { return func(o *options) { o.cache = c } }
 
 // WithReadAhead sets how many files a read decodes ahead of the one its
@@ -84,8 +86,7 @@ func cacheKey(p profile, sn *Snapshot, df DataFile, stamp int64, columns []strin
 
 // hit returns the cache entry of key, or nil: a miss, or an entry that
 // does not agree with the file's record or the schema it must have (it
-// is then not used). With verify-reads the file itself is hashed first,
-// as a read of it would be.
+// is then not used). (Reads with verify-reads never get here.)
 func (r *SnapshotReader) hit(df DataFile, key ipccache.Key, sc *arrow.Schema) *ipccache.Entry {
 	e := r.cache.Get(key)
 	if e == nil {
@@ -94,15 +95,6 @@ func (r *SnapshotReader) hit(df DataFile, key ipccache.Key, sc *arrow.Schema) *i
 	if (df.Rows >= 0 && e.Rows() != df.Rows && r.sn.Schema.NumFields() > 0) || !e.Schema().Equal(sc) {
 		e.Release()
 		return nil
-	}
-	if r.s.opts.verifyReads {
-		f, err := r.s.openData(r.ctx, r.p, df, true)
-		if err != nil {
-			// The decode path reports it.
-			e.Release()
-			return nil
-		}
-		f.Close()
 	}
 	return e
 }

@@ -140,6 +140,8 @@ func WithSigningKey(key ed25519.PrivateKey) Option { return func(o *options) { o
 
 // WithVerifyReads makes every read hash each file while reading it and
 // fail with ErrDataLoss when the hash differs from its commit record.
+// Reads then bypass the IPC cache (WithCache): they neither read nor
+// fill it.
 func WithVerifyReads(on bool) Option { return func(o *options) { o.verifyReads = on } }
 
 // WithCompression sets the compression of the Parquet files the store

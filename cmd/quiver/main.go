@@ -203,9 +203,9 @@ environment. Once listening, serve prints "quiver: serving <data-dir> on
 	f.StringVar(&c.compactSmall, "auto-compact-small", env("QUIVER_AUTO_COMPACT_SMALL", "16MiB"), "with --auto-compact: the size under which a file counts as small (env QUIVER_AUTO_COMPACT_SMALL)")
 	f.StringVar(&c.putMemory, "put-memory", env("QUIVER_PUT_MEMORY", "128MiB"), "memory all puts' Parquet writers may hold together; over it they flush row groups early and finish the files of their least recently written partitions (env QUIVER_PUT_MEMORY)")
 	f.StringVar(&c.signingKey, "signing-key", env("QUIVER_SIGNING_KEY", ""), "ed25519 private key file (from quiver keygen): sign every commit record; auditors check with quiver verify --public-key (env QUIVER_SIGNING_KEY)")
-	f.BoolVar(&c.verifyReads, "verify-reads", false, "check each file's SHA-256 against its commit record before any of it is sent (a read of altered data fails with DATA_LOSS)")
+	f.BoolVar(&c.verifyReads, "verify-reads", false, "check each file's SHA-256 against its commit record before any of it is sent (a read of altered data fails with DATA_LOSS); reads then bypass the --cache-dir cache (it is neither read nor filled)")
 	f.StringVar(&c.compression, "compression", env("QUIVER_COMPRESSION", "zstd"), "compression of the Parquet files the server writes: zstd, lz4_raw, snappy or none (env QUIVER_COMPRESSION)")
-	f.StringVar(&c.cacheDir, "cache-dir", env("QUIVER_CACHE_DIR", ""), "directory of an Arrow IPC cache of decoded files, outside the data directory: hot DoGets stream it without decoding Parquet (empty: no cache) (env QUIVER_CACHE_DIR)")
+	f.StringVar(&c.cacheDir, "cache-dir", env("QUIVER_CACHE_DIR", ""), "directory of an Arrow IPC cache of decoded files, outside the data directory: hot DoGets stream it without decoding Parquet (empty: no cache); it must be private to the server: whoever can write it can change what readers get; unused with --verify-reads (env QUIVER_CACHE_DIR)")
 	f.StringVar(&c.cacheSize, "cache-size", env("QUIVER_CACHE_SIZE", "10GiB"), "most bytes the IPC cache holds; least recently used files are evicted (env QUIVER_CACHE_SIZE)")
 	f.IntVar(&c.readAhead, "read-ahead", 0, "files a read decodes at once, ahead of sending (0: GOMAXPROCS)")
 	f.DurationVar(&c.lockStale, "lock-stale-after", 10*time.Minute, "a manifest lock older than this is taken over even when its owner cannot be proven gone (another host)")
@@ -377,6 +377,9 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 		}
 		defer cache.Close()
 		sopts = append(sopts, store.WithCache(cache))
+		if c.verifyReads {
+			log.Warn().Msg("--cache-dir is not used: with --verify-reads every read decodes the files it has just checked")
+		}
 	}
 	st, err := store.Open(c.dataDir, append(sopts, store.WithLogger(log))...)
 	if err != nil {

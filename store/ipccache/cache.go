@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,8 +24,8 @@ import (
 const (
 	magic        = "QVRIPC1\n"
 	trailerMagic = "QVRIPCE\n"
-	formatV      = 1
-	indexRow     = 32
+	formatV      = 2
+	indexRow     = 40
 	trailerLen   = 32
 	entryExt     = ".arrows"
 	lockName     = "cache.lock"
@@ -57,7 +59,7 @@ func (k Key) name() string { return hex.EncodeToString(k[:20]) }
 // Stats are the cache's counters since Open, and its current size.
 type Stats struct {
 	Hits, Misses, Fills, Evictions, Corrupt uint64
-	// HitBytes are the bytes of entries mapped for reads; FillBytes of
+	// HitBytes are the bytes of entries opened for reads; FillBytes of
 	// entries written; EvictedBytes of entries evicted.
 	HitBytes, FillBytes, EvictedBytes uint64
 	// Bytes and Entries are what the cache holds now; MaxBytes its limit.
@@ -85,7 +87,7 @@ type Cache struct {
 }
 
 // item is an entry the cache holds. Its parsed index is filled (and the
-// checksum checked) the first time it is mapped.
+// whole file's checksum checked) the first time it is opened.
 type item struct {
 	name    string
 	size    int64
@@ -94,11 +96,13 @@ type item struct {
 	parsed  *parsed
 }
 
-// parsed is what an entry's bytes say, checked once.
+// parsed is what an entry's schema and index say, checked once (each
+// message is checked again whenever it is read).
 type parsed struct {
-	schema *arrow.Schema
-	msgs   []Message // Meta and Body are offsets, resolved per mapping
-	rows   int64
+	schema     *arrow.Schema
+	schemaMeta []byte
+	msgs       []Message
+	rows       int64
 }
 
 // Open opens (creating it) the cache directory dir holding at most
@@ -158,7 +162,7 @@ func Open(dir string, maxBytes int64) (*Cache, error) {
 	return c, nil
 }
 
-// Close releases the directory lock. Mapped entries stay valid.
+// Close releases the directory lock. Open entries stay readable.
 func (c *Cache) Close() error {
 	if c.lock == nil {
 		return nil
@@ -192,9 +196,10 @@ func (c *Cache) Has(key Key) bool {
 
 func (c *Cache) path(name string) string { return filepath.Join(c.dir, name+entryExt) }
 
-// Get maps the entry of key for reading; nil on a miss. An entry that
-// fails its checks is deleted and is a miss. The caller releases the
-// entry.
+// Get opens the entry of key for reading; nil on a miss. An entry that
+// fails its checks (the first time this process opens it: the checksum of
+// the whole file; every time: its size) is deleted and is a miss. The
+// caller releases the entry.
 func (c *Cache) Get(key Key) *Entry {
 	name := key.name()
 	c.mu.Lock()
@@ -212,7 +217,7 @@ func (c *Cache) Get(key Key) *Entry {
 	}
 	c.mu.Unlock()
 
-	e, err := c.mapEntry(it, pa)
+	e, err := c.openEntry(it, pa)
 	if err != nil {
 		c.drop(it, true)
 		c.misses.Add(1)
@@ -223,40 +228,37 @@ func (c *Cache) Get(key Key) *Entry {
 		_ = os.Chtimes(c.path(name), t, t)
 	}
 	c.hits.Add(1)
-	c.hitBytes.Add(uint64(len(e.data)))
+	c.hitBytes.Add(uint64(e.size))
 	return e
 }
 
-// mapEntry maps an item's file and, the first time, checks and parses it.
-func (c *Cache) mapEntry(it *item, pa *parsed) (*Entry, error) {
+// openEntry opens an item's file and, the first time, checks and parses
+// it.
+func (c *Cache) openEntry(it *item, pa *parsed) (*Entry, error) {
 	f, err := os.Open(c.path(it.name))
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
+		f.Close()
 		return nil, err
 	}
-	if fi.Size() != it.size || fi.Size() < int64(len(magic))+trailerLen {
+	if !fi.Mode().IsRegular() || fi.Size() != it.size || fi.Size() < int64(len(magic))+trailerLen {
+		f.Close()
 		return nil, fmt.Errorf("%w: size %d, indexed %d", ErrCorrupt, fi.Size(), it.size)
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("ipccache: map entry: %w", err)
-	}
-	_ = unix.Madvise(data, unix.MADV_SEQUENTIAL)
 	if pa == nil {
-		pa, err = parseEntry(data)
+		pa, err = parseEntry(f, fi.Size())
 		if err != nil {
-			_ = unix.Munmap(data)
+			f.Close()
 			return nil, err
 		}
 		c.mu.Lock()
 		it.parsed = pa
 		c.mu.Unlock()
 	}
-	e := &Entry{data: data, p: pa}
+	e := &Entry{f: f, size: fi.Size(), p: pa, c: c, it: it}
 	e.refs.Store(1)
 	return e, nil
 }
@@ -277,8 +279,8 @@ func (c *Cache) drop(it *item, corrupt bool) {
 }
 
 // evictLocked removes the least recently used entries until the cache
-// fits its size. Entries mapped by readers stay readable (the mapping
-// holds the file).
+// fits its size. Entries open for readers stay readable (their open file
+// holds the removed file).
 func (c *Cache) evictLocked() {
 	for c.size > c.max {
 		back := c.lru.Back()
@@ -313,32 +315,65 @@ func (c *Cache) add(name string, size int64) {
 	c.fillBytes.Add(uint64(size))
 }
 
-// parseEntry checks an entry's framing and checksum and parses its schema
-// and index.
-func parseEntry(data []byte) (*parsed, error) {
-	size := int64(len(data))
-	if string(data[:len(magic)]) != magic || string(data[size-8:]) != trailerMagic {
+// readAt reads len(b) bytes at off, a short read an ErrCorrupt.
+func readAt(f io.ReaderAt, b []byte, off int64) error {
+	if _, err := f.ReadAt(b, off); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // no server path in the message
+		}
+		return fmt.Errorf("%w: read at %d: %v", ErrCorrupt, off, err)
+	}
+	return nil
+}
+
+// parseEntry checks an entry's framing and checksum (of the whole file)
+// and parses its schema and index.
+func parseEntry(f io.ReaderAt, size int64) (*parsed, error) {
+	var head [16]byte
+	tr := make([]byte, trailerLen)
+	if err := readAt(f, head[:], 0); err != nil {
+		return nil, err
+	}
+	if err := readAt(f, tr, size-trailerLen); err != nil {
+		return nil, err
+	}
+	if string(head[:len(magic)]) != magic || string(tr[trailerLen-8:]) != trailerMagic {
 		return nil, fmt.Errorf("%w: bad magic", ErrCorrupt)
 	}
-	tr := data[size-trailerLen:]
 	n := int64(binary.LittleEndian.Uint64(tr[0:]))
 	rows := int64(binary.LittleEndian.Uint64(tr[8:]))
 	sum := binary.LittleEndian.Uint32(tr[16:])
 	if v := binary.LittleEndian.Uint32(tr[20:]); v != formatV {
 		return nil, fmt.Errorf("%w: format version %d", ErrCorrupt, v)
 	}
-	if crc32.Checksum(data[:size-16], castagnoli) != sum {
+	h := crc32.New(castagnoli)
+	if _, err := io.CopyBuffer(h, io.NewSectionReader(f, 0, size-16), make([]byte, 256<<10)); err != nil {
+		return nil, fmt.Errorf("%w: read: %v", ErrCorrupt, err)
+	}
+	if h.Sum32() != sum {
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
 	}
+	if n < 0 || n > size/indexRow {
+		return nil, fmt.Errorf("%w: %d batches do not fit", ErrCorrupt, n)
+	}
 	idxStart := size - trailerLen - n*indexRow
-	if n < 0 || idxStart < int64(len(magic)) {
+	if idxStart < int64(len(head)) {
 		return nil, fmt.Errorf("%w: %d batches do not fit", ErrCorrupt, n)
 	}
 	// The schema message at the start.
-	schemaMeta, next, err := frame(data, int64(len(magic)), idxStart)
-	if err != nil {
+	if binary.LittleEndian.Uint32(head[8:]) != 0xFFFFFFFF {
+		return nil, fmt.Errorf("%w: schema message framing", ErrCorrupt)
+	}
+	l := int64(int32(binary.LittleEndian.Uint32(head[12:])))
+	if l <= 0 || l%8 != 0 || int64(len(head))+l > idxStart {
+		return nil, fmt.Errorf("%w: schema message length %d", ErrCorrupt, l)
+	}
+	schemaMeta := make([]byte, l)
+	if err := readAt(f, schemaMeta, int64(len(head))); err != nil {
 		return nil, err
 	}
+	next := int64(len(head)) + l
 	sc, err := parseSchema(schemaMeta)
 	if err != nil {
 		return nil, fmt.Errorf("%w: schema: %v", ErrCorrupt, err)
@@ -346,23 +381,25 @@ func parseEntry(data []byte) (*parsed, error) {
 	if hasDictionary(sc.Fields()) {
 		return nil, fmt.Errorf("%w: dictionary fields", ErrCorrupt)
 	}
-	pa := &parsed{schema: sc, msgs: make([]Message, n)}
+	idx := make([]byte, n*indexRow)
+	if err := readAt(f, idx, idxStart); err != nil {
+		return nil, err
+	}
+	pa := &parsed{schema: sc, schemaMeta: schemaMeta, msgs: make([]Message, n)}
 	var total int64
 	for i := range n {
-		row := data[idxStart+i*indexRow:]
+		row := idx[i*indexRow:]
 		off := int64(binary.LittleEndian.Uint64(row[0:]))
 		metaLen := int64(binary.LittleEndian.Uint32(row[8:]))
 		padded := int64(binary.LittleEndian.Uint32(row[12:]))
 		bodyLen := int64(binary.LittleEndian.Uint64(row[16:]))
 		r := int64(binary.LittleEndian.Uint64(row[24:]))
+		crc := binary.LittleEndian.Uint32(row[32:])
 		if off != next || off%8 != 0 || metaLen > padded || padded%8 != 0 || bodyLen < 0 || r < 0 ||
-			off+8+padded+bodyLen > idxStart || metaLen == 0 {
+			bodyLen > idxStart || off+8+padded+bodyLen > idxStart || metaLen == 0 {
 			return nil, fmt.Errorf("%w: index row %d", ErrCorrupt, i)
 		}
-		if binary.LittleEndian.Uint32(data[off:]) != 0xFFFFFFFF || int64(int32(binary.LittleEndian.Uint32(data[off+4:]))) != padded {
-			return nil, fmt.Errorf("%w: message %d framing", ErrCorrupt, i)
-		}
-		pa.msgs[i] = Message{metaOff: off + 8, metaLen: metaLen, bodyOff: off + 8 + padded, bodyLen: bodyLen, Rows: r}
+		pa.msgs[i] = Message{off: off, metaLen: metaLen, padded: padded, bodyLen: bodyLen, crc: crc, Rows: r}
 		next = off + 8 + padded + bodyLen
 		total += r
 	}
@@ -371,19 +408,6 @@ func parseEntry(data []byte) (*parsed, error) {
 	}
 	pa.rows = rows
 	return pa, nil
-}
-
-// frame reads the framing of the message at off: its metadata and where
-// the next message starts (the schema message has no body).
-func frame(data []byte, off, limit int64) (meta []byte, next int64, err error) {
-	if off+8 > limit || binary.LittleEndian.Uint32(data[off:]) != 0xFFFFFFFF {
-		return nil, 0, fmt.Errorf("%w: message framing at %d", ErrCorrupt, off)
-	}
-	l := int64(int32(binary.LittleEndian.Uint32(data[off+4:])))
-	if l <= 0 || l%8 != 0 || off+8+l > limit {
-		return nil, 0, fmt.Errorf("%w: message length %d at %d", ErrCorrupt, l, off)
-	}
-	return data[off+8 : off+8+l], off + 8 + l, nil
 }
 
 func hasDictionary(fs []arrow.Field) bool {

@@ -112,7 +112,10 @@ func TestRoundTrip(t *testing.T) {
 		m.Release()
 		sp.Release()
 		for i := range e.NumBatches() {
-			meta, body, rows := e.Batch(i)
+			meta, body, rows, err := e.Batch(i)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if rows != int64(want[i][1]) {
 				t.Errorf("batch %d rows %d", i, rows)
 			}
@@ -230,7 +233,7 @@ func TestCorruptIsMiss(t *testing.T) {
 }
 
 // TestEvictLRU: the cache stays under its size, evicting the least
-// recently used entry; an entry mapped by a reader stays readable.
+// recently used entry; an entry open for a reader stays readable.
 func TestEvictLRU(t *testing.T) {
 	dir := t.TempDir()
 	c, err := Open(dir, 1<<30)
@@ -258,7 +261,7 @@ func TestEvictLRU(t *testing.T) {
 	if c.Has(keys[1]) || !c.Has(keys[0]) || !c.Has(keys[2]) || !c.Has(keys[3]) {
 		t.Fatalf("wrong eviction: %v %v %v %v", c.Has(keys[0]), c.Has(keys[1]), c.Has(keys[2]), c.Has(keys[3]))
 	}
-	// Evict the held entry too: its mapping stays valid.
+	// Evict the held entry too: it stays readable.
 	for i := 4; i < 8; i++ {
 		fill(t, c, KeyOf(fmt.Sprint(i)), [2]int{0, 1000})
 	}
@@ -315,5 +318,158 @@ func TestDictionaryRefused(t *testing.T) {
 	sc := arrow.NewSchema([]arrow.Field{{Name: "d", Type: &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}}}, nil)
 	if _, err := c.Create(KeyOf("d"), sc); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("dictionary schema: %v", err)
+	}
+}
+
+// TestChangedUnderReader: an entry truncated, or rewritten in place with
+// its size and time kept, after the process has opened (and checked) it
+// once fails the reads that meet the change with ErrCorrupt — never a
+// crash, never the changed bytes — and is dropped; the cache goes on
+// (the entry fills and serves again). The changes are made while a reader
+// holds the entry and between two opens of it.
+func TestChangedUnderReader(t *testing.T) {
+	changes := []struct {
+		name   string
+		change func(t *testing.T, p string)
+	}{
+		{"truncated", func(t *testing.T, p string) {
+			if err := os.Truncate(p, 4096); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"emptied", func(t *testing.T, p string) {
+			if err := os.Truncate(p, 0); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"rewritten", func(t *testing.T, p string) {
+			st, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := bytes.Index(b, []byte("n2000"))
+			if i < 0 {
+				t.Fatal("value not found in the entry")
+			}
+			copy(b[i:], "ZZ")
+			f, err := os.OpenFile(p, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt(b, 0); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			if err := os.Chtimes(p, st.ModTime(), st.ModTime()); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, ch := range changes {
+		for _, held := range []bool{true, false} {
+			name := ch.name + "/reopened"
+			if held {
+				name = ch.name + "/held"
+			}
+			t.Run(name, func(t *testing.T) {
+				mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+				defer mem.AssertSize(t, 0)
+				dir := t.TempDir()
+				c, err := Open(dir, 1<<30)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				k := KeyOf(name)
+				fill(t, c, k, [2]int{0, 1000}, [2]int{1000, 2000}, [2]int{3000, 1000})
+				p := filepath.Join(dir, k.name()+entryExt)
+				e := c.Get(k) // checked and parsed
+				if e == nil {
+					t.Fatal("miss")
+				}
+				if _, _, _, err := e.Batch(0); err != nil {
+					t.Fatal(err)
+				}
+				if !held {
+					e.Release()
+				}
+				ch.change(t, p)
+				if !held {
+					e = c.Get(k)
+					if e == nil {
+						// Seen at open (a size that changed): a miss, dropped.
+						if c.Has(k) || c.Stats().Corrupt != 1 {
+							t.Fatalf("changed entry kept: %+v", c.Stats())
+						}
+						refill(t, c, k)
+						return
+					}
+				}
+				// Every batch read fails or is the original; the changed
+				// one fails.
+				failed := false
+				for i := range e.NumBatches() {
+					rec, err := e.ReadBatch(i, mem)
+					if err != nil {
+						if !errors.Is(err, ErrCorrupt) {
+							t.Fatalf("batch %d: %v", i, err)
+						}
+						failed = true
+						continue
+					}
+					want := [][2]int{{0, 1000}, {1000, 2000}, {3000, 1000}}[i]
+					exp := testBatch(mem, want[0], want[1])
+					if !array.RecordEqual(exp, rec) {
+						t.Errorf("batch %d: changed bytes served", i)
+					}
+					exp.Release()
+					rec.Release()
+				}
+				if !failed {
+					t.Fatal("no read saw the change")
+				}
+				// The reader path too.
+				r, err := e.Reader(mem)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for r.Next() {
+				}
+				if !errors.Is(r.Err(), ErrCorrupt) {
+					t.Errorf("reader: %v", r.Err())
+				}
+				r.Release()
+				e.Release()
+				if c.Has(k) || c.Stats().Corrupt == 0 {
+					t.Fatalf("changed entry kept: %+v", c.Stats())
+				}
+				refill(t, c, k)
+			})
+		}
+	}
+}
+
+// refill fills k again and reads it back whole.
+func refill(t *testing.T, c *Cache, k Key) {
+	t.Helper()
+	fill(t, c, k, [2]int{0, 5})
+	e := c.Get(k)
+	if e == nil {
+		t.Fatal("refill not served")
+	}
+	defer e.Release()
+	rec, err := e.ReadBatch(0, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	exp := testBatch(memory.DefaultAllocator, 0, 5)
+	defer exp.Release()
+	if !array.RecordEqual(exp, rec) {
+		t.Fatal("refill differs")
 	}
 }

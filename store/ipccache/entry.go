@@ -5,38 +5,46 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
+	"os"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"golang.org/x/sys/unix"
 )
 
-// Message is one record batch message of an entry.
+// Message is one record batch message of an entry, as its index row
+// describes it.
 type Message struct {
 	// Rows in the batch.
-	Rows                               int64
-	metaOff, metaLen, bodyOff, bodyLen int64
+	Rows                          int64
+	off, metaLen, padded, bodyLen int64
+	crc                           uint32
 }
 
-// Entry is a mapped cache entry. Everything read from it — message bytes,
-// batches — is backed by the mapping and valid until the last Release.
+// Entry is an open cache entry. Its messages are read from the file into
+// memory of their own (never mapped) and checked against their checksum
+// on every read: what an entry yields stays valid after the entry is
+// released, and a file changed or truncated under a reader fails that
+// read with an error (ErrCorrupt) instead of handing on other bytes.
 type Entry struct {
 	refs atomic.Int32
-	data []byte
+	f    *os.File
+	size int64
 	p    *parsed
+	c    *Cache
+	it   *item
 }
 
 // Retain adds a reference.
 func (e *Entry) Retain() { e.refs.Add(1) }
 
-// Release drops a reference; the last one unmaps the entry.
+// Release drops a reference; the last one closes the entry's file.
 func (e *Entry) Release() {
 	if e.refs.Add(-1) == 0 {
-		_ = unix.Munmap(e.data)
-		e.data = nil
+		_ = e.f.Close()
 	}
 }
 
@@ -47,37 +55,55 @@ func (e *Entry) Schema() *arrow.Schema { return e.p.schema }
 func (e *Entry) Rows() int64 { return e.p.rows }
 
 // Size is the entry's size in bytes.
-func (e *Entry) Size() int64 { return int64(len(e.data)) }
+func (e *Entry) Size() int64 { return e.size }
 
 // NumBatches is the number of record batch messages.
 func (e *Entry) NumBatches() int { return len(e.p.msgs) }
 
-// Batch returns message i: its flatbuffer metadata (a Flight DataHeader)
-// and body (a Flight DataBody), as they lie in the mapping.
-func (e *Entry) Batch(i int) (meta, body []byte, rows int64) {
-	m := e.p.msgs[i]
-	return e.data[m.metaOff : m.metaOff+m.metaLen], e.data[m.bodyOff : m.bodyOff+m.bodyLen], m.Rows
-}
+// BatchRows is the number of rows of message i (from the index: nothing
+// is read).
+func (e *Entry) BatchRows(i int) int64 { return e.p.msgs[i].Rows }
 
-// Done tells the kernel that message i has been read: its pages leave
-// the process's resident set (they stay in the page cache). Batches
-// decoded from message i must not be used afterwards.
-func (e *Entry) Done(i int) {
+// Batch reads message i: its flatbuffer metadata (a Flight DataHeader) and
+// body (a Flight DataBody), in one buffer of their own that the caller
+// owns, checked against the message's checksum. A message that cannot be
+// read whole or fails its check is an ErrCorrupt error, and the entry is
+// dropped from the cache.
+func (e *Entry) Batch(i int) (meta, body []byte, rows int64, err error) {
 	m := e.p.msgs[i]
-	const page = 4096
-	start := (m.bodyOff + page - 1) / page * page
-	end := (m.bodyOff + m.bodyLen) / page * page
-	if end > start {
-		_ = unix.Madvise(e.data[start:end], unix.MADV_DONTNEED)
+	buf := make([]byte, 8+m.padded+m.bodyLen)
+	if _, err := e.f.ReadAt(buf, m.off); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // no server path in the message
+		}
+		return nil, nil, 0, e.corrupt(fmt.Errorf("%w: message %d: %v", ErrCorrupt, i, err))
 	}
+	if crc32.Checksum(buf, castagnoli) != m.crc ||
+		binary.LittleEndian.Uint32(buf) != 0xFFFFFFFF || int64(binary.LittleEndian.Uint32(buf[4:])) != m.padded {
+		return nil, nil, 0, e.corrupt(fmt.Errorf("%w: message %d: checksum mismatch", ErrCorrupt, i))
+	}
+	return buf[8 : 8+m.metaLen], buf[8+m.padded:], m.Rows, nil
 }
 
-// Reader returns a reader of the entry's batches, decoded without copying
-// (their buffers point into the mapping). It retains the entry until it is
-// released; batches must not outlive the entry.
+// corrupt drops the entry from the cache (a later read decodes the file
+// and fills it again) and returns err.
+func (e *Entry) corrupt(err error) error {
+	if e.c != nil {
+		e.c.drop(e.it, true)
+	}
+	return err
+}
+
+// Reader returns a reader of the entry's batches. Their buffers are the
+// messages read (Batch), not the allocator's: they stay valid after the
+// entry is released. The reader retains the entry until it is released.
 func (e *Entry) Reader(mem memory.Allocator) (*ipc.Reader, error) {
 	e.Retain()
-	mr := &msgReader{e: e}
+	mr := &msgReader{p: e.p, e: e}
 	mr.refs.Store(1)
 	r, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(mem), ipc.WithSchema(e.p.schema))
 	if err != nil {
@@ -87,11 +113,21 @@ func (e *Entry) Reader(mem memory.Allocator) (*ipc.Reader, error) {
 	return r, nil
 }
 
-// ReadBatch decodes message i without copying: the batch points into the
-// mapping, so it must not outlive the entry. The caller releases it.
+// ReadBatch reads and decodes message i (its buffers are the message
+// read, as with Reader). The caller releases it.
 func (e *Entry) ReadBatch(i int, mem memory.Allocator) (arrow.RecordBatch, error) {
-	e.Retain()
-	mr := &msgReader{e: e, next: i, last: i + 1}
+	meta, body, _, err := e.Batch(i)
+	if err != nil {
+		return nil, err
+	}
+	return e.Decode(meta, body, mem)
+}
+
+// Decode decodes a record batch message of the entry (meta and body as
+// Batch returns them) without copying: the batch's buffers are body. The
+// caller releases it.
+func (e *Entry) Decode(meta, body []byte, mem memory.Allocator) (arrow.RecordBatch, error) {
+	mr := &msgReader{p: e.p, one: [][2][]byte{{meta, body}}}
 	mr.refs.Store(1)
 	r, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(mem), ipc.WithSchema(e.p.schema))
 	if err != nil {
@@ -103,20 +139,21 @@ func (e *Entry) ReadBatch(i int, mem memory.Allocator) (arrow.RecordBatch, error
 		if r.Err() != nil {
 			return nil, fmt.Errorf("%w: %v", ErrCorrupt, r.Err())
 		}
-		return nil, fmt.Errorf("%w: message %d is not a batch", ErrCorrupt, i)
+		return nil, fmt.Errorf("%w: the message is not a batch", ErrCorrupt)
 	}
 	rec := r.RecordBatch()
 	rec.Retain()
 	return rec, nil
 }
 
-// msgReader yields an entry's schema message, then its batches (from next
-// up to last, 0: all).
+// msgReader yields an entry's schema message, then its batches (e set),
+// or the messages in one.
 type msgReader struct {
 	refs atomic.Int64
+	p    *parsed
 	e    *Entry
+	one  [][2][]byte
 	next int
-	last int
 	done bool
 	cur  *ipc.Message
 }
@@ -144,17 +181,22 @@ func (r *msgReader) Message() (*ipc.Message, error) {
 	r.clear()
 	if !r.done {
 		r.done = true
-		meta, _, err := frame(r.e.data, int64(len(magic)), int64(len(r.e.data)))
+		r.cur = ipc.NewMessage(memory.NewBufferBytes(r.p.schemaMeta), memory.NewBufferBytes(nil))
+		return r.cur, nil
+	}
+	var meta, body []byte
+	switch {
+	case r.e == nil && r.next < len(r.one):
+		meta, body = r.one[r.next][0], r.one[r.next][1]
+	case r.e != nil && r.next < len(r.p.msgs):
+		var err error
+		meta, body, _, err = r.e.Batch(r.next)
 		if err != nil {
 			return nil, err
 		}
-		r.cur = ipc.NewMessage(memory.NewBufferBytes(meta), memory.NewBufferBytes(nil))
-		return r.cur, nil
-	}
-	if r.next >= len(r.e.p.msgs) || (r.last > 0 && r.next >= r.last) {
+	default:
 		return nil, io.EOF
 	}
-	meta, body, _ := r.e.Batch(r.next)
 	r.next++
 	r.cur = ipc.NewMessage(memory.NewBufferBytes(meta), memory.NewBufferBytes(body))
 	return r.cur, nil

@@ -23,6 +23,7 @@ type Writer struct {
 	f     *os.File
 	bw    *bufio.Writer
 	crc   hash.Hash32
+	mcrc  hash.Hash32 // of the message being written
 	off   int64
 	limit int64
 	ipcw  *ipc.Writer
@@ -54,7 +55,7 @@ func (c *Cache) Create(key Key, sc *arrow.Schema) (*Writer, error) {
 		c.unmark(name)
 		return nil, fmt.Errorf("ipccache: create entry: %w", err)
 	}
-	w := &Writer{c: c, name: name, tmp: f.Name(), f: f, crc: crc32.New(castagnoli), limit: c.max / 2}
+	w := &Writer{c: c, name: name, tmp: f.Name(), f: f, crc: crc32.New(castagnoli), mcrc: crc32.New(castagnoli), limit: c.max / 2}
 	w.bw = bufio.NewWriterSize(f, 1<<20)
 	w.write([]byte(magic))
 	w.ipcw = ipc.NewWriterWithPayloadWriter(payloadWriter{w}, ipc.WithSchema(sc), ipc.WithAllocator(memory.DefaultAllocator))
@@ -95,6 +96,7 @@ func (w *Writer) write(b []byte) {
 		return
 	}
 	w.crc.Write(b)
+	w.mcrc.Write(b)
 	w.off += int64(len(b))
 }
 
@@ -114,6 +116,7 @@ func (p payloadWriter) WritePayload(pl ipc.Payload) error {
 	mb := meta.Bytes()
 	padded := (len(mb) + 7) &^ 7
 	start := w.off
+	w.mcrc.Reset()
 	var hdr [8]byte
 	binary.LittleEndian.PutUint32(hdr[0:], 0xFFFFFFFF)
 	binary.LittleEndian.PutUint32(hdr[4:], uint32(padded))
@@ -142,6 +145,7 @@ func (p payloadWriter) WritePayload(pl ipc.Payload) error {
 		binary.LittleEndian.PutUint32(row[12:], uint32(padded))
 		binary.LittleEndian.PutUint64(row[16:], uint64(w.off-bodyStart))
 		binary.LittleEndian.PutUint64(row[24:], uint64(w.rows))
+		binary.LittleEndian.PutUint32(row[32:], w.mcrc.Sum32())
 		w.index = append(w.index, row[:]...)
 		w.total += w.rows
 	}
