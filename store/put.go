@@ -447,6 +447,12 @@ func (s *Store) stageAppend(ctx context.Context, ps *profileState, rdr array.Rec
 	} else if vs, err = s.loadVersion(ctx, ps, latest, latest, loadRead); err != nil {
 		return nil, err
 	}
+	if vs.Retired == nil && vs.Write == nil && vs.Legacy == 0 && len(vs.Files) == 0 && vs.Info == nil && hasWrites(ps) {
+		// The manifest names an empty directory in a profile with
+		// committed writes (tampering): an append must not become a
+		// write that hides them (readableVersion says the same to reads).
+		return nil, fmt.Errorf("%w: %s: the manifest names %s, which holds no data file and no commit record", ErrDataLoss, p, VersionName(latest))
+	}
 	if vs.Retired != nil || (vs.Write == nil && vs.Legacy == 0 && len(vs.Files) == 0) {
 		return nil, errNoVersion // pyrosome: appending to empty data writes instead
 	}

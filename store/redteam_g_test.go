@@ -106,3 +106,25 @@ func TestManifestAtAnEmptyDirectoryIsDataLoss(t *testing.T) {
 		t.Fatalf("snapshot: %v, want ErrDataLoss", err)
 	}
 }
+
+// TestAppendToTamperedEmptyVersionRefused (red team g03): an append to a
+// profile whose manifest was pointed at an empty directory fails with
+// DataLoss instead of becoming a write that hides the committed rows.
+func TestAppendToTamperedEmptyVersionRefused(t *testing.T) {
+	s, dir := newTestStore(t)
+	k := []string{"g03a"}
+	put(t, s, ModeWrite, k, ids(1, 2), PutOptions{})
+	if err := os.Mkdir(filepath.Join(dir, "g03a", "v5"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "g03a", manifestName), []byte(`{"latest_data_dir": "v5"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.Put(context.Background(), k, ids(3), PutOptions{Mode: ModeAppend}); !errors.Is(err, ErrDataLoss) {
+		t.Fatalf("append: %v, want ErrDataLoss", err)
+	}
+}

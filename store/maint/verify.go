@@ -232,6 +232,45 @@ func verifyProfile(ctx context.Context, st *store.Store, keys []string, o Verify
 		if err := verifyVersion(ctx, st, in, vs, o, now, rep); err != nil {
 			return err
 		}
+		if err := verifyVersionInfo(ctx, st, prof, vs, rep); err != nil {
+			return err
+		}
+		if vs.Version == in.Latest && vs.Write == nil && vs.Legacy == 0 && vs.Info == nil && len(vs.Files) == 0 && len(vs.Unrecorded) == 0 && hasWrite(in) {
+			rep.add(ProblemMutated, path.Join(prof, "manifest.json"), "names %s, which holds no data file and no commit record (the committed versions are hidden)", store.VersionName(vs.Version))
+		}
+	}
+	return nil
+}
+
+// hasWrite reports whether the profile's log holds a write record.
+func hasWrite(in *store.Inspection) bool {
+	for _, r := range in.Log {
+		if r.Mode == store.ModeWrite {
+			return true
+		}
+	}
+	return false
+}
+
+// verifyVersionInfo checks a version's .version.json against the hash its
+// write record vouches for: missing or changed, its schema and
+// partitioning would no longer be the committed ones.
+func verifyVersionInfo(ctx context.Context, st *store.Store, prof string, vs *store.VersionState, rep *VerifyReport) error {
+	if vs.Write == nil || vs.Write.VersionInfo == "" || vs.Retired != nil {
+		return nil
+	}
+	name := path.Join(prof, store.VersionName(vs.Version), ".version.json")
+	b, _, err := st.FS().ReadFile(ctx, name)
+	switch {
+	case errors.Is(err, fsys.ErrNotExist):
+		rep.add(ProblemMissing, name, "the version's schema and partitioning, vouched for by its write record, are gone")
+	case err != nil:
+		rep.add(ProblemMutated, name, "cannot be read: %v", err)
+	default:
+		sum := sha256.Sum256(b)
+		if hex.EncodeToString(sum[:]) != vs.Write.VersionInfo {
+			rep.add(ProblemMutated, name, "not the one its write record vouches for")
+		}
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -611,5 +612,56 @@ func TestVerifySampleDrawsASeed(t *testing.T) {
 	}
 	if len(seeds) < 2 {
 		t.Fatal("three sampled verifies drew the same seed")
+	}
+}
+
+// TestVerifySeesHiddenVersions (red team g03, g04): verify reports a
+// .version.json its write record vouches for that was deleted or changed,
+// and a manifest pointed at an empty directory, instead of "no problems".
+func TestVerifySeesHiddenVersions(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		tamper func(t *testing.T, dir string)
+		want   string
+	}{
+		{"version.json deleted", func(t *testing.T, dir string) {
+			if err := os.Remove(filepath.Join(dir, "sales", "parts", "v0", ".version.json")); err != nil {
+				t.Fatal(err)
+			}
+		}, "missing sales/parts/v0/.version.json"},
+		{"version.json changed", func(t *testing.T, dir string) {
+			p := filepath.Join(dir, "sales", "parts", "v0", ".version.json")
+			b := readFile(t, p)
+			b = append(b[:len(b)-1], ' ', b[len(b)-1])
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "missing sales/parts"}, // the loader refuses the version: the profile cannot be verified in full
+		{"manifest at an empty directory", func(t *testing.T, dir string) {
+			if err := os.Mkdir(filepath.Join(dir, "sales", "orders", "v9"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "sales", "orders", "manifest.json"), []byte(`{"latest_data_dir": "v9"}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "mutated sales/orders/manifest.json"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st, dir := newStore(t)
+			auditFixture(t, st)
+			c.tamper(t, dir)
+			st2, err := store.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := maint.Verify(context.Background(), st2, maint.VerifyOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := problems(rep.Problems)
+			if rep.OK || !slices.Contains(got, c.want) {
+				t.Fatalf("problems %v, want %q among them", got, c.want)
+			}
+		})
 	}
 }
