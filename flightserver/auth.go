@@ -292,6 +292,10 @@ type session struct {
 	expires time.Time
 }
 
+// MaxSessionsPerUser is how many handshake tokens one user may hold at
+// once; a further handshake ends the user's oldest session.
+const MaxSessionsPerUser = 1024
+
 // DefaultSessionTTL is how long a token from the basic-auth handshake is
 // valid.
 const DefaultSessionTTL = 12 * time.Hour
@@ -427,10 +431,26 @@ func (a *Authenticator) Login(user, password string) (string, *Identity, error) 
 	tok := "qs_" + base64.RawURLEncoding.EncodeToString(raw[:])
 	a.mu.Lock()
 	now := a.now()
+	var (
+		mine   int
+		oldest string
+	)
 	for h, s := range a.sessions { // expired sessions go at the next login
-		if !now.Before(s.expires) {
+		switch {
+		case !now.Before(s.expires):
 			delete(a.sessions, h)
+		case s.user == user:
+			mine++
+			if oldest == "" || s.expires.Before(a.sessions[oldest].expires) {
+				oldest = h
+			}
 		}
+	}
+	if mine >= MaxSessionsPerUser {
+		// Logins in a loop (cheap once the login cache holds the
+		// password) may not grow the table without end: the user's
+		// oldest session ends instead.
+		delete(a.sessions, oldest)
 	}
 	a.sessions[tokenHash(tok)] = session{user: user, hash: string(u.hash), expires: now.Add(a.ttl)}
 	a.mu.Unlock()

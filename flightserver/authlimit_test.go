@@ -271,3 +271,50 @@ func TestSessionEndsWithPassword(t *testing.T) {
 		t.Fatalf("a new session: %v", err)
 	}
 }
+
+// TestSessionsPerUserBounded: handshakes in a loop (cheap once the login
+// cache holds the password) keep at most MaxSessionsPerUser tokens of a
+// user; the oldest end first, the newest stay valid, and other users'
+// sessions are untouched.
+func TestSessionsPerUserBounded(t *testing.T) {
+	var users []AuthUser
+	for _, name := range []string{"alice", "bob"} {
+		h, err := bcrypt.GenerateFromPassword([]byte("pw-"+name), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		users = append(users, AuthUser{Name: name, PasswordBcrypt: string(h), Role: "read"})
+	}
+	a, err := NewAuthenticator(&AuthFile{Users: users})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Unix(1_700_000_000, 0)
+	a.now = func() time.Time { clock = clock.Add(time.Millisecond); return clock }
+	bobTok, _, err := a.Login("bob", "pw-bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var toks []string
+	for range MaxSessionsPerUser + 100 {
+		tok, _, err := a.Login("alice", "pw-alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks = append(toks, tok)
+	}
+	a.mu.Lock()
+	n := len(a.sessions)
+	a.mu.Unlock()
+	if n != MaxSessionsPerUser+1 {
+		t.Errorf("%d sessions kept, want %d", n, MaxSessionsPerUser+1)
+	}
+	if _, err := a.Token(toks[0]); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("the oldest session: %v, want Unauthenticated", err)
+	}
+	for _, tok := range []string{toks[len(toks)-1], toks[len(toks)-MaxSessionsPerUser], bobTok} {
+		if _, err := a.Token(tok); err != nil {
+			t.Errorf("a session within the bound: %v", err)
+		}
+	}
+}
