@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -39,7 +41,7 @@ func (r *validatingReader) Next() bool {
 	}
 	rec := r.Reader.RecordBatch()
 	r.n++
-	if err := validateBatch(rec, r.rs.lastBody); err != nil {
+	if err := validateBatch(rec, int64(r.rs.lastBody)+r.rs.decoded.n.Load()); err != nil {
 		r.err = fmt.Errorf("%w: batch %d of the stream is malformed: %v", catalog.ErrInvalid, r.n, err)
 		return false
 	}
@@ -63,16 +65,21 @@ func (r *validatingReader) Err() error {
 const slackRows = 1 << 16
 
 // validateBatch checks what only the transport can: the row count against
-// the message's body. Every column but a null-typed one costs at least a
-// bit per row, while the row count is a free number the writer would spend
-// memory on per row (a null column of 2^40 rows is otherwise valid, and
-// costs nothing until Parquet's levels are built). The full validation of
-// every column (offsets, lengths, nulls in non-nullable fields at any
-// depth) is the store's, before anything reaches an encoder
-// (codec.ValidateBatch), so that every way into the store gets it once.
-func validateBatch(rec arrow.RecordBatch, bodyBytes int) error {
-	if rows := rec.NumRows(); rows < 0 || rows > 8*int64(bodyBytes)+slackRows {
-		return fmt.Errorf("it claims %d rows in a body of %d bytes", rows, bodyBytes)
+// the message's size, dataBytes: its body plus what decoding it allocated
+// (the declared uncompressed sizes of compressed buffers, which the
+// in-flight budget charged; nothing for an uncompressed body, whose
+// buffers are slices of it). Every column but a null-typed one costs at
+// least a bit per row, while the row count is a free number the writer
+// would spend memory on per row (a null column of 2^40 rows is otherwise
+// valid, and costs nothing until Parquet's levels are built). Judged by
+// the compressed body alone, a well-compressed valid batch (a column of
+// zeros) would be refused. The full validation of every column (offsets,
+// lengths, nulls in non-nullable fields at any depth) is the store's,
+// before anything reaches an encoder (codec.ValidateBatch), so that every
+// way into the store gets it once.
+func validateBatch(rec arrow.RecordBatch, dataBytes int64) error {
+	if rows := rec.NumRows(); rows < 0 || rows > 8*dataBytes+slackRows {
+		return fmt.Errorf("it claims %d rows in %d bytes of data", rows, dataBytes)
 	}
 	for i, col := range rec.Columns() {
 		if int64(col.Len()) != rec.NumRows() {
@@ -100,7 +107,8 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 		defer ba.close() // after the reader's Release below
 		mem = ba
 	}
-	rdr, err := flight.NewRecordReader(rs, ipc.WithAllocator(mem))
+	rs.decoded.Allocator = mem
+	rdr, err := flight.NewRecordReader(rs, ipc.WithAllocator(&rs.decoded))
 	if err != nil {
 		if rs.limit != nil {
 			return fail(ctx, rs.limit)
@@ -187,6 +195,32 @@ type recvErrStream struct {
 	// lastBody is the body size of the last message received: the batch
 	// the IPC reader returns next was decoded from it.
 	lastBody int
+	// decoded is the IPC reader's allocator; it counts what decoding the
+	// last message received allocated (decompressed buffers).
+	decoded countingAllocator
+}
+
+// countingAllocator counts the bytes allocated through it since the count
+// was last reset (each received message).
+type countingAllocator struct {
+	memory.Allocator
+	n atomic.Int64
+}
+
+// Allocate implements memory.Allocator.
+func (a *countingAllocator) Allocate(size int) []byte {
+	if size > 0 {
+		a.n.Add(int64(size))
+	}
+	return a.Allocator.Allocate(size)
+}
+
+// Reallocate implements memory.Allocator.
+func (a *countingAllocator) Reallocate(size int, b []byte) []byte {
+	if d := size - len(b); d > 0 {
+		a.n.Add(int64(d))
+	}
+	return a.Allocator.Reallocate(size, b)
 }
 
 func (r *recvErrStream) Recv() (*flight.FlightData, error) {
@@ -202,6 +236,7 @@ func (r *recvErrStream) Recv() (*flight.FlightData, error) {
 	}
 	r.ri.bytes.Add(int64(len(d.DataHeader) + len(d.DataBody)))
 	r.lastBody = len(d.DataBody)
+	r.decoded.n.Store(0)
 	if len(d.DataHeader) == 0 && len(d.AppMetadata) > 0 {
 		// The abort contract (docs/protocol.md): a client that cannot
 		// cancel its stream (pyarrow) sends app_metadata alone to make
