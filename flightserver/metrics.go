@@ -48,6 +48,9 @@ type metrics struct {
 	pwCached   prometheus.Counter
 	pwRefused  *prometheus.CounterVec
 	pwInFlight prometheus.Gauge
+
+	conns     prometheus.Gauge
+	connWaits prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -151,11 +154,19 @@ func newMetrics() *metrics {
 			Name: "quiver_password_checks_running",
 			Help: "bcrypt password checks running now.",
 		}),
+		conns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "quiver_open_connections",
+			Help: "Client connections open now (at most --max-connections).",
+		}),
+		connWaits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "quiver_connection_limit_waits_total",
+			Help: "Times the server stopped accepting connections because --max-connections were open.",
+		}),
 	}
 	m.reg.MustRegister(m.rpcs, m.durations, m.actions, m.rows, m.bytes, m.commits, m.lockTimeout, m.lockWaits,
 		m.problems, m.verifies, m.streams, m.authFail, m.denials, m.idle,
 		m.sendIdle, m.panics, m.inflight, m.inflightWaits, m.inflightRefusals, m.limitRefusals,
-		m.pwChecks, m.pwCached, m.pwRefused, m.pwInFlight,
+		m.pwChecks, m.pwCached, m.pwRefused, m.pwInFlight, m.conns, m.connWaits,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, d := range []string{"in", "out"} {
 		m.rows.WithLabelValues(d)
