@@ -236,7 +236,13 @@ func compileIdentity(name, role string, prefixes []string) (Identity, error) {
 			return Identity{}, err
 		}
 		if keys == nil {
-			// "" or "/" is every profile: no restriction at all.
+			if p != "" {
+				// "/" or blanks read as "everything" by accident (a
+				// template whose variable was empty: "${team}/"); only
+				// the documented forms grant every profile.
+				return Identity{}, fmt.Errorf("prefix %q names no profile key; to allow every profile, leave \"prefixes\" out (or use \"\")", p)
+			}
+			// "" is every profile: no restriction at all.
 			return Identity{Name: name, Role: r}, nil
 		}
 		id.Prefixes = append(id.Prefixes, keys)

@@ -318,3 +318,62 @@ func TestSessionsPerUserBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefixThatNamesNothing: a prefix of "/" or blanks (a template whose
+// variable was empty) is refused when the auth file is loaded instead of
+// granting every profile; "" and no prefixes keep meaning every profile,
+// and a prefix with stray slashes still names its keys.
+func TestPrefixThatNamesNothing(t *testing.T) {
+	h, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		prefixes     []string
+		ok           bool
+		unrestricted bool
+	}{
+		{nil, true, true},
+		{[]string{}, true, true},
+		{[]string{""}, true, true},
+		{[]string{"sales/"}, true, false},
+		{[]string{"/sales"}, true, false},
+		{[]string{"/"}, false, false},
+		{[]string{"//"}, false, false},
+		{[]string{" "}, false, false},
+		{[]string{"sales", "/"}, false, false},
+	}
+	for _, tt := range tests {
+		for _, kind := range []string{"user", "token"} {
+			f := &AuthFile{}
+			if kind == "user" {
+				f.Users = []AuthUser{{Name: "u", PasswordBcrypt: string(h), Role: "read", Prefixes: tt.prefixes}}
+			} else {
+				f.Tokens = []AuthToken{{SHA256: TokenSHA256("tok"), Identity: "t", Role: "read", Prefixes: tt.prefixes}}
+			}
+			a, err := NewAuthenticator(f)
+			if (err == nil) != tt.ok {
+				t.Errorf("%s prefixes %q: %v, want ok=%v", kind, tt.prefixes, err, tt.ok)
+				continue
+			}
+			if err != nil {
+				if !strings.Contains(err.Error(), "names no profile key") {
+					t.Errorf("%s prefixes %q: unclear error %v", kind, tt.prefixes, err)
+				}
+				continue
+			}
+			var id *Identity
+			if kind == "user" {
+				_, id, err = a.Login("u", "pw")
+			} else {
+				id, err = a.Token("tok")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id.Unrestricted() != tt.unrestricted {
+				t.Errorf("%s prefixes %q: unrestricted %v, want %v", kind, tt.prefixes, id.Unrestricted(), tt.unrestricted)
+			}
+		}
+	}
+}
