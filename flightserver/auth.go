@@ -236,7 +236,13 @@ func compileIdentity(name, role string, prefixes []string) (Identity, error) {
 			return Identity{}, err
 		}
 		if keys == nil {
-			// "" or "/" is every profile: no restriction at all.
+			if p != "" {
+				// "/" or blanks read as "everything" by accident (a
+				// template whose variable was empty: "${team}/"); only
+				// the documented forms grant every profile.
+				return Identity{}, fmt.Errorf("prefix %q names no profile key; to allow every profile, leave \"prefixes\" out (or use \"\")", p)
+			}
+			// "" is every profile: no restriction at all.
 			return Identity{Name: name, Role: r}, nil
 		}
 		id.Prefixes = append(id.Prefixes, keys)
@@ -291,6 +297,10 @@ type session struct {
 	hash    string // the user's password hash at login: a new password ends the session
 	expires time.Time
 }
+
+// MaxSessionsPerUser is how many handshake tokens one user may hold at
+// once; a further handshake ends the user's oldest session.
+const MaxSessionsPerUser = 1024
 
 // DefaultSessionTTL is how long a token from the basic-auth handshake is
 // valid.
@@ -427,10 +437,26 @@ func (a *Authenticator) Login(user, password string) (string, *Identity, error) 
 	tok := "qs_" + base64.RawURLEncoding.EncodeToString(raw[:])
 	a.mu.Lock()
 	now := a.now()
+	var (
+		mine   int
+		oldest string
+	)
 	for h, s := range a.sessions { // expired sessions go at the next login
-		if !now.Before(s.expires) {
+		switch {
+		case !now.Before(s.expires):
 			delete(a.sessions, h)
+		case s.user == user:
+			mine++
+			if oldest == "" || s.expires.Before(a.sessions[oldest].expires) {
+				oldest = h
+			}
 		}
+	}
+	if mine >= MaxSessionsPerUser {
+		// Logins in a loop (cheap once the login cache holds the
+		// password) may not grow the table without end: the user's
+		// oldest session ends instead.
+		delete(a.sessions, oldest)
 	}
 	a.sessions[tokenHash(tok)] = session{user: user, hash: string(u.hash), expires: now.Add(a.ttl)}
 	a.mu.Unlock()

@@ -271,3 +271,109 @@ func TestSessionEndsWithPassword(t *testing.T) {
 		t.Fatalf("a new session: %v", err)
 	}
 }
+
+// TestSessionsPerUserBounded: handshakes in a loop (cheap once the login
+// cache holds the password) keep at most MaxSessionsPerUser tokens of a
+// user; the oldest end first, the newest stay valid, and other users'
+// sessions are untouched.
+func TestSessionsPerUserBounded(t *testing.T) {
+	var users []AuthUser
+	for _, name := range []string{"alice", "bob"} {
+		h, err := bcrypt.GenerateFromPassword([]byte("pw-"+name), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		users = append(users, AuthUser{Name: name, PasswordBcrypt: string(h), Role: "read"})
+	}
+	a, err := NewAuthenticator(&AuthFile{Users: users})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Unix(1_700_000_000, 0)
+	a.now = func() time.Time { clock = clock.Add(time.Millisecond); return clock }
+	bobTok, _, err := a.Login("bob", "pw-bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var toks []string
+	for range MaxSessionsPerUser + 100 {
+		tok, _, err := a.Login("alice", "pw-alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks = append(toks, tok)
+	}
+	a.mu.Lock()
+	n := len(a.sessions)
+	a.mu.Unlock()
+	if n != MaxSessionsPerUser+1 {
+		t.Errorf("%d sessions kept, want %d", n, MaxSessionsPerUser+1)
+	}
+	if _, err := a.Token(toks[0]); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("the oldest session: %v, want Unauthenticated", err)
+	}
+	for _, tok := range []string{toks[len(toks)-1], toks[len(toks)-MaxSessionsPerUser], bobTok} {
+		if _, err := a.Token(tok); err != nil {
+			t.Errorf("a session within the bound: %v", err)
+		}
+	}
+}
+
+// TestPrefixThatNamesNothing: a prefix of "/" or blanks (a template whose
+// variable was empty) is refused when the auth file is loaded instead of
+// granting every profile; "" and no prefixes keep meaning every profile,
+// and a prefix with stray slashes still names its keys.
+func TestPrefixThatNamesNothing(t *testing.T) {
+	h, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		prefixes     []string
+		ok           bool
+		unrestricted bool
+	}{
+		{nil, true, true},
+		{[]string{}, true, true},
+		{[]string{""}, true, true},
+		{[]string{"sales/"}, true, false},
+		{[]string{"/sales"}, true, false},
+		{[]string{"/"}, false, false},
+		{[]string{"//"}, false, false},
+		{[]string{" "}, false, false},
+		{[]string{"sales", "/"}, false, false},
+	}
+	for _, tt := range tests {
+		for _, kind := range []string{"user", "token"} {
+			f := &AuthFile{}
+			if kind == "user" {
+				f.Users = []AuthUser{{Name: "u", PasswordBcrypt: string(h), Role: "read", Prefixes: tt.prefixes}}
+			} else {
+				f.Tokens = []AuthToken{{SHA256: TokenSHA256("tok"), Identity: "t", Role: "read", Prefixes: tt.prefixes}}
+			}
+			a, err := NewAuthenticator(f)
+			if (err == nil) != tt.ok {
+				t.Errorf("%s prefixes %q: %v, want ok=%v", kind, tt.prefixes, err, tt.ok)
+				continue
+			}
+			if err != nil {
+				if !strings.Contains(err.Error(), "names no profile key") {
+					t.Errorf("%s prefixes %q: unclear error %v", kind, tt.prefixes, err)
+				}
+				continue
+			}
+			var id *Identity
+			if kind == "user" {
+				_, id, err = a.Login("u", "pw")
+			} else {
+				id, err = a.Token("tok")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id.Unrestricted() != tt.unrestricted {
+				t.Errorf("%s prefixes %q: unrestricted %v, want %v", kind, tt.prefixes, id.Unrestricted(), tt.unrestricted)
+			}
+		}
+	}
+}

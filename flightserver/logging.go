@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
@@ -112,7 +113,7 @@ func (s *Server) logRPC(ctx context.Context, method string, ri *rpcInfo, start t
 		ev = ev.Str("profile", p)
 	}
 	if action != "" {
-		ev = ev.Str("action", action)
+		ev = ev.Str("action", clip(action, maxLoggedAction))
 	}
 	ev = ev.Int64("rows", ri.rows.Load()).Int64("bytes", ri.bytes.Load())
 	ev = ev.Dur("duration", s.opts.now().Sub(start))
@@ -127,4 +128,19 @@ func (s *Server) logRPC(ctx context.Context, method string, ri *rpcInfo, start t
 		}
 	}
 	ev.Msg("rpc")
+}
+
+// maxLoggedAction is as much of an action type as the log line keeps: the
+// type is the client's, and a known one is far shorter.
+const maxLoggedAction = 256
+
+// clip is s cut to at most n bytes (and "…"), on a UTF-8 boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

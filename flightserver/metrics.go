@@ -4,11 +4,15 @@ import (
 	"net/http"
 	"time"
 
+	flightgen "github.com/apache/arrow-go/v18/arrow/flight/gen/flight"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/quiverdb/quiver/catalog"
 	"github.com/quiverdb/quiver/store"
 	"github.com/quiverdb/quiver/store/maint"
 )
@@ -44,6 +48,9 @@ type metrics struct {
 	pwCached   prometheus.Counter
 	pwRefused  *prometheus.CounterVec
 	pwInFlight prometheus.Gauge
+
+	conns     prometheus.Gauge
+	connWaits prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -147,11 +154,19 @@ func newMetrics() *metrics {
 			Name: "quiver_password_checks_running",
 			Help: "bcrypt password checks running now.",
 		}),
+		conns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "quiver_open_connections",
+			Help: "Client connections open now (at most --max-connections).",
+		}),
+		connWaits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "quiver_connection_limit_waits_total",
+			Help: "Times the server stopped accepting connections because --max-connections were open.",
+		}),
 	}
 	m.reg.MustRegister(m.rpcs, m.durations, m.actions, m.rows, m.bytes, m.commits, m.lockTimeout, m.lockWaits,
 		m.problems, m.verifies, m.streams, m.authFail, m.denials, m.idle,
 		m.sendIdle, m.panics, m.inflight, m.inflightWaits, m.inflightRefusals, m.limitRefusals,
-		m.pwChecks, m.pwCached, m.pwRefused, m.pwInFlight,
+		m.pwChecks, m.pwCached, m.pwRefused, m.pwInFlight, m.conns, m.connWaits,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, d := range []string{"in", "out"} {
 		m.rows.WithLabelValues(d)
@@ -163,12 +178,62 @@ func newMetrics() *metrics {
 	return m
 }
 
+// unknownLabel is the label value of every client-supplied name outside
+// the fixed set a metric knows (an action type no action has, a method no
+// service registered): a label per distinct client string would keep a
+// series, and its memory, for every string any caller ever sent.
+const unknownLabel = "unknown"
+
+// knownActions are the action types that are metric labels of their own.
+var knownActions = func() map[string]bool {
+	m := make(map[string]bool, len(catalog.ActionTypes))
+	for _, a := range catalog.ActionTypes {
+		m[a.Type] = true
+	}
+	return m
+}()
+
+// actionLabel is the metric label of an action type: the type if the
+// server has that action, else unknownLabel.
+func actionLabel(typ string) string {
+	if knownActions[typ] {
+		return typ
+	}
+	return unknownLabel
+}
+
+// methodLabel is the metric label of an RPC method name: the name if
+// Required or the Flight and health services know it, else unknownLabel.
+// gRPC answers a method no service registered before any interceptor
+// runs; this guards that contract for the metrics.
+func methodLabel(name string) string {
+	if knownMethods[name] {
+		return name
+	}
+	return unknownLabel
+}
+
+// knownMethods are the method names of the Flight and health services.
+var knownMethods = func() map[string]bool {
+	m := map[string]bool{}
+	for _, d := range []grpc.ServiceDesc{flightgen.FlightService_ServiceDesc, healthpb.Health_ServiceDesc} {
+		for _, md := range d.Methods {
+			m[md.MethodName] = true
+		}
+		for _, sd := range d.Streams {
+			m[sd.StreamName] = true
+		}
+	}
+	return m
+}()
+
 func (m *metrics) rpc(method string, code codes.Code, d time.Duration, action string, ri *rpcInfo) {
 	c := code.String()
+	method = methodLabel(method)
 	m.rpcs.WithLabelValues(method, c).Inc()
 	m.durations.WithLabelValues(method, c).Observe(d.Seconds())
 	if action != "" {
-		m.actions.WithLabelValues(action, c).Inc()
+		m.actions.WithLabelValues(actionLabel(action), c).Inc()
 	}
 	switch method {
 	case "DoPut":
@@ -190,15 +255,20 @@ func (m *metrics) lockWait(d time.Duration, acquired bool) {
 	}
 	m.lockWaits.WithLabelValues(outcome).Observe(d.Seconds())
 }
-func (m *metrics) denied(op string) { m.denials.WithLabelValues(op).Inc() }
+func (m *metrics) denied(op string) {
+	if !knownActions[op] {
+		op = methodLabel(op)
+	}
+	m.denials.WithLabelValues(op).Inc()
+}
 func (m *metrics) unauthenticated() { m.authFail.Inc() }
 func (m *metrics) idleTimeout()     { m.idle.Inc() }
 func (m *metrics) sendTimeout()     { m.sendIdle.Inc() }
 func (m *metrics) panic(method string) {
-	m.panics.WithLabelValues(method).Inc()
+	m.panics.WithLabelValues(methodLabel(method)).Inc()
 }
 func (m *metrics) streamOpen(method string) func() {
-	g := m.streams.WithLabelValues(method)
+	g := m.streams.WithLabelValues(methodLabel(method))
 	g.Inc()
 	return g.Dec
 }

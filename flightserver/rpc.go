@@ -8,14 +8,19 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/fsys"
 	"github.com/quiverdb/quiver/store/ipccache"
 )
 
@@ -39,7 +44,7 @@ func (r *validatingReader) Next() bool {
 	}
 	rec := r.Reader.RecordBatch()
 	r.n++
-	if err := validateBatch(rec, r.rs.lastBody); err != nil {
+	if err := validateBatch(rec, int64(r.rs.lastBody)+r.rs.decoded.n.Load()); err != nil {
 		r.err = fmt.Errorf("%w: batch %d of the stream is malformed: %v", catalog.ErrInvalid, r.n, err)
 		return false
 	}
@@ -63,16 +68,21 @@ func (r *validatingReader) Err() error {
 const slackRows = 1 << 16
 
 // validateBatch checks what only the transport can: the row count against
-// the message's body. Every column but a null-typed one costs at least a
-// bit per row, while the row count is a free number the writer would spend
-// memory on per row (a null column of 2^40 rows is otherwise valid, and
-// costs nothing until Parquet's levels are built). The full validation of
-// every column (offsets, lengths, nulls in non-nullable fields at any
-// depth) is the store's, before anything reaches an encoder
-// (codec.ValidateBatch), so that every way into the store gets it once.
-func validateBatch(rec arrow.RecordBatch, bodyBytes int) error {
-	if rows := rec.NumRows(); rows < 0 || rows > 8*int64(bodyBytes)+slackRows {
-		return fmt.Errorf("it claims %d rows in a body of %d bytes", rows, bodyBytes)
+// the message's size, dataBytes: its body plus what decoding it allocated
+// (the declared uncompressed sizes of compressed buffers, which the
+// in-flight budget charged; nothing for an uncompressed body, whose
+// buffers are slices of it). Every column but a null-typed one costs at
+// least a bit per row, while the row count is a free number the writer
+// would spend memory on per row (a null column of 2^40 rows is otherwise
+// valid, and costs nothing until Parquet's levels are built). Judged by
+// the compressed body alone, a well-compressed valid batch (a column of
+// zeros) would be refused. The full validation of every column (offsets,
+// lengths, nulls in non-nullable fields at any depth) is the store's,
+// before anything reaches an encoder (codec.ValidateBatch), so that every
+// way into the store gets it once.
+func validateBatch(rec arrow.RecordBatch, dataBytes int64) error {
+	if rows := rec.NumRows(); rows < 0 || rows > 8*dataBytes+slackRows {
+		return fmt.Errorf("it claims %d rows in %d bytes of data", rows, dataBytes)
 	}
 	for i, col := range rec.Columns() {
 		if int64(col.Len()) != rec.NumRows() {
@@ -100,7 +110,8 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 		defer ba.close() // after the reader's Release below
 		mem = ba
 	}
-	rdr, err := flight.NewRecordReader(rs, ipc.WithAllocator(mem))
+	rs.decoded.Allocator = mem
+	rdr, err := flight.NewRecordReader(rs, ipc.WithAllocator(&rs.decoded))
 	if err != nil {
 		if rs.limit != nil {
 			return fail(ctx, rs.limit)
@@ -150,7 +161,7 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 			// client learns what was wrong with its batch.
 			return fail(ctx, fmt.Errorf("put %s: %w", req.Path(), vr.err))
 		}
-		return s.failed(ctx, s.streamError(rs.cause(err), "put "+req.Path()))
+		return s.failed(ctx, s.streamError(raced(rs.cause(err)), "put "+req.Path()))
 	}
 	if !cr.Replayed {
 		s.metrics.commit(string(cr.Mode))
@@ -172,6 +183,22 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 	return nil
 }
 
+// raced makes a put's failure on a file or directory that vanished under
+// it retryable (store.ErrUnavailable, UNAVAILABLE): a put only creates and
+// renames its own new files, so one that is gone was removed while the put
+// ran, by a sweep with a short older_than_s (0 removes every temp at
+// once, the put's own included) or by hand. The store wraps most of these
+// itself; this catches the rest (a commit's log segment or manifest temp
+// swept before its rename). A retry with the same request_id is never
+// applied twice.
+func raced(err error) error {
+	if _, ok := status.FromError(unwrapStatus(err)); ok || errors.Is(err, store.ErrUnavailable) ||
+		!(errors.Is(err, fsys.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
+		return err
+	}
+	return fmt.Errorf("%w: a file this put was writing was removed while it ran (a sweep with a short older_than_s?); retry: %w", store.ErrUnavailable, err)
+}
+
 // recvErrStream remembers the transport's own receive error: the IPC
 // reader reports it with %v, losing its gRPC status (a message over the
 // size limit must stay ResourceExhausted, not become Internal). It checks
@@ -187,6 +214,32 @@ type recvErrStream struct {
 	// lastBody is the body size of the last message received: the batch
 	// the IPC reader returns next was decoded from it.
 	lastBody int
+	// decoded is the IPC reader's allocator; it counts what decoding the
+	// last message received allocated (decompressed buffers).
+	decoded countingAllocator
+}
+
+// countingAllocator counts the bytes allocated through it since the count
+// was last reset (each received message).
+type countingAllocator struct {
+	memory.Allocator
+	n atomic.Int64
+}
+
+// Allocate implements memory.Allocator.
+func (a *countingAllocator) Allocate(size int) []byte {
+	if size > 0 {
+		a.n.Add(int64(size))
+	}
+	return a.Allocator.Allocate(size)
+}
+
+// Reallocate implements memory.Allocator.
+func (a *countingAllocator) Reallocate(size int, b []byte) []byte {
+	if d := size - len(b); d > 0 {
+		a.n.Add(int64(d))
+	}
+	return a.Allocator.Reallocate(size, b)
 }
 
 func (r *recvErrStream) Recv() (*flight.FlightData, error) {
@@ -202,6 +255,7 @@ func (r *recvErrStream) Recv() (*flight.FlightData, error) {
 	}
 	r.ri.bytes.Add(int64(len(d.DataHeader) + len(d.DataBody)))
 	r.lastBody = len(d.DataBody)
+	r.decoded.n.Store(0)
 	if len(d.DataHeader) == 0 && len(d.AppMetadata) > 0 {
 		// The abort contract (docs/protocol.md): a client that cannot
 		// cancel its stream (pyarrow) sends app_metadata alone to make

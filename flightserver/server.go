@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/quiverdb/quiver/catalog"
 	"github.com/quiverdb/quiver/store"
@@ -82,6 +83,8 @@ type options struct {
 	maxInflight   int64
 	inflightWait  time.Duration
 	pwLimits      PasswordLimits
+	maxConnIdle   time.Duration
+	maxConns      int
 	testHook      func(point string)
 }
 
@@ -182,6 +185,8 @@ func New(st *store.Store, opts ...Option) *Server {
 		maxInflight:   DefaultMaxInflightBytes,
 		inflightWait:  DefaultInflightWait,
 		pwLimits:      DefaultPasswordLimits,
+		maxConnIdle:   DefaultMaxConnectionIdle,
+		maxConns:      DefaultMaxConnections,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -221,6 +226,7 @@ func New(st *store.Store, opts ...Option) *Server {
 		grpc.MaxConcurrentStreams(o.maxStreams),
 		grpc.StaticStreamWindowSize(streamWindow),
 		grpc.StaticConnWindowSize(connWindow),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: o.maxConnIdle}),
 		grpc.ChainUnaryInterceptor(s.unaryLog, s.unaryRecover, s.unaryAuth),
 		grpc.ChainStreamInterceptor(s.streamLog, s.streamRecover, s.streamAuth, s.streamInflight, s.streamIdle),
 	}, o.grpcOpts...)
@@ -243,10 +249,11 @@ func (s *Server) Serving() bool {
 // GRPCServer is the underlying gRPC server, for registering more services.
 func (s *Server) GRPCServer() *grpc.Server { return s.grpc }
 
-// Serve accepts connections on lis until Stop. It returns nil after a
+// Serve accepts connections on lis until Stop, at most the connection
+// limit at once (WithMaxConnections). It returns nil after a
 // graceful stop.
 func (s *Server) Serve(lis net.Listener) error {
-	err := s.grpc.Serve(lis)
+	err := s.grpc.Serve(newLimitListener(lis, s.opts.maxConns, s.metrics))
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}

@@ -16,6 +16,7 @@ import pyarrow.flight as flight
 import pytest
 
 from helpers import (
+    CALL_TIMEOUT_S,
     OPTS,
     SECRET,
     action,
@@ -169,6 +170,24 @@ def test_do_put_many_batches_and_large_batch(client, keys):
     got = get(client, keys)
     assert got.num_rows == n
     assert got.equals(big, check_metadata=True)
+
+
+@pytest.mark.parametrize("codec", ["zstd", "lz4"])
+def test_do_put_compressed_batches_of_compressible_data(client, keys, codec):
+    # pyarrow's IPC body compression of data that compresses far below a bit
+    # per row (zeros, all nulls) is valid and stored, not refused as malformed
+    zeros = pa.table({"x": pa.array([0] * 1_000_000, pa.int64())})
+    nulls = pa.table({"x": pa.array([None] * 300_000, pa.int64())})
+    opts = flight.FlightCallOptions(timeout=CALL_TIMEOUT_S, write_options=pa.ipc.IpcWriteOptions(compression=codec))
+    for name, table in (("zeros", zeros), ("nulls", nulls)):
+        path = f"{keys}/{name}"
+        writer, reader = client.do_put(cmd(path, mode="write"), table.schema, options=opts)
+        writer.write_table(table)
+        writer.done_writing()
+        res = json.loads(reader.read().to_pybytes())
+        writer.close()
+        assert res["rows"] == table.num_rows
+        assert get(client, path).equals(table)
 
 
 # --- DoGet ----------------------------------------------------------------------------

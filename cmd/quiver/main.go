@@ -89,6 +89,8 @@ type serveConfig struct {
 	metricsAddr    string
 	maxStreams     uint32
 	idleTimeout    time.Duration
+	connIdle       time.Duration
+	maxConns       int
 
 	maxColumns    int
 	maxDepth      int
@@ -147,6 +149,9 @@ func limitOptions(c serveConfig) ([]flightserver.Option, error) {
 		}
 		inflight = n
 	}
+	if c.connIdle < 0 || c.maxConns < 0 {
+		return nil, errors.New("--max-connection-idle and --max-connections must not be negative (0: no limit)")
+	}
 	if c.authChecks <= 0 || c.authQueue < 0 || c.authRate < 0 || c.authRatePerIP < 0 {
 		return nil, errors.New("--auth-checks must be positive; --auth-queue, --auth-rate and --auth-rate-per-ip not negative")
 	}
@@ -161,6 +166,8 @@ func limitOptions(c serveConfig) ([]flightserver.Option, error) {
 		flightserver.WithInflightWait(c.inflightWait),
 		flightserver.WithSendTimeout(c.sendTimeout),
 		flightserver.WithPasswordLimits(pl),
+		flightserver.WithMaxConnectionIdle(c.connIdle),
+		flightserver.WithMaxConnections(c.maxConns),
 	}, nil
 }
 
@@ -222,6 +229,8 @@ environment. Once listening, serve prints "quiver: serving <data-dir> on
 	f.StringVar(&c.metricsAddr, "metrics-addr", env("QUIVER_METRICS_ADDR", ""), "serve Prometheus /metrics and /healthz over HTTP on host:port (default off) (env QUIVER_METRICS_ADDR)")
 	f.Uint32Var(&c.maxStreams, "max-concurrent-streams", flightserver.DefaultMaxConcurrentStreams, "RPCs one client connection may have open at once")
 	f.DurationVar(&c.idleTimeout, "idle-timeout", flightserver.DefaultIdleTimeout, "cancel a DoPut/DoGet stream when no message moves for this long (0: never)")
+	f.DurationVar(&c.connIdle, "max-connection-idle", flightserver.DefaultMaxConnectionIdle, "close a client connection that has had no RPC in progress for this long; clients reconnect on their next call (0: never)")
+	f.IntVar(&c.maxConns, "max-connections", flightserver.DefaultMaxConnections, "client connections held at once; more wait in the listen backlog until one closes (0: no limit)")
 	f.IntVar(&c.maxColumns, "max-columns", flightserver.DefaultMaxColumns, "most leaf columns a put's schema may have")
 	f.IntVar(&c.maxDepth, "max-depth", flightserver.DefaultMaxDepth, "deepest nesting a put's schema may have (a top-level column is depth 1)")
 	f.StringVar(&c.maxInflight, "max-inflight-bytes", env("QUIVER_MAX_INFLIGHT_BYTES", "512MiB"), "budget of inbound DoPut message bytes across all streams; each receive reserves --max-recv-msg-size (0: no budget) (env QUIVER_MAX_INFLIGHT_BYTES)")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -40,6 +41,9 @@ func TestLimitOptions(t *testing.T) {
 		{"zero columns", func(c *serveConfig) { c.maxColumns = 0 }, false},
 		{"zero checks", func(c *serveConfig) { c.authChecks = 0 }, false},
 		{"negative rate", func(c *serveConfig) { c.authRate = -1 }, false},
+		{"no connection limits", func(c *serveConfig) { c.connIdle, c.maxConns = 0, 0 }, true},
+		{"negative connection idle", func(c *serveConfig) { c.connIdle = -time.Second }, false},
+		{"negative connections", func(c *serveConfig) { c.maxConns = -1 }, false},
 	} {
 		cfg := base
 		c.edit(&cfg)
