@@ -76,6 +76,11 @@ func (s *Store) readPolicy(ctx context.Context, p profile) (*SchemaPolicy, fsys.
 	if isNotExist(err) {
 		return &SchemaPolicy{SchemaPolicy: PolicyNone}, "", nil
 	}
+	if errors.Is(err, fsys.ErrNotRegular) || errors.Is(err, fsys.ErrUnsafePath) {
+		// Replaced by a directory, a link or a special file: tampering,
+		// reported as corruption (DataLoss), never followed or replaced.
+		return nil, "", &CorruptionError{Path: p.join(policyName), Err: fmt.Errorf("%w (a directory, link or special file where the schema policy file belongs; remove it)", err)}
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("read the schema policy of %s: %w", p, err)
 	}
@@ -144,6 +149,9 @@ func (s *Store) SetPolicy(ctx context.Context, keys []string, policy, writer str
 		return cur, nil
 	}
 	if err != nil {
+		if errors.Is(err, fsys.ErrNotRegular) || errors.Is(err, fsys.ErrUnsafePath) {
+			return nil, err
+		}
 		// An unreadable policy file is replaced (verify reported it).
 		_, tok, _ = s.fs.ReadFile(ctx, p.join(policyName))
 	}

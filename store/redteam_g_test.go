@@ -128,3 +128,22 @@ func TestAppendToTamperedEmptyVersionRefused(t *testing.T) {
 		t.Fatalf("append: %v, want ErrDataLoss", err)
 	}
 }
+
+// TestPolicyFileReplacedByDirectory (red team h04): a directory where the
+// schema policy file belongs is corruption (DataLoss at the server), for
+// reads of the policy and for setting it, never an internal error.
+func TestPolicyFileReplacedByDirectory(t *testing.T) {
+	s, dir := newTestStore(t)
+	k := []string{"h04"}
+	put(t, s, ModeWrite, k, ids(1), PutOptions{})
+	if err := os.Mkdir(filepath.Join(dir, "h04", policyName), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var ce *CorruptionError
+	if _, err := s.Policy(context.Background(), k); !errors.As(err, &ce) {
+		t.Fatalf("Policy: %v, want a CorruptionError", err)
+	}
+	if _, err := s.SetPolicy(context.Background(), k, PolicyAdditive, ""); !errors.As(err, &ce) {
+		t.Fatalf("SetPolicy: %v, want a CorruptionError", err)
+	}
+}

@@ -51,7 +51,7 @@ func kleeneNot(a uint8) uint8 {
 // retained, when all are; nil when none is). rec must hold every column
 // of Columns (by name) with the types the filter was bound to.
 func (b *Bound) Apply(ctx context.Context, rec arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
-	mask, err := b.Mask(rec)
+	mask, err := b.root.eval(ctx, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -126,19 +126,25 @@ func take(rec arrow.RecordBatch, mask []uint8, mem memory.Allocator) (arrow.Reco
 
 // Mask evaluates the filter on every row of rec: 1 true, 0 false, 2 null.
 func (b *Bound) Mask(rec arrow.RecordBatch) ([]uint8, error) {
-	return b.root.eval(rec)
+	return b.root.eval(context.Background(), rec)
 }
 
-func (n *node) eval(rec arrow.RecordBatch) ([]uint8, error) {
+// eval evaluates n on rec. It checks ctx at every node: a filter of
+// thousands of terms over a large batch is seconds of work, which must
+// stop when its read does.
+func (n *node) eval(ctx context.Context, rec arrow.RecordBatch) ([]uint8, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	rows := int(rec.NumRows())
 	switch n.op {
 	case OpAnd, OpOr:
-		out, err := n.kids[0].eval(rec)
+		out, err := n.kids[0].eval(ctx, rec)
 		if err != nil {
 			return nil, err
 		}
 		for _, k := range n.kids[1:] {
-			m, err := k.eval(rec)
+			m, err := k.eval(ctx, rec)
 			if err != nil {
 				return nil, err
 			}
@@ -152,7 +158,7 @@ func (n *node) eval(rec arrow.RecordBatch) ([]uint8, error) {
 		}
 		return out, nil
 	case OpNot:
-		out, err := n.kids[0].eval(rec)
+		out, err := n.kids[0].eval(ctx, rec)
 		if err != nil {
 			return nil, err
 		}

@@ -63,7 +63,7 @@ func (op Op) leaf() bool { return op.comparison() || op == OpIn || op == OpIsNul
 // filter is client bytes.
 const (
 	MaxDepth = 64
-	MaxNodes = 10000
+	MaxNodes = 1000
 )
 
 // Expr is a parsed filter, not yet checked against a schema.

@@ -26,10 +26,11 @@ var testSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "f", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 	{Name: "big", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 	{Name: "flag", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
+	{Name: "f32", Type: arrow.PrimitiveTypes.Float32, Nullable: true},
 }, nil)
 
 const testRows = `[
- {"region": "eu", "total": 150, "d": "2024-01-02", "ts": "2023-12-31T23:59:59.999999", "f": 1.5, "big": 7, "flag": true},
+ {"region": "eu", "total": 150, "d": "2024-01-02", "ts": "2023-12-31T23:59:59.999999", "f": 1.5, "big": 7, "flag": true, "f32": 0.1},
  {"region": "us", "total": 50, "d": "2024-01-01", "ts": "2024-01-01T00:00:00", "f": null, "big": 9, "flag": false},
  {"region": null, "total": 101, "d": null, "ts": null, "f": 2.5, "big": null, "flag": null},
  {"region": "a", "total": null, "d": "2025-06-01", "ts": "2020-01-01T00:00:00", "f": 3, "big": 5, "flag": true},
@@ -85,6 +86,14 @@ func TestWhereEval(t *testing.T) {
 		{`"big" >= 6 and ("region" < 'c' or region > 't')`, "FTNFT"},
 		{"(region = 'eu' or region = 'us') and not (big = 9)", "TFNFF"},
 		{"f is null or f > 2", "FTTTF"},
+		// float32 compared in float64, as pyarrow does (red team h01):
+		// the float32 nearest 0.1 is 0.10000000149…
+		{"f32 = 0.1", "FNNNN"},
+		{"f32 > 0.1", "TNNNN"},
+		{"f32 < 0.10000001", "TNNNN"},
+		// beyond a narrow column's range: compared in int64 (red team h02)
+		{"total = 3000000000", "FFFNF"},
+		{"total < 3000000000", "TTTNT"},
 	} {
 		e, err := ParseWhere(c.where)
 		if err != nil {
@@ -151,7 +160,6 @@ func TestBindErrors(t *testing.T) {
 		{"region = 5", `the number 5 is not a utf8 value`},
 		{"total = 'x'", `"total"`},
 		{"total = 1.5", "not an integer"},
-		{"total = 3000000000", "out of the range of int32"},
 		{"s = 1", "cannot be compared"},
 		{"d = '2024-13-01'", "not a date"},
 		{"ts = '2024-01-01T00:00:00.0000001Z'", "finer than the column's unit"},
@@ -377,4 +385,22 @@ func TestOutcomeSound(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestApplyStopsWhenCancelled (red team h03): a filter is evaluated term by
+// term with its read's context, and stops when the read is cancelled.
+func TestApplyStopsWhenCancelled(t *testing.T) {
+	e, err := ParseWhere("total > 100 or region = 'eu' or f < 2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Bind(e, testSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := b.Apply(ctx, testBatch(t), nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Apply with a cancelled context: %v", err)
+	}
 }
