@@ -118,6 +118,7 @@ def test_polars_missing_columns_insert(server, evolved):
     assert got.columns == ["id", "region"] and got.height == 4
 
 
+@pytest.mark.local_storage  # pyrosome writes the data directory itself
 def test_pyrosome_on_an_evolved_version(server, client, evolved):
     dal = ParquetDal(server.data_dir)
     keys = evolved.split("/")
