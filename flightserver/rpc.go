@@ -9,7 +9,6 @@ import (
 	"io"
 	"strings"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
@@ -19,8 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quiverdb/quiver/catalog"
-	"github.com/quiverdb/quiver/store"
-	"github.com/quiverdb/quiver/store/fsys"
 	"github.com/quiverdb/quiver/store/ipccache"
 )
 
@@ -161,7 +158,7 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 			// client learns what was wrong with its batch.
 			return fail(ctx, fmt.Errorf("put %s: %w", req.Path(), vr.err))
 		}
-		return s.failed(ctx, s.streamError(raced(rs.cause(err)), "put "+req.Path()))
+		return s.failed(ctx, s.streamError(rs.cause(err), "put "+req.Path()))
 	}
 	if !cr.Replayed {
 		s.metrics.commit(string(cr.Mode))
@@ -181,22 +178,6 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 		return fail(ctx, fmt.Errorf("send put result: %w", err))
 	}
 	return nil
-}
-
-// raced makes a put's failure on a file or directory that vanished under
-// it retryable (store.ErrUnavailable, UNAVAILABLE): a put only creates and
-// renames its own new files, so one that is gone was removed while the put
-// ran, by a sweep with a short older_than_s (0 removes every temp at
-// once, the put's own included) or by hand. The store wraps most of these
-// itself; this catches the rest (a commit's log segment or manifest temp
-// swept before its rename). A retry with the same request_id is never
-// applied twice.
-func raced(err error) error {
-	if _, ok := status.FromError(unwrapStatus(err)); ok || errors.Is(err, store.ErrUnavailable) ||
-		!(errors.Is(err, fsys.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
-		return err
-	}
-	return fmt.Errorf("%w: a file this put was writing was removed while it ran (a sweep with a short older_than_s?); retry: %w", store.ErrUnavailable, err)
 }
 
 // recvErrStream remembers the transport's own receive error: the IPC

@@ -157,7 +157,7 @@ func (s *Store) ListProfiles(ctx context.Context, prefix []string, fn func(Profi
 					return fn(ProfileSummary{Keys: clone(keys), Latest: -1, Err: perr})
 				}
 				return fn(ProfileSummary{Keys: clone(keys), Latest: latest})
-			case isNotExist(err) && s.loggedProfile(ctx, s.state(p)):
+			case isNotExist(err) && s.loggedProfile(ctx, p):
 				// Its reads go on from the log (readableVersion); the
 				// listing says what is wrong.
 				return fn(ProfileSummary{Keys: clone(keys), Latest: -1, Err: fmt.Errorf("%w: %s: manifest.json is missing, though the commit log holds the profile's versions (reads use the log; the next commit writes the manifest again)", ErrDataLoss, p)})

@@ -148,7 +148,22 @@ func (s *Store) Put(ctx context.Context, keys []string, rdr array.RecordReader, 
 			return c, err
 		}
 	}
-	return s.put(ctx, ps, rdr, o, 0)
+	c, err := s.put(ctx, ps, rdr, o, 0)
+	return c, raced(p, err)
+}
+
+// raced classifies a put that failed because a file or directory it was
+// writing vanished under it (a sweep with a tiny age from a server that
+// could not see this writer alive, a temp swept before its rename, or a
+// hand): nothing was committed, and a retry with the same request id is
+// safe, so it is ErrUnavailable, not an internal error. Loss of committed
+// data keeps its own error.
+func raced(p profile, err error) error {
+	if err == nil || !isNotExist(err) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrDataLoss) ||
+		errors.Is(err, ErrNotFound) || errors.Is(err, ErrVersionNotFound) {
+		return err
+	}
+	return fmt.Errorf("%w: %s: a file this put was writing was removed while it ran; nothing was committed: retry: %w", ErrUnavailable, p, err)
 }
 
 // Write is Put with ModeWrite.
@@ -1225,12 +1240,6 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 func wrapWrite(p profile, err error) error {
 	if errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrSchemaMismatch) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
-	}
-	if isNotExist(err) {
-		// The put's own directory vanished under it: removed by hand, or
-		// swept by a server on another host that could not see this
-		// writer alive. Nothing was committed; a retry starts afresh.
-		return fmt.Errorf("%w: %s: the directory this put was writing into was removed while it ran; nothing was committed: retry: %w", ErrUnavailable, p, err)
 	}
 	return fmt.Errorf("write %s: %w", p, err)
 }

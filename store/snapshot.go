@@ -122,17 +122,20 @@ func (s *Store) readableVersion(ctx context.Context, p profile, v int) (*Version
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, err
 	}
-	ps := s.state(p)
 	if err != nil {
 		// No manifest: a profile whose commit log holds writes (its
 		// manifest deleted, or a first write killed before it) is read
 		// from the log, as a lagging manifest is; the next commit writes
-		// the manifest again. verify reports it missing.
-		if !s.loggedProfile(ctx, ps) {
+		// the manifest again. verify reports it missing. (Checked before
+		// any profile state is made: reads of names that are no profile
+		// must not grow the store's map.)
+		if !s.loggedProfile(ctx, p) {
 			return nil, err
 		}
 		latest = -1
-	} else if err := s.syncLog(ctx, ps); err != nil {
+	}
+	ps := s.state(p)
+	if err := s.syncLog(ctx, ps); err != nil {
 		return nil, err
 	}
 	if latest, err = s.latestOf(ctx, ps, latest); err != nil {
@@ -298,18 +301,15 @@ func (s *Store) badFile(p profile, df DataFile, err error) error {
 }
 
 // loggedProfile reports whether p, whose manifest is missing, is a profile
-// Quiver created (.quiver.kind) whose commit log holds a write.
-func (s *Store) loggedProfile(ctx context.Context, ps *profileState) bool {
-	b, _, err := s.fs.ReadFile(ctx, ps.p.join(kindName))
+// Quiver created (.quiver.kind) whose commit log holds a write. Only such
+// a directory gets a profile state (a listing meets many that are not).
+func (s *Store) loggedProfile(ctx context.Context, p profile) bool {
+	b, _, err := s.fs.ReadFile(ctx, p.join(kindName))
 	if err != nil || strings.TrimSpace(string(b)) != kindProfile {
 		return false
 	}
-	if err := s.syncLog(ctx, ps); err != nil {
-		return false
-	}
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	return ps.log.maxWrite() >= 0
+	ps := s.state(p)
+	return s.syncLog(ctx, ps) == nil && hasWrites(ps)
 }
 
 // hasWrites reports whether the profile's commit log holds a write.
