@@ -260,7 +260,7 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 
 		var recs []*CommitRecord
 		var accepted []int
-		ids := map[string]int{} // request id → position in recs
+		ids := map[reqKey]int{} // request key → position in recs
 		created := false
 		var creator *staged // the put that creates the profile
 		newest := -1        // highest version a write of this batch commits

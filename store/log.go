@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"path"
 	"sort"
-	"strings"
 
 	"github.com/quiverdb/quiver/store/fsys"
 )
@@ -24,7 +23,7 @@ type logView struct {
 	nextSeg   int64  // the name (first seq) the next segment must have
 	records   []*CommitRecord
 	byVersion map[int][]*CommitRecord
-	byRequest map[string]*CommitRecord // by requestKey(writer, id): each writer's first put with an id
+	byRequest map[reqKey]*CommitRecord // each writer's first put with an id
 	byID      map[string]*CommitRecord // by id alone: the first put with it
 	writes    map[int]*CommitRecord    // the write record of each version
 	retired   map[int]*CommitRecord
@@ -37,7 +36,7 @@ type logView struct {
 }
 
 func newLogView() *logView {
-	return &logView{nextSeg: 1, byVersion: map[int][]*CommitRecord{}, byRequest: map[string]*CommitRecord{}, byID: map[string]*CommitRecord{},
+	return &logView{nextSeg: 1, byVersion: map[int][]*CommitRecord{}, byRequest: map[reqKey]*CommitRecord{}, byID: map[string]*CommitRecord{},
 		writes: map[int]*CommitRecord{}, retired: map[int]*CommitRecord{}, evolving: map[int][]*CommitRecord{}}
 }
 
@@ -295,24 +294,21 @@ func (s *Store) writeSegment(ctx context.Context, ps *profileState, recs []*Comm
 	return nil
 }
 
-// requestKey is what a request id is unique within, in a profile, when
-// the put names its writer (the server names every put by its client's
+// reqKey is what a request id is unique within, in a profile, when the
+// put names its writer (the server names every put by its client's
 // identity): the id and the writer. Two clients that chose the same id
 // ("job-42") make two puts; a client's retry finds its own first attempt,
 // never another's put (which would answer it with a record of rows it
 // never wrote). A put without a named writer (the store's own, whose
 // default identity changes with the process) is matched by the id alone.
-func requestKey(writer, id string) string {
-	if writer == "" {
-		return "\x00" + id
-	}
-	return writer + "\x00" + id
-}
+type reqKey struct{ writer, id string }
 
-// request returns the committed put key names (requestKey), or nil.
-func (lv *logView) request(key string) *CommitRecord {
-	if writer, id, _ := strings.Cut(key, "\x00"); writer == "" {
-		return lv.byID[id]
+func requestKey(writer, id string) reqKey { return reqKey{writer, id} }
+
+// request returns the committed put k names, or nil.
+func (lv *logView) request(k reqKey) *CommitRecord {
+	if k.writer == "" {
+		return lv.byID[k.id]
 	}
-	return lv.byRequest[key]
+	return lv.byRequest[k]
 }

@@ -182,7 +182,7 @@ func (s *Store) Append(ctx context.Context, keys []string, rdr array.RecordReade
 // (requestKey), or nil. A write found so must also be the latest version unless a later
 // one superseded it: its writer may have died between its commit and the
 // manifest move, which is finished here.
-func (s *Store) replay(ctx context.Context, ps *profileState, key string) (*CommitRecord, error) {
+func (s *Store) replay(ctx context.Context, ps *profileState, key reqKey) (*CommitRecord, error) {
 	if err := s.syncLog(ctx, ps); err != nil {
 		return nil, err
 	}
