@@ -137,7 +137,12 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 		return err
 	}
 	opts := req.PutOptions()
-	opts.Writer = IdentityFrom(ctx).Name // who wrote it goes into the commit record
+	id := IdentityFrom(ctx)
+	opts.Writer = id.Name // who wrote it goes into the commit record
+	// An anonymous client is named by its address, which a retry may not
+	// share (a restarted pod, NAT, ::1 vs 127.0.0.1): its ids are matched
+	// by the id alone.
+	opts.WriterUnstable = id.Anonymous
 	vr := &validatingReader{Reader: rdr, s: s, ri: ri, rs: rs}
 	cr, err := s.st.Put(ctx, req.Keys, vr, opts)
 	if err == nil && vr.Err() != nil {

@@ -187,10 +187,15 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) (res []commitResult,
 	defer func() {
 		if v := recover(); v != nil {
 			pe := &PanicError{Profile: ps.p.String(), Value: v, Stack: debug.Stack()}
-			if ps.mu.TryLock() { // (held only if the panic came while holding it)
-				ps.log = newLogView() // re-read: the cycle may have stopped half way
+			// Re-read the log: the cycle may have stopped half way. The
+			// view is reset by a goroutine of its own, which waits for the
+			// mutex if another goroutine holds it (a sync doing I/O);
+			// the cycle's own sections holding it are map updates.
+			go func() {
+				ps.mu.Lock()
+				ps.log = newLogView()
 				ps.mu.Unlock()
-			}
+			}()
 			res = make([]commitResult, len(batch))
 			for i := range res {
 				res[i].err = fmt.Errorf("%w: %s: the commit failed unexpectedly; whether it committed is unknown: retry with the same request_id: %w", ErrUnavailable, ps.p, pe)
@@ -280,7 +285,7 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 		for _, i := range order {
 			st := batch[i].st
 			if st.o.RequestID != "" {
-				id := requestKey(st.o.Writer, st.o.RequestID)
+				id := st.o.requestKey()
 				ps.mu.Lock()
 				prev := ps.log.request(id)
 				ps.mu.Unlock()
@@ -374,7 +379,7 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 				cur = max(cur, st.version)
 			}
 			if st.o.RequestID != "" {
-				ids[requestKey(st.o.Writer, st.o.RequestID)] = len(recs)
+				ids[st.o.requestKey()] = len(recs)
 			}
 			recs = append(recs, c)
 			accepted = append(accepted, i)
@@ -430,7 +435,7 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 		}
 		for _, i := range order {
 			if o := batch[i].st.o; o.RequestID != "" && res[i].rec == nil && res[i].replayed == nil && !res[i].retarget && res[i].carry == nil && res[i].err == nil {
-				if k, ok := ids[requestKey(o.Writer, o.RequestID)]; ok {
+				if k, ok := ids[o.requestKey()]; ok {
 					res[i].replayed = recs[k]
 				}
 			}

@@ -376,3 +376,21 @@ func TestRequestIDRefusesWhatWouldCollide(t *testing.T) {
 		}
 	}
 }
+
+// TestAnonymousRequestIDsMatchByID: a writer named by something a retry
+// may not share (an anonymous client's address) is matched by the id
+// alone, so a retry from another address replays instead of committing
+// the rows twice.
+func TestAnonymousRequestIDsMatchByID(t *testing.T) {
+	s, _ := newTestStore(t)
+	k := []string{"anon"}
+	put(t, s, ModeWrite, k, ids(0), PutOptions{})
+	a := put(t, s, ModeAppend, k, ids(1), PutOptions{RequestID: "r1", Writer: "anonymous@10.0.0.1", WriterUnstable: true})
+	b := put(t, s, ModeAppend, k, ids(1), PutOptions{RequestID: "r1", Writer: "anonymous@10.0.0.2", WriterUnstable: true})
+	if !b.Replayed || b.Seq != a.Seq {
+		t.Fatalf("retry from another address: replayed %v, seq %d (first %d)", b.Replayed, b.Seq, a.Seq)
+	}
+	if got := readIDs(t, s, k, 0); len(got) != 2 {
+		t.Fatalf("rows %v, want 0, 1", got)
+	}
+}

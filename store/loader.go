@@ -391,6 +391,11 @@ func isLocal(f fsys.FS) bool {
 //
 // stamp identifies the listing of a version Quiver wrote: the directory's
 // modification time (zero on object storage, where nothing is listed).
+// racyListing is how recent a directory's modification time may be for
+// its listing to be kept: file systems set it from a coarse clock, so a
+// file created in the same tick as the listing does not change it.
+const racyListing = 2 * time.Second
+
 func (s *Store) listVersion(ctx context.Context, ps *profileState, v int, logWritten bool) (entries []fsys.Entry, exists bool, stamp time.Time, err error) {
 	vdir := ps.p.vdir(v)
 	if logWritten {
@@ -425,13 +430,16 @@ func (s *Store) listVersion(ctx context.Context, ps *profileState, v int, logWri
 				kept = append(kept, e)
 			}
 		}
+		if st.ModTime.IsZero() || time.Since(st.ModTime) < racyListing {
+			// No modification time, or one so recent that a file added
+			// in the same clock tick would leave it unchanged (as git's
+			// "racy" index entries): the listing is used, not kept, and
+			// is no stamp.
+			return kept, true, time.Now(), nil
+		}
 		ps.mu.Lock()
 		ps.lists[v] = dirList{mtime: st.ModTime, entries: kept}
 		ps.mu.Unlock()
-		if st.ModTime.IsZero() {
-			// No modification time: the listing is not a stamp.
-			return kept, true, time.Now(), nil
-		}
 		return kept, true, st.ModTime, nil
 	}
 	entries, err = s.fs.List(ctx, vdir)

@@ -63,6 +63,10 @@ type PutOptions struct {
 	Metadata json.RawMessage
 	// Writer overrides the store's writer identity for this commit.
 	Writer string
+	// WriterUnstable says Writer names the client by something that may
+	// change between a put and its retry (an anonymous client's address):
+	// its request ids are then matched by the id alone, not per writer.
+	WriterUnstable bool
 	// RequestID makes the put idempotent: a retried put with the same id
 	// on the same profile returns the first put's commit record (Replayed
 	// set) and writes nothing.
@@ -138,7 +142,7 @@ func (s *Store) Put(ctx context.Context, keys []string, rdr array.RecordReader, 
 	}
 	ps := s.state(p)
 	if o.RequestID != "" {
-		if c, err := s.replay(ctx, ps, requestKey(o.Writer, o.RequestID)); c != nil || err != nil {
+		if c, err := s.replay(ctx, ps, o.requestKey()); c != nil || err != nil {
 			if c != nil {
 				// Consume the client's stream before answering: a Flight
 				// client that is still sending loses an early answer.
@@ -150,6 +154,15 @@ func (s *Store) Put(ctx context.Context, keys []string, rdr array.RecordReader, 
 	}
 	c, err := s.put(ctx, ps, rdr, o, 0)
 	return c, raced(p, err)
+}
+
+// requestKey is the key of o's request id (reqKey): per writer when the
+// writer is named and stable, else the id alone.
+func (o PutOptions) requestKey() reqKey {
+	if o.WriterUnstable {
+		return requestKey("", o.RequestID)
+	}
+	return requestKey(o.Writer, o.RequestID)
 }
 
 // raced classifies a put that failed because a file or directory it was

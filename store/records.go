@@ -270,7 +270,15 @@ func encodeSchema(sc *arrow.Schema) []byte {
 	return buf.Bytes()
 }
 
-func decodeSchema(b []byte) (*arrow.Schema, error) {
+func decodeSchema(b []byte) (sc *arrow.Schema, err error) {
+	// The bytes come from storage (.version.json, a record's schema): a
+	// damaged or planted message must fail this load, not the process
+	// (auto-compaction and log refreshes run outside any RPC's recovery).
+	defer func() {
+		if v := recover(); v != nil {
+			sc, err = nil, fmt.Errorf("a schema message that does not decode (%v)", v)
+		}
+	}()
 	r, err := ipc.NewReader(bytes.NewReader(b))
 	if err != nil {
 		return nil, err
