@@ -27,8 +27,11 @@ import (
 // ("paths", "versions"), so that the unified schema is the plan's, and
 // names the one it streams ("read") with its files.
 
-// MaxProfiles bounds the profiles of one multi-profile read.
-const MaxProfiles = 10000
+// MaxProfiles bounds the profiles of one multi-profile read. Every
+// endpoint's ticket pins every profile's version, so a plan grows with the
+// square of the count (800 profiles: a 48 MB FlightInfo): 256 keeps it
+// to a few MB and each ticket well under the request size limit.
+const MaxProfiles = 256
 
 // MultiRead is a read of several profiles.
 type MultiRead struct {

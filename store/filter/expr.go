@@ -64,6 +64,9 @@ func (op Op) leaf() bool { return op.comparison() || op == OpIn || op == OpIsNul
 const (
 	MaxDepth = 64
 	MaxNodes = 1000
+	// MaxValues bounds the values of one "in" list (one term; looked up
+	// in a set).
+	MaxValues = 10000
 )
 
 // Expr is a parsed filter, not yet checked against a schema.
@@ -217,6 +220,10 @@ func (e *Expr) check() error {
 			switch {
 			case x.Op == OpIn && len(x.Values) == 0:
 				return fmt.Errorf("%w: filter on %q: \"in\" wants a non-empty list of values", ErrInvalid, x.Col)
+			case x.Op == OpIn && len(x.Values) > MaxValues:
+				// (every parser's lists, Substrait's included: a ticket
+				// carries the filter in JSON, which must parse again)
+				return fmt.Errorf("%w: filter on %q: more than %d values", ErrInvalid, truncate(x.Col), MaxValues)
 			case x.Op.comparison() && len(x.Values) != 1:
 				return fmt.Errorf("%w: filter on %q: %q wants one value", ErrInvalid, x.Col, x.Op)
 			case (x.Op == OpIsNull || x.Op == OpNotNull) && len(x.Values) != 0:

@@ -404,3 +404,25 @@ func TestApplyStopsWhenCancelled(t *testing.T) {
 		t.Fatalf("Apply with a cancelled context: %v", err)
 	}
 }
+
+// TestTemporalLiteralsInRange (red team review): Substrait times outside a
+// day and timestamps outside years 1-9999 are refused, since the ticket's
+// text form of the filter could not give them back.
+func TestTemporalLiteralsInRange(t *testing.T) {
+	for _, c := range []struct {
+		v  Value
+		ok bool
+	}{
+		{Value{Kind: KindTime, Int: 3600, Unit: arrow.Second}, true},
+		{Value{Kind: KindTime, Int: 90000, Unit: arrow.Second}, false},
+		{Value{Kind: KindTime, Int: -1, Unit: arrow.Microsecond}, false},
+		{Value{Kind: KindTimestamp, Int: 1700000000000000, Unit: arrow.Microsecond}, true},
+		{Value{Kind: KindTimestamp, Int: 300000000000, Unit: arrow.Second}, false},
+		{Value{Kind: KindDate, Int: 19000}, true},
+		{Value{Kind: KindDate, Int: 4000000}, false},
+	} {
+		if err := temporalInRange(c.v, "c"); (err == nil) != c.ok {
+			t.Errorf("%+v: %v, want ok=%v", c.v, err, c.ok)
+		}
+	}
+}

@@ -154,8 +154,8 @@ func (p *jsonParser) node(b []byte, depth int) (*Expr, error) {
 		if err := json.Unmarshal(raw, &list); err != nil || len(list) == 0 {
 			return nil, fmt.Errorf("%w: filter on %q: \"in\" wants a non-empty list of values", ErrInvalid, truncate(col))
 		}
-		if len(list) > MaxNodes {
-			return nil, fmt.Errorf("%w: filter on %q: more than %d values", ErrInvalid, truncate(col), MaxNodes)
+		if len(list) > MaxValues {
+			return nil, fmt.Errorf("%w: filter on %q: more than %d values", ErrInvalid, truncate(col), MaxValues)
 		}
 		for _, r := range list {
 			v, err := jsonValue(r, col)

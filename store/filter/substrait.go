@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -249,6 +250,43 @@ func (p *substraitParser) column(x *pb.Expression) (string, error) {
 }
 
 func (p *substraitParser) literal(x *pb.Expression, col string) (Value, error) {
+	v, err := p.literalValue(x, col)
+	if err == nil {
+		err = temporalInRange(v, col)
+	}
+	return v, err
+}
+
+// temporalInRange refuses dates, times and timestamps that the filter's
+// text form (which endpoint tickets carry) cannot give back: times outside
+// a day, dates and timestamps outside the years 1 to 9999.
+func temporalInRange(v Value, col string) error {
+	per := int64(1)
+	switch v.Unit {
+	case arrow.Millisecond:
+		per = 1e3
+	case arrow.Microsecond:
+		per = 1e6
+	case arrow.Nanosecond:
+		per = 1e9
+	}
+	lo, hi := time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).Unix(), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+	ok := true
+	switch v.Kind {
+	case KindTime:
+		ok = v.Int >= 0 && v.Int/per < 86400
+	case KindTimestamp:
+		ok = v.Int/per >= lo && v.Int/per < hi
+	case KindDate:
+		ok = v.Int >= lo/86400 && v.Int < hi/86400
+	}
+	if !ok {
+		return fmt.Errorf("%w: filter on %q: a date, time or timestamp literal out of range (%s)", ErrInvalid, truncate(col), v.text())
+	}
+	return nil
+}
+
+func (p *substraitParser) literalValue(x *pb.Expression, col string) (Value, error) {
 	lit := x.GetLiteral()
 	if lit == nil {
 		return Value{}, fmt.Errorf("%w: filter on %q: Substrait comparisons must compare a column with a literal (found a %s expression)", ErrInvalid, truncate(col), rexName(x))

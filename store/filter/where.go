@@ -135,7 +135,7 @@ func lex(s string) ([]token, error) {
 			out = append(out, token{kind: tWord, text: s[i:j]})
 			i = j
 		}
-		if len(out) > 4*MaxNodes {
+		if len(out) > 4*MaxNodes+2*MaxValues {
 			return nil, fmt.Errorf("%w: filter has more than %d terms", ErrInvalid, MaxNodes)
 		}
 	}
@@ -292,8 +292,8 @@ func (p *whereParser) in(col string) (*Expr, error) {
 			return nil, err
 		}
 		e.Values = append(e.Values, v)
-		if len(e.Values) > MaxNodes {
-			return nil, fmt.Errorf("%w: filter on %q: more than %d values", ErrInvalid, truncate(col), MaxNodes)
+		if len(e.Values) > MaxValues {
+			return nil, fmt.Errorf("%w: filter on %q: more than %d values", ErrInvalid, truncate(col), MaxValues)
 		}
 		t, err := p.next()
 		if err != nil || t.kind != tOp || (t.text != "," && t.text != ")") {
