@@ -106,7 +106,7 @@ func (s *Store) head(ctx context.Context, ps *profileState, v int) (*versionHead
 	if h != nil {
 		return h, nil
 	}
-	vi, sc, err := s.readVersionInfo(ctx, ps.p, v)
+	vi, sc, sum, err := s.readVersionInfoHashed(ctx, ps.p, v)
 	ps.mu.Lock()
 	w := ps.log.writes[v]
 	retired := ps.log.retired[v] != nil
@@ -120,11 +120,7 @@ func (s *Store) head(ctx context.Context, ps *profileState, v int) (*versionHead
 		return nil, err
 	}
 	if w != nil && w.VersionInfo != "" {
-		b, _, err := s.fs.ReadFile(ctx, ps.p.join(VersionName(v), versionInfoName))
-		if err != nil {
-			return nil, err
-		}
-		if sha256Hex(b) != w.VersionInfo {
+		if sum != w.VersionInfo {
 			return nil, fmt.Errorf("%w: %s %s: its .version.json (schema, partitioning) is not the one its write record vouches for", ErrDataLoss, ps.p, VersionName(v))
 		}
 	}

@@ -134,14 +134,18 @@ func (s *Store) ReadSnapshot(ctx context.Context, sn *Snapshot, o ReadOptions) (
 // SnapshotReader is an array.RecordReader over a snapshot's files. Files
 // are read ahead in parallel, and yielded in order.
 type SnapshotReader struct {
-	refs   atomic.Int64
-	s      *Store
-	p      profile
-	sn     *Snapshot
-	out    *arrow.Schema
-	o      ReadOptions
-	parent context.Context
-	cache  *ipccache.Cache
+	// printOnce/schemaFP: the fingerprint of sn.Schema for cache keys,
+	// computed once per read (print).
+	printOnce sync.Once
+	schemaFP  string
+	refs      atomic.Int64
+	s         *Store
+	p         profile
+	sn        *Snapshot
+	out       *arrow.Schema
+	o         ReadOptions
+	parent    context.Context
+	cache     *ipccache.Cache
 	// whole is true when the output is every column in the snapshot's
 	// order: cached messages are sent as they are.
 	whole bool
@@ -299,6 +303,11 @@ func (r *SnapshotReader) stop() {
 func (r *SnapshotReader) Next() bool {
 	r.clear()
 	if r.err != nil {
+		return false
+	}
+	if r.o.Limit > 0 && r.started && r.left <= 0 {
+		// The limit is reached: nothing more is opened or decoded.
+		r.stop()
 		return false
 	}
 	if !r.started {
@@ -544,10 +553,10 @@ func (r *SnapshotReader) produce(sg *segment, df DataFile) {
 			return
 		}
 		cacheable = ok
-		keyOut = cacheKey(r.p, r.sn, df, stamp, r.cols())
+		keyOut = cacheKey(r.p, r.sn, r.print(), df, stamp, r.cols())
 		keyAll = keyOut
 		if !r.whole {
-			keyAll = cacheKey(r.p, r.sn, df, stamp, nil)
+			keyAll = cacheKey(r.p, r.sn, r.print(), df, stamp, nil)
 		}
 	}
 	if cacheable {
@@ -910,4 +919,10 @@ func releaseAll(arrs []arrow.Array) {
 			a.Release()
 		}
 	}
+}
+
+// print returns the fingerprint of the read's schema (cache keys), once.
+func (r *SnapshotReader) print() string {
+	r.printOnce.Do(func() { r.schemaFP = schemaPrint(r.sn.Schema) })
+	return r.schemaFP
 }

@@ -2,13 +2,10 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
@@ -38,18 +35,10 @@ func (s *Store) Cache() *ipccache.Cache { return s.cache }
 // (how a file is decoded into batches).
 const cacheKeyVersion = "quiver-ipc-1"
 
-// schemaPrints memoizes the fingerprints of schemas (a version's schema
-// object is shared by every snapshot of it).
-var schemaPrints sync.Map // *arrow.Schema -> string
-
+// schemaPrint is the fingerprint of the schema a read decodes with: part
+// of every cache key. A reader computes it once (SnapshotReader.print).
 func schemaPrint(sc *arrow.Schema) string {
-	if v, ok := schemaPrints.Load(sc); ok {
-		return v.(string)
-	}
-	sum := sha256.Sum256(flight.SerializeSchema(sc, memory.DefaultAllocator))
-	v := hex.EncodeToString(sum[:])
-	schemaPrints.Store(sc, v)
-	return v
+	return sha256Hex(flight.SerializeSchema(sc, memory.DefaultAllocator))
 }
 
 // fileStamp checks a committed file as opening it would (gone, replaced
@@ -75,13 +64,13 @@ func (s *Store) fileStamp(ctx context.Context, p profile, df DataFile) (int64, b
 // (nil: every column, in the version's order): the file's path, the
 // SHA-256 its record vouches for, its size and modification time, and the
 // schema it is read with.
-func cacheKey(p profile, sn *Snapshot, df DataFile, stamp int64, columns []string) ipccache.Key {
+func cacheKey(p profile, sn *Snapshot, schemaPrint string, df DataFile, stamp int64, columns []string) ipccache.Key {
 	cols := "*"
 	if columns != nil {
 		cols = "cols:" + strings.Join(columns, "\x00")
 	}
 	return ipccache.KeyOf(cacheKeyVersion, p.dir, df.Path, df.SHA256, strconv.FormatInt(df.Bytes, 10),
-		strconv.FormatInt(stamp, 10), string(sn.Format), schemaPrint(sn.Schema), cols)
+		strconv.FormatInt(stamp, 10), string(sn.Format), schemaPrint, cols)
 }
 
 // hit returns the cache entry of key, or nil: a miss, or an entry that

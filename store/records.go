@@ -345,17 +345,24 @@ func parseVersionInfo(b []byte) (*VersionInfo, *arrow.Schema, error) {
 // readVersionInfo reads a version's .version.json; (nil, nil, nil) when the
 // version has none (written by pyrosome).
 func (s *Store) readVersionInfo(ctx context.Context, p profile, version int) (*VersionInfo, *arrow.Schema, error) {
+	vi, sc, _, err := s.readVersionInfoHashed(ctx, p, version)
+	return vi, sc, err
+}
+
+// readVersionInfoHashed is readVersionInfo that also returns the SHA-256
+// of the bytes it parsed (what a write record vouches for).
+func (s *Store) readVersionInfoHashed(ctx context.Context, p profile, version int) (*VersionInfo, *arrow.Schema, string, error) {
 	name := p.join(VersionName(version), versionInfoName)
 	b, _, err := s.fs.ReadFile(ctx, name)
 	if isNotExist(err) {
-		return nil, nil, nil
+		return nil, nil, "", nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s %s: %w", p, VersionName(version), err)
+		return nil, nil, "", fmt.Errorf("%s %s: %w", p, VersionName(version), err)
 	}
 	vi, sc, err := parseVersionInfo(b)
 	if err != nil {
-		return nil, nil, &CorruptionError{Path: name, Err: err}
+		return nil, nil, "", &CorruptionError{Path: name, Err: err}
 	}
-	return vi, sc, nil
+	return vi, sc, sha256Hex(b), nil
 }
