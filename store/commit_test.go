@@ -162,3 +162,26 @@ func TestDiskFullCommitsNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedSplitWriteLeavesNothing: a write split into several files
+// (each further file's index claimed) that fails at its commit removes its
+// files, its claims and its version directory.
+func TestFailedSplitWriteLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	l, err := fsys.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ff := faultfs.New(l)
+	s, _ := newTestStore(t, WithFS(ff))
+	k := []string{"split"}
+	put(t, s, ModeWrite, k, ids(1), PutOptions{})
+	before := hashTree(t, dir)
+	ff.Add(faultfs.Rule{Op: faultfs.CreateExclusive, Glob: "*" + segmentExt, Err: syscall.ENOSPC})
+	rdr := twoBatches(t, 2, 3)
+	defer rdr.Release()
+	if _, err := s.Put(context.Background(), k, rdr, PutOptions{Mode: ModeWrite, TargetFileBytes: 1}); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("got %v, want ENOSPC", err)
+	}
+	assertOnlyClaims(t, before, hashTree(t, dir), 0)
+}

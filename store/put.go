@@ -667,6 +667,14 @@ func (s *Store) discardVersion(ctx context.Context, ps *profileState, st *staged
 	if st.infoHash != "" {
 		name := path.Join(vdir, versionInfoName)
 		if own(name, st.infoHash, -1) {
+			// The version is still this write's: the claims its split
+			// files took (.N.claim, empty, so not checkable themselves)
+			// are its own too, and would keep the directory otherwise.
+			for _, f := range st.files {
+				if i := indexOfPath(f.Path, 0); i > 0 {
+					_ = s.fs.Delete(ctx, path.Join(vdir, claimName(i, st.format)))
+				}
+			}
 			if err := s.fs.Delete(ctx, name); err != nil && !isNotExist(err) {
 				kept = true
 			}
