@@ -138,13 +138,20 @@ func (c *Catalog) Plan(ctx context.Context, r *Request, desc *flight.FlightDescr
 		Ordered:          true,
 	}
 	groups := c.groups(sn.Files)
+	var partition map[string][]string
 	if r.Limit != nil {
 		// The first rows of the read: one endpoint, so that the limit
-		// holds however the endpoints are fetched.
+		// holds however the endpoints are fetched. Its files are pinned
+		// while they fit a ticket; past that the ticket pins the version
+		// and carries the partition filter instead (a ticket naming tens
+		// of thousands of appends would pass the request size limit).
 		groups = [][]string{filePaths(sn.Files)}
+		if len(sn.Files) > c.opts.endpointFiles {
+			groups, partition = [][]string{nil}, r.Partition
+		}
 	}
 	for _, group := range groups {
-		t := &Request{Keys: sn.Keys, Version: sn.Version, Columns: r.Columns, Files: group, Filter: r.Filter, Limit: r.Limit}
+		t := &Request{Keys: sn.Keys, Version: sn.Version, Columns: r.Columns, Files: group, Partition: partition, Filter: r.Filter, Limit: r.Limit}
 		info.Endpoint = append(info.Endpoint, &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: EncodeTicket(t)}})
 	}
 	return info, nil

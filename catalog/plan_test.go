@@ -170,3 +170,48 @@ func TestPlanFilterAndLimit(t *testing.T) {
 		t.Errorf("a put's descriptor with a filter: %v", err)
 	}
 }
+
+// TestLimitedPlanOfManyFiles: a limited read of more files than a ticket
+// may list pins the version and carries its filter and partition, instead
+// of a ticket naming every file; the limit still holds.
+func TestLimitedPlanOfManyFiles(t *testing.T) {
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"a", "many"}
+	for i := 0; i < 5; i++ {
+		appendRows(t, st, keys, 10)
+	}
+	c := New(st, WithEndpointFiles(2))
+	r, err := ParseCommand([]byte(`{"path": "a/many", "limit": 23}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Plan(context.Background(), r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Endpoint) != 1 {
+		t.Fatalf("%d endpoints, want 1", len(info.Endpoint))
+	}
+	tr, err := ParseTicket(info.Endpoint[0].Ticket.Ticket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Files != nil || tr.Limit == nil || *tr.Limit != 23 || tr.Version < 0 {
+		t.Fatalf("ticket files %v, limit %v, version %d", tr.Files, tr.Limit, tr.Version)
+	}
+	rdr, _, err := c.Open(context.Background(), tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdr.Release()
+	var n int64
+	for rdr.Next() {
+		n += rdr.RecordBatch().NumRows()
+	}
+	if rdr.Err() != nil || n != 23 {
+		t.Fatalf("read %d rows (%v), want 23", n, rdr.Err())
+	}
+}
