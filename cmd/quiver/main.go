@@ -87,6 +87,7 @@ type serveConfig struct {
 	tlsKey         string
 	tlsClientCA    string
 	metricsAddr    string
+	pprof          bool
 	maxStreams     uint32
 	idleTimeout    time.Duration
 	connIdle       time.Duration
@@ -227,6 +228,7 @@ environment. Once listening, serve prints "quiver: serving <data-dir> on
 	f.StringVar(&c.tlsKey, "tls-key", env("QUIVER_TLS_KEY", ""), "PEM private key of --tls-cert (env QUIVER_TLS_KEY)")
 	f.StringVar(&c.tlsClientCA, "tls-client-ca", env("QUIVER_TLS_CLIENT_CA", ""), "PEM CA bundle: require client certificates signed by it (mutual TLS) (env QUIVER_TLS_CLIENT_CA)")
 	f.StringVar(&c.metricsAddr, "metrics-addr", env("QUIVER_METRICS_ADDR", ""), "serve Prometheus /metrics and /healthz over HTTP on host:port (default off) (env QUIVER_METRICS_ADDR)")
+	f.BoolVar(&c.pprof, "pprof", false, "with --metrics-addr: also serve Go's /debug/pprof/ profiles there (CPU, heap, goroutines); keep that address private")
 	f.Uint32Var(&c.maxStreams, "max-concurrent-streams", flightserver.DefaultMaxConcurrentStreams, "RPCs one client connection may have open at once")
 	f.DurationVar(&c.idleTimeout, "idle-timeout", flightserver.DefaultIdleTimeout, "cancel a DoPut/DoGet stream when no message moves for this long (0: never)")
 	f.DurationVar(&c.connIdle, "max-connection-idle", flightserver.DefaultMaxConnectionIdle, "close a client connection that has had no RPC in progress for this long; clients reconnect on their next call (0: never)")
@@ -355,6 +357,9 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 	if c.maxRecv <= 0 || c.maxSend <= 0 {
 		return errors.New("message size limits must be positive")
 	}
+	if c.pprof && c.metricsAddr == "" {
+		return errors.New("--pprof needs --metrics-addr: profiles are served on that address")
+	}
 	switch c.memoryLimit {
 	case "", "off", "none":
 	case "auto":
@@ -434,7 +439,7 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 		return fmt.Errorf("listen on %s: %w", c.addr, err)
 	}
 	if c.metricsAddr != "" {
-		stopMetrics, err := startMetrics(c.metricsAddr, srv, log, stdout)
+		stopMetrics, err := startMetrics(c.metricsAddr, c.pprof, srv, log, stdout)
 		if err != nil {
 			_ = lis.Close()
 			return err

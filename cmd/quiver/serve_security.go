@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -135,9 +136,9 @@ func reloadOnHUP(ctx context.Context, sec *security, log zerolog.Logger) {
 	}()
 }
 
-// startMetrics serves /metrics (Prometheus) and /healthz on addr. The
-// returned func shuts it down.
-func startMetrics(addr string, srv *flightserver.Server, log zerolog.Logger, stdout io.Writer) (func(context.Context), error) {
+// startMetrics serves /metrics (Prometheus) and /healthz on addr, and with
+// withPprof Go's /debug/pprof/ profiles. The returned func shuts it down.
+func startMetrics(addr string, withPprof bool, srv *flightserver.Server, log zerolog.Logger, stdout io.Writer) (func(context.Context), error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
@@ -151,6 +152,13 @@ func startMetrics(addr string, srv *flightserver.Server, log zerolog.Logger, std
 		}
 		_, _ = io.WriteString(w, "ok\n")
 	})
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {

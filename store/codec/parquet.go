@@ -2,12 +2,17 @@ package codec
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
+	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/arrow/util"
 	"github.com/apache/arrow-go/v18/parquet"
@@ -69,6 +74,11 @@ type ReadOptions struct {
 	RowBytes float64
 	// Allocator for the decoded batches (memory.DefaultAllocator if nil).
 	Allocator memory.Allocator
+	// Parallel, when above 1, decodes the columns of each batch on up to
+	// this many goroutines (each column has a reader of its own). A
+	// batch is still whole before Next returns, so parallel decoding
+	// holds no more batches than sequential decoding does.
+	Parallel int
 }
 
 func (o ReadOptions) batchRows() int64 {
@@ -120,6 +130,10 @@ func OpenParquet(r io.ReaderAt, size int64, o ReadOptions) (*ParquetFile, error)
 	pr, err := file.NewParquetReader(io.NewSectionReader(r, 0, size), file.WithReadProps(props))
 	if err != nil {
 		return nil, fmt.Errorf("not a Parquet file: %w", err)
+	}
+	if err := checkStoredSchema(pr.MetaData().KeyValueMetadata()); err != nil {
+		pr.Close()
+		return nil, err
 	}
 	// PreAllocBinaryData reserves a batch's string bytes up front (from
 	// the row group's size) instead of growing them by doubling.
@@ -220,6 +234,10 @@ func (f *ParquetFile) RecordsIn(ctx context.Context, cols []string, rowGroups []
 	if err := f.sizeBatches(ctx, leaves, probe); err != nil {
 		return nil, err
 	}
+	md := f.schema.Metadata()
+	if f.o.Parallel > 1 && len(cols) > 1 || f.anyByteArray(cols, rowGroups) {
+		return f.columnReaders(ctx, cols, rowGroups, &md)
+	}
 	rr, err := f.fr.GetRecordReader(ctx, leaves, rowGroups)
 	if err != nil {
 		return nil, fmt.Errorf("read Parquet columns: %w", err)
@@ -237,10 +255,67 @@ func (f *ParquetFile) RecordsIn(ctx context.Context, cols []string, rowGroups []
 		src[i] = idx[0]
 		fields[i] = stripField(rsc.Field(idx[0]))
 	}
-	md := f.schema.Metadata()
-	r := &projectReader{rr: rr, src: src, schema: arrow.NewSchema(fields, &md)}
+	r := &projectReader{rrs: []array.RecordReader{rr}, src: src, schema: arrow.NewSchema(fields, &md)}
 	r.refs.Store(1)
 	return r, nil
+}
+
+// columnReaders is RecordsIn's reader for Parallel: a pqarrow reader per
+// column, all made with the same batch size over the same row groups, so
+// their batches line up row for row.
+func (f *ParquetFile) columnReaders(ctx context.Context, cols []string, rowGroups []int, md *arrow.Metadata) (array.RecordReader, error) {
+	r := &projectReader{src: make([]int, len(cols)), workers: max(1, f.o.Parallel)}
+	fields := make([]arrow.Field, len(cols))
+	for i, name := range cols {
+		idx := f.schema.FieldIndices(name)[0]
+		if sf := &f.fr.Manifest.Fields[idx]; sf.IsLeaf() && byteArrayEligible(f.pr, sf.ColIndex, f.schema.Field(idx), rowGroups) {
+			fields[i] = f.schema.Field(idx)
+			r.rrs = append(r.rrs, newByteArrayReader(f.pr, sf.ColIndex, fields[i], rowGroups, f.batchSize(rowGroups), f.o.mem()))
+			continue
+		}
+		rr, err := f.fr.GetRecordReader(ctx, appendLeaves(nil, &f.fr.Manifest.Fields[idx]), rowGroups)
+		if err != nil {
+			r.release()
+			return nil, fmt.Errorf("read Parquet column %q: %w", name, err)
+		}
+		r.rrs = append(r.rrs, rr)
+		if rsc := rr.Schema(); rsc.NumFields() != 1 || rsc.Field(0).Name != name {
+			r.release()
+			return nil, fmt.Errorf("the Parquet reader lacks column %q", name)
+		}
+		fields[i] = stripField(rr.Schema().Field(0))
+	}
+	r.schema = arrow.NewSchema(fields, md)
+	r.refs.Store(1)
+	return r, nil
+}
+
+// anyByteArray reports whether a byteArrayReader can read one of cols.
+func (f *ParquetFile) anyByteArray(cols []string, rowGroups []int) bool {
+	for _, name := range cols {
+		idx := f.schema.FieldIndices(name)[0]
+		if sf := &f.fr.Manifest.Fields[idx]; sf.IsLeaf() && byteArrayEligible(f.pr, sf.ColIndex, f.schema.Field(idx), rowGroups) {
+			return true
+		}
+	}
+	return false
+}
+
+// batchSize is the batch of a pqarrow reader over rowGroups (nil: all),
+// as GetRecordReader sizes it.
+func (f *ParquetFile) batchSize(rowGroups []int) int64 {
+	var rows int64
+	if rowGroups == nil {
+		rows = f.footer.Rows
+	} else {
+		for _, rg := range rowGroups {
+			rows += f.RowGroup(rg).NumRows()
+		}
+	}
+	if f.fr.Props.BatchSize <= 0 {
+		return rows
+	}
+	return min(f.fr.Props.BatchSize, int64(bitutil.NextPowerOf2(int(rows))))
 }
 
 // probeRows is how many rows sizeBatches decodes to learn a row's size.
@@ -295,14 +370,17 @@ func appendLeaves(out []int, f *pqarrow.SchemaField) []int {
 }
 
 // projectReader reorders the columns of a pqarrow reader's batches and
-// labels them with the stripped schema.
+// labels them with the stripped schema. With one reader per column
+// (columnReaders) it decodes the columns of a batch on up to workers
+// goroutines.
 type projectReader struct {
-	refs   atomic.Int64
-	rr     pqarrow.RecordReader
-	src    []int
-	schema *arrow.Schema
-	cur    arrow.RecordBatch
-	err    error
+	refs    atomic.Int64
+	rrs     []array.RecordReader
+	src     []int // with one reader: the column of it of each output column
+	workers int
+	schema  *arrow.Schema
+	cur     arrow.RecordBatch
+	err     error
 }
 
 func (r *projectReader) Retain() { r.refs.Add(1) }
@@ -310,8 +388,15 @@ func (r *projectReader) Retain() { r.refs.Add(1) }
 func (r *projectReader) Release() {
 	if r.refs.Add(-1) == 0 {
 		r.clear()
-		r.rr.Release()
+		r.release()
 	}
+}
+
+func (r *projectReader) release() {
+	for _, rr := range r.rrs {
+		rr.Release()
+	}
+	r.rrs = nil
 }
 
 func (r *projectReader) clear() {
@@ -325,20 +410,26 @@ func (r *projectReader) Schema() *arrow.Schema { return r.schema }
 
 func (r *projectReader) Next() bool {
 	r.clear()
-	if r.err != nil || !r.rr.Next() {
-		if r.err == nil {
-			r.err = r.rr.Err()
-		}
+	if r.err != nil {
 		return false
 	}
-	in := r.rr.RecordBatch()
-	cols := make([]arrow.Array, len(r.src))
+	var (
+		cols []arrow.Array
+		rows int64
+		ok   bool
+	)
+	if len(r.rrs) == 1 {
+		cols, rows, ok = r.nextOne()
+	} else {
+		cols, rows, ok = r.nextEach()
+	}
+	if !ok {
+		return false
+	}
 	defer releaseAll(cols)
-	for i, j := range r.src {
-		c, dt := in.Column(j), r.schema.Field(i).Type
+	for i, c := range cols {
+		dt := r.schema.Field(i).Type
 		if arrow.TypeEqual(c.DataType(), dt) {
-			c.Retain()
-			cols[i] = c
 			continue
 		}
 		// Field ids linger in the type (arrow-go compares large lists
@@ -346,9 +437,109 @@ func (r *projectReader) Next() bool {
 		d := relabel(c.Data(), dt)
 		cols[i] = array.MakeFromData(d)
 		d.Release()
+		c.Release()
 	}
-	r.cur = array.NewRecordBatch(r.schema, cols, in.NumRows())
+	r.cur = array.NewRecordBatch(r.schema, cols, rows)
 	return true
+}
+
+// nextOne reads the next batch of the single reader: its columns in
+// output order, retained.
+func (r *projectReader) nextOne() ([]arrow.Array, int64, bool) {
+	rr := r.rrs[0]
+	if !rr.Next() {
+		r.err = rr.Err()
+		return nil, 0, false
+	}
+	in := rr.RecordBatch()
+	cols := make([]arrow.Array, len(r.src))
+	for i, j := range r.src {
+		cols[i] = in.Column(j)
+		cols[i].Retain()
+	}
+	return cols, in.NumRows(), true
+}
+
+// workerPanic carries a panic of a decoding goroutine to Next's, with the
+// goroutine's stack, so that it is recovered where a sequential read's
+// would be.
+type workerPanic struct {
+	value any
+	stack []byte
+}
+
+func (p workerPanic) String() string { return fmt.Sprintf("%v\n%s", p.value, p.stack) }
+
+// nextEach reads the next batch of every column's reader, on up to
+// workers goroutines, and checks that they agree on its rows.
+func (r *projectReader) nextEach() ([]arrow.Array, int64, bool) {
+	n := len(r.rrs)
+	cols := make([]arrow.Array, n)
+	more := make([]bool, n)
+	errs := make([]error, n)
+	var (
+		next   atomic.Int64
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		panicV *workerPanic
+	)
+	work := func() {
+		defer wg.Done()
+		defer func() {
+			if v := recover(); v != nil {
+				mu.Lock()
+				if panicV == nil {
+					panicV = &workerPanic{value: v, stack: debug.Stack()}
+				}
+				mu.Unlock()
+			}
+		}()
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= n {
+				return
+			}
+			rr := r.rrs[i]
+			if more[i] = rr.Next(); more[i] {
+				cols[i] = rr.RecordBatch().Column(0)
+				cols[i].Retain()
+			} else {
+				errs[i] = rr.Err()
+			}
+		}
+	}
+	w := min(r.workers, n)
+	wg.Add(w)
+	for range w - 1 {
+		go work()
+	}
+	work()
+	wg.Wait()
+	if panicV != nil {
+		releaseAll(cols)
+		panic(*panicV)
+	}
+	if err := errors.Join(errs...); err != nil {
+		releaseAll(cols)
+		r.err = err
+		return nil, 0, false
+	}
+	if !more[0] {
+		if slices.Contains(more, true) {
+			releaseAll(cols)
+			r.err = errors.New("the file's columns hold different numbers of rows")
+		}
+		return nil, 0, false
+	}
+	rows := int64(cols[0].Len())
+	for i, c := range cols {
+		if !more[i] || int64(c.Len()) != rows {
+			releaseAll(cols)
+			r.err = errors.New("the file's columns hold different numbers of rows")
+			return nil, 0, false
+		}
+	}
+	return cols, rows, true
 }
 
 func (r *projectReader) RecordBatch() arrow.RecordBatch { return r.cur }
