@@ -767,7 +767,7 @@ func (r *SnapshotReader) open(df DataFile) (*openFile, error) {
 	if err != nil {
 		return nil, wrap(err)
 	}
-	ropts := codec.ReadOptions{BatchRows: r.s.opts.readBatchRows, BatchBytes: r.o.BatchBytes, Allocator: r.s.readMem}
+	ropts := codec.ReadOptions{BatchRows: r.s.opts.readBatchRows, BatchBytes: r.o.BatchBytes, Allocator: r.s.readMem, Parallel: runtime.GOMAXPROCS(0)}
 	if r.sn.Format == FormatCSV {
 		of.closeFn = func() { _ = f.Close() }
 		rr, err := codec.NewCSVReader(f, r.sn.Schema, fileCols, ropts)
