@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -202,6 +203,29 @@ func TestDoGetFromCache(t *testing.T) {
 			if tk == tickets[0] && (!sc.Equal(cacheSchema) || sc.Field(2).Metadata.String() != cacheSchema.Field(2).Metadata.String()) {
 				t.Errorf("hot schema %v", sc)
 			}
+		}
+		// Hot reads at once: each message is read into a pooled buffer
+		// that goes back to the pool when gRPC has sent it; one given back
+		// early would be overwritten by another read's message.
+		var wg sync.WaitGroup
+		errs := make(chan error, 64)
+		for g := range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 5 {
+					tk := tickets[(g+i)%len(tickets)]
+					if _, rows, err := getAll(t, s.c, tk); err != nil || rows != want[tk] {
+						errs <- fmt.Errorf("concurrent hot read %s: %v (rows differ: %v)", tk, err, rows != want[tk])
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
 		}
 		st := s.cache.Stats()
 		if st.Hits == 0 {

@@ -190,6 +190,7 @@ type item struct {
 	entry      *ipccache.Entry // retained by the item when set
 	msg        int
 	meta, body []byte
+	free       func() // returns meta and body's pooled buffer (nil: none)
 	rows       int64
 	err        error
 }
@@ -202,6 +203,10 @@ func (it *item) release() {
 	if it.entry != nil {
 		it.entry.Release()
 		it.entry = nil
+	}
+	if it.free != nil {
+		it.free()
+		it.free = nil
 	}
 	it.meta, it.body = nil, nil
 }
@@ -228,6 +233,9 @@ func (r *SnapshotReader) RecordBatch() arrow.RecordBatch {
 		return r.cur.rec
 	}
 	if r.rec == nil && r.cur.entry != nil && r.cur.msg >= 0 {
+		// The batch's arrays will alias the message: its buffer is left
+		// to the garbage collector, not returned to the pool.
+		r.cur.free = nil
 		rec, err := r.cur.entry.Decode(r.cur.meta, r.cur.body, r.s.readMem)
 		if err != nil {
 			r.err = fmt.Errorf("read %s: cached batch: %w", r.p, err)
@@ -244,8 +252,9 @@ func (r *SnapshotReader) Record() arrow.RecordBatch { return r.RecordBatch() }
 // Message returns the current batch as the IPC message that a cache entry
 // holds (flatbuffer metadata and body, read from the entry and checked),
 // when the batch comes unchanged from the cache; ok is false otherwise.
-// The bytes are the reader's own memory, never a mapping: they stay valid
-// after Next (the garbage collector keeps them while they are used).
+// The bytes are the reader's own memory, never a mapping, pooled: they
+// stay valid until Next, or, when Hold took them over, until Hold's
+// function is called.
 func (r *SnapshotReader) Message() (meta, body []byte, rows int64, ok bool) {
 	if r.cur.entry == nil || r.cur.msg < 0 {
 		return nil, nil, 0, false
@@ -256,11 +265,17 @@ func (r *SnapshotReader) Message() (meta, body []byte, rows int64, ok bool) {
 // Hold keeps what the current batch's memory belongs to until the
 // returned function is called, for a consumer that hands the batch's
 // buffers on past Next (DoGet, to gRPC, which may write them later).
-// Nothing needs holding now: decoded buffers are counted by Arrow, and
-// cached messages are read into memory of their own (cache entries are
-// never mapped), so it returns a no-op; it stays for consumers that must
-// not assume so.
-func (r *SnapshotReader) Hold() func() { return func() {} }
+// Decoded buffers are counted by Arrow (a no-op is returned); a cached
+// message sent as it is (Message, and no RecordBatch) is read into a
+// pooled buffer, which the first Hold takes over: the function returns it
+// to the pool. Call it once per Hold.
+func (r *SnapshotReader) Hold() func() {
+	if f := r.cur.free; f != nil && r.rec == nil {
+		r.cur.free = nil
+		return f
+	}
+	return func() {}
+}
 
 // Err is the error that ended the read, if any.
 func (r *SnapshotReader) Err() error { return r.err }
@@ -662,13 +677,13 @@ func (r *SnapshotReader) fromCache(sg *segment, df DataFile, e *ipccache.Entry, 
 			}
 			// Read (and checked) here, ahead of the consumer, into memory
 			// of its own.
-			meta, body, rows, err := e.Batch(i)
+			meta, body, rows, free, err := e.BatchPooled(i)
 			if err != nil {
 				r.emit(sg, item{err: fmt.Errorf("read %s %s: %w: %w", r.p, df.Path, ErrCacheChanged, err), msg: -1})
 				return
 			}
 			e.Retain()
-			if !r.emit(sg, item{entry: e, msg: i, meta: meta, body: body, rows: rows}) {
+			if !r.emit(sg, item{entry: e, msg: i, meta: meta, body: body, free: free, rows: rows}) {
 				return
 			}
 		}
