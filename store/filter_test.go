@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/quiverdb/quiver/store/filter"
 	"github.com/quiverdb/quiver/store/ipccache"
@@ -289,5 +291,42 @@ func TestFilterPinnedVersion(t *testing.T) {
 	_, err := s.Snapshot(context.Background(), keys, SnapshotOptions{Version: 0, Filter: mustWhere(t, "region = 'eu'")})
 	if !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("v0 has no region: %v", err)
+	}
+}
+
+// TestFilterLongStringStatistics: writers keep no maximum for a column
+// chunk whose longest string is over 4 KiB (arrow-go's and pyarrow's
+// statistics limit); arrow-go then reports the missing maximum as the
+// empty string, and pruning by it dropped matching rows (red team r01).
+func TestFilterLongStringStatistics(t *testing.T) {
+	s, _ := newTestStore(t)
+	keys := []string{"f", "longstr"}
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, sc, strings.NewReader(
+		`[{"id": 1, "s": "a"}, {"id": 2, "s": "`+strings.Repeat("z", 5000)+`"}, {"id": 3, "s": null}, {"id": 4, "s": "m"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	rdr, err := array.NewRecordReader(sc, []arrow.RecordBatch{rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, ModeWrite, keys, rdr, PutOptions{})
+	for where, want := range map[string]string{"s > 'x'": "2", "s = 'a'": "1", "s >= 'm'": "2,4", "s < 'b'": "1"} {
+		got := sortIDs(filteredIDs(t, s, keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest, Filter: mustWhere(t, where)}}))
+		if got != want {
+			t.Errorf("%s: ids %q, want %q", where, got, want)
+		}
+		sn, err := s.Snapshot(context.Background(), keys, SnapshotOptions{Version: Latest, Filter: mustWhere(t, where)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rows, err := s.PruneSnapshot(context.Background(), sn); err != nil || (rows >= 0 && rows != int64(len(strings.Split(want, ",")))) {
+			t.Errorf("%s: planned %d rows, %v", where, rows, err)
+		}
 	}
 }

@@ -520,7 +520,8 @@ func (s *Store) writerOf(o PutOptions) string {
 }
 
 // claimIndex claims the next free index of a version by exclusively
-// creating its .claim marker (never deleted). It starts where this process
+// creating its .claim marker (never deleted; on a local disk a link to one
+// shared empty inode, fsys.CreateMarker). It starts where this process
 // last claimed, so it costs one create however long the history; only a
 // conflict (another process or pyrosome claimed meanwhile) probes further,
 // and repeated conflicts list the directory once to jump ahead. Puts of
@@ -553,7 +554,7 @@ func (s *Store) claimIndex(ctx context.Context, ps *profileState, version int, f
 	for {
 		// Not synced: the commit cycle syncs the version directory
 		// before the put's record (stagedDirs).
-		err := fsys.CreateExclusiveSync(ctx, s.fs, path.Join(vdir, claimName(next, f)), nil, fsys.SyncContent)
+		err := fsys.CreateMarker(ctx, s.fs, path.Join(vdir, claimName(next, f)))
 		if err == nil {
 			return next, nil
 		}
@@ -1249,7 +1250,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		// indices too (claimed, for pyrosome's appenders).
 		for _, f := range st.files {
 			if i := indexOfPath(f.Path, 0); i > 0 {
-				if err := fsys.CreateExclusiveSync(ctx, s.fs, path.Join(vdir, claimName(i, st.format)), nil, fsys.SyncContent); err != nil && !errors.Is(err, fsys.ErrExist) {
+				if err := fsys.CreateMarker(ctx, s.fs, path.Join(vdir, claimName(i, st.format))); err != nil && !errors.Is(err, fsys.ErrExist) {
 					return fmt.Errorf("claim index in %s %s: %w", p, VersionName(st.version), err)
 				}
 			}

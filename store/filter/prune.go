@@ -2,6 +2,7 @@ package filter
 
 import (
 	"math"
+	"reflect"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/parquet"
@@ -241,7 +242,7 @@ func RowGroupStats(rg *metadata.RowGroupMetaData, leaf func(col string) (int, ar
 			s.Nulls = st.NullCount() > 0
 			s.Values = st.NullCount() < rows
 		}
-		if !s.Values || !st.HasMinMax() {
+		if !s.Values || !st.HasMinMax() || !bothBounds(cc) {
 			return s
 		}
 		if d, ok := dt.(*arrow.DictionaryType); ok {
@@ -332,4 +333,33 @@ func statRange(st metadata.TypedStatistics, dt arrow.DataType) (lo, hi val, ok b
 		}
 	}
 	return val{}, val{}, false
+}
+
+// bothBounds reports whether a column chunk's statistics store both a
+// minimum and a maximum. arrow-go counts a chunk with either as having
+// both, the other one its type's zero value; writers drop one when it is
+// too long (pyarrow and arrow-go keep no maximum over 4 KiB), and pruning
+// by the made-up bound dropped matching rows. The thrift fields are not
+// exported: they are looked at by reflection, read only; when they cannot
+// be found (another arrow-go), no bound is trusted.
+func bothBounds(cc *metadata.ColumnChunkMetaData) bool {
+	v := reflect.ValueOf(cc)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return false
+	}
+	meta := v.Elem().FieldByName("columnMeta")
+	if !meta.IsValid() || meta.Kind() != reflect.Pointer || meta.IsNil() {
+		return false
+	}
+	st := meta.Elem().FieldByName("Statistics")
+	if !st.IsValid() || st.Kind() != reflect.Pointer || st.IsNil() {
+		return false
+	}
+	set := func(name string) bool {
+		f := st.Elem().FieldByName(name)
+		return f.IsValid() && f.Kind() == reflect.Slice && !f.IsNil()
+	}
+	// A pair of the same kind: arrow-go reads min_value and max_value for
+	// columns in type-defined order, the deprecated min and max otherwise.
+	return set("MinValue") && set("MaxValue") || set("Min") && set("Max")
 }

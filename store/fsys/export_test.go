@@ -6,3 +6,10 @@ func NewLocalWalk(root string) (*Local, error) { return newLocal(root, false) }
 
 // UsesOpenat2 reports whether l resolves names with openat2.
 func (l *Local) UsesOpenat2() bool { return l.useOpenat2 }
+
+// DisableMarkers makes l create markers as files, as where links fail.
+func DisableMarkers(l *Local) {
+	l.marker.mu.Lock()
+	l.marker.disabled = true
+	l.marker.mu.Unlock()
+}

@@ -66,6 +66,7 @@ type Local struct {
 
 	mu     sync.RWMutex // read-held by every call; Close write-holds it
 	rootFD int          // -1 after Close
+	marker markerInode  // the inode of markers (CreateMarker)
 }
 
 const (
@@ -90,6 +91,9 @@ var (
 	errSymlink = fmt.Errorf("%w: symbolic link on the path", ErrUnsafePath)
 	errEscape  = fmt.Errorf("%w: resolves outside the root", ErrUnsafePath)
 	errNotDir  = fmt.Errorf("%w: %w", unix.ENOTDIR, fs.ErrNotExist)
+	// errNoMarker: this system cannot link markers (CreateMarker makes
+	// files instead).
+	errNoMarker = errors.New("fsys: no marker links here")
 )
 
 // NewLocal returns the FS of the directory root, creating it (and its
@@ -118,7 +122,7 @@ func newLocal(root string, tryOpenat2 bool) (*Local, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fsys: open root: %w", err)
 	}
-	return &Local{root: real, rootFD: fd, useOpenat2: tryOpenat2 && haveOpenat2(fd)}, nil
+	return &Local{root: real, rootFD: fd, useOpenat2: tryOpenat2 && haveOpenat2(fd), marker: markerInode{fd: -1}}, nil
 }
 
 // bareErr strips the path from an os error.
@@ -146,6 +150,7 @@ func (l *Local) Close() error {
 	if l.rootFD < 0 {
 		return nil
 	}
+	l.marker.close()
 	err := unix.Close(l.rootFD)
 	l.rootFD = -1
 	if err != nil {

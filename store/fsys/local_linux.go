@@ -1,6 +1,10 @@
 package fsys
 
-import "golang.org/x/sys/unix"
+import (
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
 
 // resolveFlags confine a lookup to the root: no component may be a
 // symbolic link (the last one included), and nothing may resolve above the
@@ -44,4 +48,20 @@ func trailingLink(rootFD int, name string) bool {
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	return unix.Fstat(fd, &st) == nil && isLink(&st)
+}
+
+// linkFD links the open file fd as name in dirfd: by the descriptor
+// itself (AT_EMPTY_PATH, which needs CAP_DAC_READ_SEARCH), else through
+// its /proc/self/fd entry.
+func linkFD(fd, dirfd int, name string) error {
+	err := unix.Linkat(fd, "", dirfd, name, unix.AT_EMPTY_PATH)
+	if err != unix.ENOENT && err != unix.EPERM {
+		return err
+	}
+	return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), dirfd, name, unix.AT_SYMLINK_FOLLOW)
+}
+
+// openTmpFile opens a new unnamed file in the directory dirfd.
+func openTmpFile(dirfd int) (int, error) {
+	return unix.Openat(dirfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, filePerm)
 }

@@ -14,3 +14,9 @@ func trailingLink(rootFD int, name string) bool { return false }
 
 // fdatasync is fsync where the system has no fdatasync.
 func fdatasync(fd int) error { return ignoringEINTR(func() error { return unix.Fsync(fd) }) }
+
+// linkFD: no O_TMPFILE here, so no marker inode is ever made.
+func linkFD(fd, dirfd int, name string) error { return unix.EOPNOTSUPP }
+
+// openTmpFile: no unnamed files here.
+func openTmpFile(dirfd int) (int, error) { return -1, unix.EOPNOTSUPP }

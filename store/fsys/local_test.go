@@ -311,3 +311,43 @@ func TestLocalFIFO(t *testing.T) {
 		t.Fatal("reading a FIFO hangs")
 	}
 }
+
+// TestLocalMarkersShareAnInode: Local's markers are links to one empty
+// inode (one directory entry each, no inode of their own), and a marker
+// created where links fail is a file.
+func TestLocalMarkersShareAnInode(t *testing.T) {
+	root := t.TempDir()
+	l, err := fsys.NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := t.Context()
+	for _, name := range []string{"v0/.0.parquet.claim", "v0/.1.parquet.claim", "w/.0.parquet.claim"} {
+		if err := fsys.CreateMarker(ctx, l, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := os.Stat(filepath.Join(root, "v0/.0.parquet.claim"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.Stat(filepath.Join(root, "w/.0.parquet.claim"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(a, b) || a.Size() != 0 {
+		t.Errorf("markers are not links to one empty inode: %v %v", a, b)
+	}
+	fsys.DisableMarkers(l)
+	if err := fsys.CreateMarker(ctx, l, "v0/.2.parquet.claim"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := os.Stat(filepath.Join(root, "v0/.2.parquet.claim"))
+	if err != nil || os.SameFile(a, c) || c.Size() != 0 {
+		t.Errorf("a marker without links: %v, %v", c, err)
+	}
+	if err := fsys.CreateMarker(ctx, l, "v0/.1.parquet.claim"); !errors.Is(err, fsys.ErrExist) {
+		t.Errorf("CreateMarker over a marker: %v", err)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/quiverdb/quiver/store/fsys"
@@ -55,6 +56,7 @@ func Run(t *testing.T, newFS func(t *testing.T) fsys.FS) {
 		{"UnsafeNames", testUnsafeNames},
 		{"CancelledContext", testCancelled},
 		{"RelaxedSync", testRelaxed},
+		{"Markers", testMarkers},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newFS(t)) })
@@ -1132,5 +1134,50 @@ func testRelaxed(t *testing.T, f fsys.FS) {
 		if err := fsys.DeleteSync(ctx, f, name, sync); err != nil {
 			t.Fatalf("sync %d: DeleteSync of a missing object: %v", sync, err)
 		}
+	}
+}
+
+// testMarkers: CreateMarker makes empty objects exclusively (racing
+// creators: one wins), in new directories too, that Delete removes one by
+// one, and never over an existing object.
+func testMarkers(t *testing.T, f fsys.FS) {
+	ctx := t.Context()
+	for _, name := range []string{"m1", "d/e/m2", "d/e/m3"} {
+		if err := fsys.CreateMarker(ctx, f, name); err != nil {
+			t.Fatalf("CreateMarker(%q): %v", name, err)
+		}
+		wantContent(t, f, name, []byte{})
+	}
+	wantErr(t, "CreateMarker over a marker", fsys.CreateMarker(ctx, f, "m1"), fsys.ErrExist)
+	mustCreate(t, f, "obj", []byte("data"))
+	wantErr(t, "CreateMarker over an object", fsys.CreateMarker(ctx, f, "obj"), fsys.ErrExist)
+	wantContent(t, f, "obj", []byte("data"))
+	if err := f.Delete(ctx, "d/e/m2"); err != nil {
+		t.Fatal(err)
+	}
+	wantContent(t, f, "d/e/m3", []byte{})
+	if err := fsys.CreateMarker(ctx, f, "d/e/m2"); err != nil {
+		t.Fatalf("CreateMarker after Delete: %v", err)
+	}
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			switch err := fsys.CreateMarker(ctx, f, "race"); {
+			case err == nil:
+				wins.Add(1)
+			case !errors.Is(err, fsys.ErrExist):
+				t.Errorf("racing CreateMarker: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Errorf("%d racing CreateMarker calls won, want 1", wins.Load())
+	}
+	if got, _ := names(t, f, "d/e"); len(got) != 2 {
+		t.Errorf("d/e holds %v, want m2 and m3", got)
 	}
 }
