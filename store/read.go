@@ -506,7 +506,15 @@ func (r *SnapshotReader) start() {
 					// checks let through) fails this read, not the process:
 					// this goroutine is no RPC's, so no interceptor sees it.
 					if v := recover(); v != nil {
-						r.emit(sg, item{err: &PanicError{Profile: r.p.String(), Value: v, Stack: debug.Stack()}, msg: -1})
+						var err error = &PanicError{Profile: r.p.String(), Value: v, Stack: debug.Stack()}
+						if !df.Recorded {
+							// A file no commit record vouches for (another
+							// writer's) on which the Parquet reader
+							// panicked: corrupt, as far as the client is
+							// concerned; the log still shows the panic.
+							err = &CorruptionError{Path: r.p.join(df.Path), Err: err}
+						}
+						r.emit(sg, item{err: err, msg: -1})
 					}
 				}()
 				r.produce(sg, df)
@@ -541,9 +549,16 @@ func (r *SnapshotReader) emit(sg *segment, it item) bool {
 
 // fail queues the error that ends the read, as the file's error.
 func (r *SnapshotReader) fail(sg *segment, df DataFile, err error) {
-	if df.Recorded && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) &&
-		!errors.Is(err, ErrDataLoss) && !errors.Is(err, ErrVersionNotFound) {
-		err = fmt.Errorf("%w: %v", ErrDataLoss, err)
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) &&
+		!errors.Is(err, ErrDataLoss) && !errors.Is(err, ErrVersionNotFound) && !errors.Is(err, ErrTooLarge) {
+		var ce *CorruptionError
+		switch {
+		case df.Recorded:
+			err = fmt.Errorf("%w: %v", ErrDataLoss, err)
+		case !errors.As(err, &ce):
+			// Another writer's file whose pages do not decode.
+			err = &CorruptionError{Path: r.p.join(df.Path), Err: err}
+		}
 	}
 	r.emit(sg, item{err: fmt.Errorf("read %s %s: %w", r.p, df.Path, err), msg: -1})
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -14,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/schema"
 )
 
 // byteArrayReader decodes one flat BYTE_ARRAY column (a string or binary
@@ -38,6 +40,10 @@ type byteArrayReader struct {
 	next   int   // index into groups of the next row group
 	maxDef int16
 	large  bool // int64 offsets
+	// checkUTF8: the Arrow type says string but the Parquet column is not
+	// annotated as one, so its bytes are checked (an Arrow string array
+	// must hold UTF-8).
+	checkUTF8 bool
 	batch  int64
 	mem    memory.Allocator
 	schema *arrow.Schema
@@ -114,7 +120,10 @@ func newByteArrayReader(pr *file.Reader, col int, f arrow.Field, rowGroups []int
 		}
 	}
 	id := f.Type.ID()
+	d := pr.MetaData().Schema.Column(col)
+	_, annotated := d.LogicalType().(*schema.StringLogicalType)
 	r := &byteArrayReader{
+		checkUTF8: (id == arrow.STRING || id == arrow.LARGE_STRING) && !annotated && d.ConvertedType() != schema.ConvertedTypes.UTF8,
 		pr: pr, col: col, groups: slices.Clone(groups), batch: max(1, batch), mem: mem,
 		maxDef: pr.MetaData().Schema.Column(col).MaxDefinitionLevel(),
 		large:  id == arrow.LARGE_STRING || id == arrow.LARGE_BINARY,
@@ -192,6 +201,11 @@ func (r *byteArrayReader) Next() bool {
 	}
 	if b.n > 0 {
 		r.avgSize = float64(b.size()) / float64(b.n)
+	}
+	if r.checkUTF8 {
+		if i := b.invalidUTF8(); i >= 0 {
+			return r.failErr(fmt.Errorf("value %d is not UTF-8, but the file's Arrow schema calls the column a string", i))
+		}
 	}
 	arr, err := b.finish(r.schema.Field(0).Type)
 	if err != nil {
@@ -546,6 +560,24 @@ func (b *byteArrayBuilder) appendPlain(levels []uint32, vals [][]byte) error {
 		b.end(l == 1)
 	}
 	return nil
+}
+
+// invalidUTF8 is the position of the first value that is not UTF-8 (-1:
+// none).
+func (b *byteArrayBuilder) invalidUTF8() int {
+	data := b.data.Buf()
+	for i := range int(b.n) {
+		var lo, hi int
+		if b.large {
+			lo, hi = int(b.off64[i]), int(b.off64[i+1])
+		} else {
+			lo, hi = int(b.off32[i]), int(b.off32[i+1])
+		}
+		if !utf8.Valid(data[lo:hi]) {
+			return i
+		}
+	}
+	return -1
 }
 
 // finish makes the batch's array of type dt.

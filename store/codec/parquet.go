@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -38,12 +39,39 @@ type Footer struct {
 
 // ReadFooter reads the footer of the Parquet file in r, size bytes long.
 func ReadFooter(r io.ReaderAt, size int64) (*Footer, error) {
-	pr, err := file.NewParquetReader(io.NewSectionReader(r, 0, size))
+	pr, err := newParquetReader(io.NewSectionReader(r, 0, size))
 	if err != nil {
 		return nil, fmt.Errorf("not a Parquet file: %w", err)
 	}
 	defer pr.Close()
 	return footerOf(pr), nil
+}
+
+// newParquetReader is file.NewParquetReader with its panics (arrow-go's
+// footer parser panics on some corrupt footers, e.g. a negative child
+// count) turned into errors: the bytes are a file's, not the program's.
+func newParquetReader(r parquet.ReaderAtSeeker, opts ...file.ReadOption) (pr *file.Reader, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			pr, err = nil, fmt.Errorf("corrupt footer (the Parquet reader failed: %v)", v)
+		}
+	}()
+	return file.NewParquetReader(r, opts...)
+}
+
+// newFileReader is pqarrow.NewFileReader and its schema, panics turned
+// into errors as in newParquetReader.
+func newFileReader(pr *file.Reader, props pqarrow.ArrowReadProperties, mem memory.Allocator) (fr *pqarrow.FileReader, sc *arrow.Schema, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			fr, sc, err = nil, nil, fmt.Errorf("corrupt schema (the Parquet reader failed: %v)", v)
+		}
+	}()
+	if fr, err = pqarrow.NewFileReader(pr, props, mem); err != nil {
+		return nil, nil, err
+	}
+	sc, err = fr.Schema()
+	return fr, sc, err
 }
 
 func footerOf(pr *file.Reader) *Footer {
@@ -127,7 +155,7 @@ func OpenParquet(r io.ReaderAt, size int64, o ReadOptions) (*ParquetFile, error)
 	// many small appended files.
 	props.BufferedStreamEnabled = size > smallParquetFile
 	props.BufferSize = 128 << 10
-	pr, err := file.NewParquetReader(io.NewSectionReader(r, 0, size), file.WithReadProps(props))
+	pr, err := newParquetReader(io.NewSectionReader(r, 0, size), file.WithReadProps(props))
 	if err != nil {
 		return nil, fmt.Errorf("not a Parquet file: %w", err)
 	}
@@ -137,12 +165,7 @@ func OpenParquet(r io.ReaderAt, size int64, o ReadOptions) (*ParquetFile, error)
 	}
 	// PreAllocBinaryData reserves a batch's string bytes up front (from
 	// the row group's size) instead of growing them by doubling.
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: o.batchRows(), PreAllocBinaryData: true}, o.mem())
-	if err != nil {
-		pr.Close()
-		return nil, fmt.Errorf("the file's Arrow schema: %w", err)
-	}
-	sc, err := fr.Schema()
+	fr, sc, err := newFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: o.batchRows(), PreAllocBinaryData: true}, o.mem())
 	if err != nil {
 		pr.Close()
 		return nil, fmt.Errorf("the file's Arrow schema: %w", err)
@@ -318,14 +341,26 @@ func (f *ParquetFile) batchSize(rowGroups []int) int64 {
 	return min(f.fr.Props.BatchSize, int64(bitutil.NextPowerOf2(int(rows))))
 }
 
-// probeRows is how many rows sizeBatches decodes to learn a row's size.
-const probeRows = 256
+// probeRows is how many rows sizeBatches decodes to learn a row's size:
+// few, since a row may be large (a dictionary value of 16 MiB under every
+// row of a 774-byte file made 256-row batches of 4 GiB). Batches are then
+// as many rows as fit in BatchBytes, one at least.
+const probeRows = 16
 
 // sizeBatches bounds the batches of a reader of leaves by BatchBytes. The
 // size of a decoded row cannot be told from the file's metadata (a
 // dictionary-encoded column of long strings is tiny in the file and large
 // in memory), so the first rows are decoded once to measure it.
-func (f *ParquetFile) sizeBatches(ctx context.Context, leaves []int, probe int) error {
+func (f *ParquetFile) sizeBatches(ctx context.Context, leaves []int, probe int) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			lerr, lib := libraryPanic(v)
+			if !lib {
+				panic(v)
+			}
+			err = lerr
+		}
+	}()
 	rows := f.o.batchRows()
 	f.fr.Props.BatchSize = rows
 	if f.o.BatchBytes <= 0 || f.pr.NumRowGroups() == 0 {
@@ -333,7 +368,7 @@ func (f *ParquetFile) sizeBatches(ctx context.Context, leaves []int, probe int) 
 	}
 	if f.o.RowBytes > 0 {
 		f.rowBytes = f.o.RowBytes
-		f.fr.Props.BatchSize = max(probeRows, min(rows, int64(float64(f.o.BatchBytes)/f.o.RowBytes)))
+		f.fr.Props.BatchSize = max(1, min(rows, int64(float64(f.o.BatchBytes)/f.o.RowBytes)))
 		return nil
 	}
 	if f.footer.Rows <= probeRows {
@@ -353,7 +388,7 @@ func (f *ParquetFile) sizeBatches(ctx context.Context, leaves []int, probe int) 
 	if n := rec.NumRows(); n > 0 {
 		if size := util.TotalRecordSize(rec); size > 0 {
 			f.rowBytes = float64(size) / float64(n)
-			f.fr.Props.BatchSize = max(probeRows, min(rows, f.o.BatchBytes*n/size))
+			f.fr.Props.BatchSize = max(1, min(rows, f.o.BatchBytes*n/size))
 		}
 	}
 	return nil
@@ -408,22 +443,31 @@ func (r *projectReader) clear() {
 
 func (r *projectReader) Schema() *arrow.Schema { return r.schema }
 
-func (r *projectReader) Next() bool {
+func (r *projectReader) Next() (ok bool) {
 	r.clear()
 	if r.err != nil {
 		return false
 	}
+	defer func() {
+		if v := recover(); v != nil {
+			err, lib := libraryPanic(v)
+			if !lib {
+				panic(v) // ours: a bug, for the caller's recovery to log
+			}
+			r.err, ok = err, false
+		}
+	}()
 	var (
 		cols []arrow.Array
 		rows int64
-		ok   bool
+		more bool
 	)
 	if len(r.rrs) == 1 {
-		cols, rows, ok = r.nextOne()
+		cols, rows, more = r.nextOne()
 	} else {
-		cols, rows, ok = r.nextEach()
+		cols, rows, more = r.nextEach()
 	}
-	if !ok {
+	if !more {
 		return false
 	}
 	defer releaseAll(cols)
@@ -458,6 +502,34 @@ func (r *projectReader) nextOne() ([]arrow.Array, int64, bool) {
 		cols[i].Retain()
 	}
 	return cols, in.NumRows(), true
+}
+
+// libraryPanic tells a panic of the Parquet libraries on a file's bytes
+// (arrow-go's page reader dereferences a missing page header when a
+// page's type byte is altered) from one of this program's: the first
+// frame below the panic is the libraries'. Such a panic is the file's
+// fault, returned as an error; any other is re-raised.
+func libraryPanic(v any) (error, bool) {
+	stack := debug.Stack()
+	if wp, ok := v.(workerPanic); ok {
+		v, stack = wp.value, wp.stack
+	}
+	_, after, ok := strings.Cut(string(stack), "\npanic(")
+	if !ok {
+		return nil, false
+	}
+	for _, l := range strings.Split(after, "\n")[1:] {
+		if strings.HasPrefix(l, "\t") || strings.HasPrefix(l, "runtime.") || strings.HasPrefix(l, "panic(") {
+			continue
+		}
+		for _, lib := range []string{"github.com/apache/arrow-go/", "github.com/apache/thrift/", "github.com/klauspost/compress/"} {
+			if strings.HasPrefix(l, lib) {
+				return fmt.Errorf("the Parquet reader failed on the file: %v", v), true
+			}
+		}
+		return nil, false
+	}
+	return nil, false
 }
 
 // workerPanic carries a panic of a decoding goroutine to Next's, with the
