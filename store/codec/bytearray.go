@@ -44,9 +44,9 @@ type byteArrayReader struct {
 	// annotated as one, so its bytes are checked (an Arrow string array
 	// must hold UTF-8).
 	checkUTF8 bool
-	batch  int64
-	mem    memory.Allocator
-	schema *arrow.Schema
+	batch     int64
+	mem       memory.Allocator
+	schema    *arrow.Schema
 
 	pages file.PageReader
 	// The current row group's dictionary: its values, end to end, and
@@ -124,7 +124,7 @@ func newByteArrayReader(pr *file.Reader, col int, f arrow.Field, rowGroups []int
 	_, annotated := d.LogicalType().(*schema.StringLogicalType)
 	r := &byteArrayReader{
 		checkUTF8: (id == arrow.STRING || id == arrow.LARGE_STRING) && !annotated && d.ConvertedType() != schema.ConvertedTypes.UTF8,
-		pr: pr, col: col, groups: slices.Clone(groups), batch: max(1, batch), mem: mem,
+		pr:        pr, col: col, groups: slices.Clone(groups), batch: max(1, batch), mem: mem,
 		maxDef: pr.MetaData().Schema.Column(col).MaxDefinitionLevel(),
 		large:  id == arrow.LARGE_STRING || id == arrow.LARGE_BINARY,
 		schema: arrow.NewSchema([]arrow.Field{f}, nil),
