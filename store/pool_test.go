@@ -110,13 +110,19 @@ func TestPoolReadsSameData(t *testing.T) {
 			return ""
 		}
 		defer rdr.Release()
+		// Rows, not batches: a read's batch boundaries follow the row
+		// size it measured first, which depends on which file's decoder
+		// measured first.
 		var sb strings.Builder
 		for rdr.Next() {
 			b, err := rdr.RecordBatch().MarshalJSON()
 			if err != nil {
 				t.Error(err)
 			}
-			sb.Write(b)
+			if rows := strings.TrimSuffix(strings.TrimPrefix(string(b), "["), "]"); rows != "" {
+				sb.WriteString(rows)
+				sb.WriteString(",")
+			}
 		}
 		if rdr.Err() != nil {
 			t.Error(rdr.Err())
