@@ -157,7 +157,14 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 	ps.mu.Unlock()
 
 	logWritten := vs.Write != nil && mode == loadRead
-	entries, dirExists, stamp, lerr := s.listVersion(ctx, ps, v, logWritten)
+	// A read of a version no record of the log names (pyrosome's, or
+	// older than the log): its listing is all there is to know, kept by
+	// the directory's modification time on a local disk like a written
+	// version's (pyrosome adds files by renaming them in).
+	ps.mu.Lock()
+	pyroRead := mode == loadRead && vs.Write == nil && vs.Retired == nil && nrecs == 0 && ps.log.head == 0
+	ps.mu.Unlock()
+	entries, dirExists, stamp, lerr := s.listVersion(ctx, ps, v, logWritten, pyroRead)
 	if lerr != nil {
 		return nil, fmt.Errorf("list %s %s: %w", p, vname, lerr)
 	}
@@ -165,7 +172,8 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 	// the log gains a record of the version, the manifest moves or the
 	// directory's listing changes (its modification time).
 	key := loadKey{latest: latest, records: nrecs, write: vs.Write, retired: vs.Retired, exists: dirExists, stamp: stamp.UnixNano()}
-	if logWritten {
+	keep := logWritten || pyroRead && !stamp.IsZero()
+	if keep {
 		ps.mu.Lock()
 		c, ok := ps.loaded[v]
 		ps.mu.Unlock()
@@ -186,7 +194,7 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 	if len(logRecs) != nrecs {
 		// The log grew meanwhile: what the key says must be what is
 		// loaded, so load it next time.
-		logWritten = false
+		keep = false
 	}
 	if !dirExists && vs.Write == nil && vs.Retired == nil && len(logRecs) == 0 {
 		return nil, fmt.Errorf("%w: %s has no version %s", ErrVersionNotFound, p, vname)
@@ -330,7 +338,7 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 			return nil, err
 		}
 	}
-	if logWritten {
+	if keep {
 		ps.mu.Lock()
 		ps.loaded[v] = loadedVersion{key: key, vs: vs}
 		ps.mu.Unlock()
@@ -392,57 +400,57 @@ func isLocal(f fsys.FS) bool {
 // file created in the same tick as the listing does not change it.
 const racyListing = 2 * time.Second
 
-func (s *Store) listVersion(ctx context.Context, ps *profileState, v int, logWritten bool) (entries []fsys.Entry, exists bool, stamp time.Time, err error) {
+func (s *Store) listVersion(ctx context.Context, ps *profileState, v int, logWritten, pyroRead bool) (entries []fsys.Entry, exists bool, stamp time.Time, err error) {
 	vdir := ps.p.vdir(v)
-	if logWritten {
-		if !isLocal(s.fs) {
-			return nil, true, time.Time{}, nil
-		}
-		st, err := s.fs.Stat(ctx, vdir)
+	if !logWritten && !(pyroRead && isLocal(s.fs)) {
+		entries, err = s.fs.List(ctx, vdir)
 		if isNotExist(err) {
 			return nil, false, time.Time{}, nil
 		}
-		if err != nil {
-			return nil, false, time.Time{}, err
-		}
-		ps.mu.Lock()
-		c, ok := ps.lists[v]
-		ps.mu.Unlock()
-		if ok && c.mtime.Equal(st.ModTime) && !st.ModTime.IsZero() {
-			return c.entries, true, st.ModTime, nil
-		}
-		entries, err := s.fs.List(ctx, vdir)
-		if isNotExist(err) {
-			return nil, false, time.Time{}, nil
-		}
-		if err != nil {
-			return nil, false, time.Time{}, err
-		}
-		// Keep only what a reader looks at: root data files and legacy
-		// records.
-		kept := entries[:0:0]
-		for _, e := range entries {
-			if dataFileRe.MatchString(e.Name) || legacyRecRe.MatchString(e.Name) {
-				kept = append(kept, e)
-			}
-		}
-		if st.ModTime.IsZero() || time.Since(st.ModTime) < racyListing {
-			// No modification time, or one so recent that a file added
-			// in the same clock tick would leave it unchanged (as git's
-			// "racy" index entries): the listing is used, not kept, and
-			// is no stamp.
-			return kept, true, time.Now(), nil
-		}
-		ps.mu.Lock()
-		ps.lists[v] = dirList{mtime: st.ModTime, entries: kept}
-		ps.mu.Unlock()
-		return kept, true, st.ModTime, nil
+		return entries, err == nil, time.Time{}, err
+	}
+	if !isLocal(s.fs) {
+		return nil, true, time.Time{}, nil
+	}
+	st, err := s.fs.Stat(ctx, vdir)
+	if isNotExist(err) {
+		return nil, false, time.Time{}, nil
+	}
+	if err != nil {
+		return nil, false, time.Time{}, err
+	}
+	ps.mu.Lock()
+	c, ok := ps.lists[v]
+	ps.mu.Unlock()
+	if ok && c.mtime.Equal(st.ModTime) && !st.ModTime.IsZero() {
+		return c.entries, true, st.ModTime, nil
 	}
 	entries, err = s.fs.List(ctx, vdir)
 	if isNotExist(err) {
 		return nil, false, time.Time{}, nil
 	}
-	return entries, err == nil, time.Time{}, err
+	if err != nil {
+		return nil, false, time.Time{}, err
+	}
+	// Keep only what a reader looks at: root data files, legacy records
+	// and whether the version has a .version.json.
+	kept := entries[:0:0]
+	for _, e := range entries {
+		if dataFileRe.MatchString(e.Name) || legacyRecRe.MatchString(e.Name) || e.Name == versionInfoName {
+			kept = append(kept, e)
+		}
+	}
+	if st.ModTime.IsZero() || time.Since(st.ModTime) < racyListing {
+		// No modification time, or one so recent that a file added
+		// in the same clock tick would leave it unchanged (as git's
+		// "racy" index entries): the listing is used, not kept, and
+		// is no stamp.
+		return kept, true, time.Now(), nil
+	}
+	ps.mu.Lock()
+	ps.lists[v] = dirList{mtime: st.ModTime, entries: kept}
+	ps.mu.Unlock()
+	return kept, true, st.ModTime, nil
 }
 
 // legacyKnown reports whether a .<i>.commit.json file belongs to the

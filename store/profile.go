@@ -37,8 +37,21 @@ type profileState struct {
 	// schemas keeps the schemas of versions without .version.json, by
 	// their first file's path (loader.go).
 	schemas map[string]schemaFact
+	// pyro is what a read of a profile no Quiver ever wrote (no commit
+	// log, no .quiver.kind) learned, stamped with its directory's
+	// modification time (readableVersion).
+	pyro pyroFacts
 
 	commit committer
+}
+
+// pyroFacts: the latest version a pyrosome profile's manifest named,
+// while its directory's modification time is stamp. A manifest is
+// replaced by renaming a new one in, and a commit log or .quiver.kind
+// appears as a new entry: each changes the directory's modification time.
+type pyroFacts struct {
+	stamp  time.Time // zero: nothing known
+	latest int
 }
 
 // dirList is a cached listing of a version directory's root.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -264,5 +265,102 @@ func TestPyrosomeWritesOverQuiver(t *testing.T) {
 	in, err := s.Inspect(ctx, k)
 	if err != nil || len(in.LogProblems) > 0 || len(in.Log) != 3 {
 		t.Fatalf("inspect: %+v %v", in, err)
+	}
+}
+
+// TestPyrosomeReadsKeptByDirectoryTime: a read of a pyrosome profile
+// unchanged since the last (its directory's modification time, older than
+// the racy window) uses what that read learned; pyrosome's next version
+// (a manifest renamed in), an append it renames into the version, and
+// Quiver's first write (the log and .quiver.kind appear) are each seen at
+// once.
+func TestPyrosomeReadsKeptByDirectoryTime(t *testing.T) {
+	s, dir := newTestStore(t)
+	ctx := context.Background()
+	k := []string{"events"}
+	pdir := filepath.Join(dir, "events")
+	copyTree(t, filepath.Join(pyrosomeFixture, "events"), pdir)
+	old := time.Now().Add(-time.Hour)
+	age := func() {
+		for _, d := range []string{pdir, filepath.Join(pdir, "v0"), filepath.Join(pdir, "v1")} {
+			_ = os.Chtimes(d, old, old)
+		}
+	}
+	latest := func() (int, int) {
+		t.Helper()
+		sn, err := s.Snapshot(ctx, k, SnapshotOptions{Version: Latest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sn.Version, len(sn.Files)
+	}
+	age()
+	v0, n0 := latest()
+	if v, n := latest(); v != v0 || n != n0 {
+		t.Fatalf("a second read: v%d with %d files, then v%d with %d", v0, n0, v, n)
+	}
+	ps := s.state(profile{keys: k, dir: "events"})
+	ps.mu.Lock()
+	kept := !ps.pyro.stamp.IsZero()
+	ps.mu.Unlock()
+	if !kept {
+		t.Fatal("the read of an unchanged pyrosome profile was not kept")
+	}
+	// pyrosome's next version: files, then the manifest renamed in.
+	copyTree(t, filepath.Join(pyrosomeFixture, "events", fmt.Sprintf("v%d", v0)), filepath.Join(pdir, fmt.Sprintf("v%d", v0+1)))
+	tmp := filepath.Join(pdir, ".manifest.tmp")
+	if err := os.WriteFile(tmp, encodeManifest(v0+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(pdir, manifestName)); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := latest(); v != v0+1 {
+		t.Fatalf("after pyrosome's next version: v%d, want v%d", v, v0+1)
+	}
+	// An append renamed into the version, with old times again.
+	age()
+	_, n1 := latest()
+	src := filepath.Join(pdir, fmt.Sprintf("v%d", v0+1), "0.parquet")
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pdir, fmt.Sprintf("v%d", v0+1), fmt.Sprintf("%d.parquet", n1+10)), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, n := latest(); n != n1+1 {
+		t.Fatalf("after pyrosome's append: %d files, want %d", n, n1+1)
+	}
+	// Quiver's first write into it: a new version, seen at once.
+	age()
+	latest()
+	sc, err := s.Snapshot(ctx, k, SnapshotOptions{Version: Latest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdr, err := s.Read(ctx, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdr.Next()
+	rec := rdr.RecordBatch()
+	rec.Retain()
+	rdr.Release()
+	defer rec.Release()
+	cols := make([]arrow.Array, rec.NumCols())
+	for i := range cols {
+		cols[i] = array.NewSlice(rec.Column(i), 0, 1)
+		defer cols[i].Release()
+	}
+	first := array.NewRecordBatch(sc.Schema, cols, 1)
+	defer first.Release()
+	in, err := array.NewRecordReader(sc.Schema, []arrow.RecordBatch{first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := put(t, s, ModeWrite, k, in, PutOptions{})
+	if v, n := latest(); fmt.Sprintf("v%d", v) != w.Version || n != 1 {
+		t.Fatalf("after Quiver's write %s: v%d with %d files", w.Version, v, n)
 	}
 }

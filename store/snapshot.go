@@ -118,6 +118,12 @@ func (s *Store) readableVersion(ctx context.Context, p profile, v int) (*Version
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	ps, stamp, latest, ok := s.pyroLatest(ctx, p)
+	if ok {
+		// A pyrosome profile unchanged since its last read: its manifest,
+		// its lack of a log and of .quiver.kind are as they were.
+		return s.readableLoaded(ctx, ps, v, latest)
+	}
 	latest, _, err := s.readManifest(ctx, p)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, err
@@ -134,13 +140,81 @@ func (s *Store) readableVersion(ctx context.Context, p profile, v int) (*Version
 		}
 		latest = -1
 	}
-	ps := s.state(p)
+	manifest := latest
+	ps = s.state(p)
 	if err := s.syncLog(ctx, ps); err != nil {
 		return nil, err
 	}
 	if latest, err = s.latestOf(ctx, ps, latest); err != nil {
 		return nil, err
 	}
+	s.notePyro(ctx, ps, stamp, manifest)
+	return s.readableLoaded(ctx, ps, v, latest)
+}
+
+// pyroLatest is the latest version of a pyrosome profile (ok) when its
+// directory is unchanged since a read noted it (notePyro) on a local
+// disk; else the directory's modification time to note after the read
+// (zero: none to note).
+func (s *Store) pyroLatest(ctx context.Context, p profile) (ps *profileState, stamp time.Time, latest int, ok bool) {
+	if !isLocal(s.fs) {
+		return nil, time.Time{}, 0, false
+	}
+	st, err := s.fs.Stat(ctx, p.dir)
+	s.mu.Lock()
+	ps = s.profiles[p.dir]
+	s.mu.Unlock()
+	usable := err == nil && st.Dir && !st.ModTime.IsZero() && time.Since(st.ModTime) >= racyListing
+	if ps == nil {
+		if !usable {
+			return nil, time.Time{}, 0, false
+		}
+		return nil, st.ModTime, 0, false
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if usable && !ps.pyro.stamp.IsZero() && ps.pyro.stamp.Equal(st.ModTime) && ps.log.head == 0 {
+		return ps, st.ModTime, ps.pyro.latest, true
+	}
+	// Changed (or too recent to tell): forget, so that an older time set
+	// again (touch, a restored copy) cannot bring back what was noted.
+	ps.pyro = pyroFacts{}
+	if !usable {
+		return nil, time.Time{}, 0, false
+	}
+	return nil, st.ModTime, 0, false
+}
+
+// notePyro notes, after a read of a profile found no commit log and no
+// .quiver.kind, the manifest's latest version under the directory's
+// modification time (stamp, taken before the read).
+func (s *Store) notePyro(ctx context.Context, ps *profileState, stamp time.Time, manifest int) {
+	if stamp.IsZero() || manifest < 0 {
+		return
+	}
+	ps.mu.Lock()
+	head := ps.log.head
+	ps.mu.Unlock()
+	if head != 0 {
+		return
+	}
+	// No log read, but is there a log directory (a log whose segments
+	// are yet to come would not change the profile's directory)?
+	if _, err := s.fs.Stat(ctx, ps.p.join(logDir)); !isNotExist(err) {
+		return
+	}
+	if _, err := s.fs.Stat(ctx, ps.p.join(kindName)); !isNotExist(err) {
+		return
+	}
+	ps.mu.Lock()
+	ps.pyro = pyroFacts{stamp: stamp, latest: manifest}
+	ps.mu.Unlock()
+}
+
+// readableLoaded is readableVersion once the profile's latest version is
+// known.
+func (s *Store) readableLoaded(ctx context.Context, ps *profileState, v, latest int) (*VersionState, error) {
+	p := ps.p
 	if v < 0 {
 		v = latest
 	}
