@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,13 @@ func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: flightbench get|append [flags]")
 		os.Exit(2)
+	}
+	if path := os.Getenv("FLIGHTBENCH_CPUPROFILE"); path != "" {
+		// For profiling the client side of a case (not used by the suite).
+		f, err := os.Create(path)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer pprof.StopCPUProfile()
+		}
 	}
 	var err error
 	switch os.Args[1] {
