@@ -677,6 +677,11 @@ def source_reader():
 
 def append_cases():
     for writers in (1, 8, 32):
+        # A fresh profile each run: the data dir is reused between runs,
+        # and every server start sweeps it (a profile grown by tens of
+        # thousands of appends over many runs made that sweep compete
+        # with the next cases' puts).
+        shutil.rmtree(os.path.join(data_dir(), "bench", f"appends{writers}"), ignore_errors=True)
         q = start_quiver()
         try:
             q.sampler.start()
