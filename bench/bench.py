@@ -237,8 +237,26 @@ def data_dir():
 
 
 def start_quiver(*extra):
-    return Server([QUIVER, "serve", "--data-dir", data_dir(), "--addr", "127.0.0.1:0", "--log-level", "warn", *extra],
-                  "quiver.log")
+    s = Server([QUIVER, "serve", "--data-dir", data_dir(), "--addr", "127.0.0.1:0", "--log-level", "warn", *extra],
+               "quiver.log")
+    wait_idle(s.p.pid)
+    return s
+
+
+def wait_idle(pid, timeout=120):
+    """Waits until a freshly started server has gone idle: quiver sweeps
+    the data dir in the background at start (10,000 profiles here), which
+    must not compete with the first rounds of a case."""
+    def cpu():
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime + stime, in ticks
+    last, quiet, t0 = cpu(), 0, time.time()
+    while quiet < 5 and time.time() - t0 < timeout:
+        time.sleep(0.1)
+        now = cpu()
+        quiet = quiet + 1 if now - last <= 1 else 0
+        last = now
 
 
 def cache_dir():
