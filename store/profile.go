@@ -82,6 +82,47 @@ func newProfileState(p profile) *profileState {
 	return ps
 }
 
+// Known reports whether the store holds in-memory state of the profile
+// keys names (caches of its log, versions and listings), made by an
+// earlier operation on it.
+func (s *Store) Known(keys []string) bool {
+	p, err := s.resolve(keys)
+	if err != nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.profiles[p.dir] != nil
+}
+
+// Forget drops the in-memory state of the profile keys names unless a
+// commit of it is under way. That state is a cache of what is on disk:
+// the next operation on the profile reads it again (an operation still
+// holding the old state behaves as another process would, which the
+// protocol allows for). A walk over every profile (the start-up sweep)
+// forgets what it alone loaded: ten thousand profiles' states kept a
+// pointer-dense heap that every garbage collection of a large read or put
+// then scanned (a 1 GiB put took 50% longer).
+func (s *Store) Forget(keys []string) {
+	p, err := s.resolve(keys)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ps := s.profiles[p.dir]
+	if ps == nil {
+		return
+	}
+	c := &ps.commit
+	c.mu.Lock()
+	busy := c.leading || len(c.queue) > 0 || c.compacting.Load()
+	c.mu.Unlock()
+	if !busy {
+		delete(s.profiles, p.dir)
+	}
+}
+
 // state returns the process-wide state of profile p.
 func (s *Store) state(p profile) *profileState {
 	key := p.dir

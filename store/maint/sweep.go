@@ -53,6 +53,10 @@ func Sweep(ctx context.Context, st *store.Store, olderThan time.Duration) (*Swee
 		var ce *store.CorruptionError
 		switch {
 		case ps.Err == nil, errors.As(ps.Err, &ce):
+			if !st.Known(ps.Keys) {
+				// What only the sweep loaded is not kept (Store.Forget).
+				defer st.Forget(ps.Keys)
+			}
 			err := sweepProfile(ctx, st, ps.Keys, olderThan, cutoff, rep)
 			if err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrNotFound) {
 				// What keeps one profile from being swept does not stop
