@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/quiverdb/quiver/store/filter"
 	"github.com/quiverdb/quiver/store/ipccache"
@@ -305,17 +303,8 @@ func TestFilterLongStringStatistics(t *testing.T) {
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
 	}, nil)
-	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, sc, strings.NewReader(
-		`[{"id": 1, "s": "a"}, {"id": 2, "s": "`+strings.Repeat("z", 5000)+`"}, {"id": 3, "s": null}, {"id": 4, "s": "m"}]`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Release()
-	rdr, err := array.NewRecordReader(sc, []arrow.RecordBatch{rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	put(t, s, ModeWrite, keys, rdr, PutOptions{})
+	put(t, s, ModeWrite, keys, fromJSON(t, sc,
+		`[{"id": 1, "s": "a"}, {"id": 2, "s": "`+strings.Repeat("z", 5000)+`"}, {"id": 3, "s": null}, {"id": 4, "s": "m"}]`), PutOptions{})
 	for where, want := range map[string]string{"s > 'x'": "2", "s = 'a'": "1", "s >= 'm'": "2,4", "s < 'b'": "1"} {
 		got := sortIDs(filteredIDs(t, s, keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest, Filter: mustWhere(t, where)}}))
 		if got != want {

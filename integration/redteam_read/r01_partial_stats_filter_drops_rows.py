@@ -10,7 +10,7 @@ Exit 1 while the bug is present."""
 import json, os, shutil, subprocess, sys, tempfile
 import pyarrow as pa, pyarrow.parquet as pq, pyarrow.compute as pc, pyarrow.flight as fl
 
-QUIVER = os.environ.get("QUIVER", "/work/redteam4/quiver")
+QUIVER = os.environ.get("QUIVER", "quiver")
 PORT = int(os.environ.get("PORT", "19150"))
 tmp = tempfile.mkdtemp(prefix="r01_")
 data = os.path.join(tmp, "data")
