@@ -161,10 +161,6 @@ func (r *byteArrayReader) Schema() *arrow.Schema          { return r.schema }
 func (r *byteArrayReader) RecordBatch() arrow.RecordBatch { return r.cur }
 func (r *byteArrayReader) Record() arrow.RecordBatch      { return r.cur }
 func (r *byteArrayReader) Err() error                     { return r.err }
-func (r *byteArrayReader) fail(format string, a ...any) bool {
-	return r.failErr(fmt.Errorf(format, a...))
-}
-
 func (r *byteArrayReader) failErr(err error) bool {
 	r.err = fmt.Errorf("column %q: %w", r.schema.Field(0).Name, err)
 	r.closePages()
