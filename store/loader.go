@@ -398,7 +398,7 @@ func isLocal(f fsys.FS) bool {
 // racyListing is how recent a directory's modification time may be for
 // its listing to be kept: file systems set it from a coarse clock, so a
 // file created in the same tick as the listing does not change it.
-const racyListing = 2 * time.Second
+var racyListing = 2 * time.Second
 
 func (s *Store) listVersion(ctx context.Context, ps *profileState, v int, logWritten, pyroRead bool) (entries []fsys.Entry, exists bool, stamp time.Time, err error) {
 	vdir := ps.p.vdir(v)
@@ -419,11 +419,12 @@ func (s *Store) listVersion(ctx context.Context, ps *profileState, v int, logWri
 	if err != nil {
 		return nil, false, time.Time{}, err
 	}
+	at := stampOf(st)
 	ps.mu.Lock()
 	c, ok := ps.lists[v]
 	ps.mu.Unlock()
-	if ok && c.mtime.Equal(st.ModTime) && !st.ModTime.IsZero() {
-		return c.entries, true, st.ModTime, nil
+	if ok && c.mtime.Equal(at) && !at.IsZero() {
+		return c.entries, true, at, nil
 	}
 	entries, err = s.fs.List(ctx, vdir)
 	if isNotExist(err) {
@@ -440,7 +441,7 @@ func (s *Store) listVersion(ctx context.Context, ps *profileState, v int, logWri
 			kept = append(kept, e)
 		}
 	}
-	if st.ModTime.IsZero() || time.Since(st.ModTime) < racyListing {
+	if at.IsZero() || time.Since(at) < racyListing {
 		// No modification time, or one so recent that a file added
 		// in the same clock tick would leave it unchanged (as git's
 		// "racy" index entries): the listing is used, not kept, and
@@ -448,9 +449,20 @@ func (s *Store) listVersion(ctx context.Context, ps *profileState, v int, logWri
 		return kept, true, time.Now(), nil
 	}
 	ps.mu.Lock()
-	ps.lists[v] = dirList{mtime: st.ModTime, entries: kept}
+	ps.lists[v] = dirList{mtime: at, entries: kept}
 	ps.mu.Unlock()
-	return kept, true, st.ModTime, nil
+	return kept, true, at, nil
+}
+
+// stampOf is what a directory's cached listing is keyed on: its status
+// change time where the storage has one (it moves with every change,
+// and with a modification time set back: touch, rsync -t, cp -a), else
+// its modification time.
+func stampOf(e fsys.Entry) time.Time {
+	if !e.Changed.IsZero() {
+		return e.Changed
+	}
+	return e.ModTime
 }
 
 // legacyKnown reports whether a .<i>.commit.json file belongs to the

@@ -50,8 +50,24 @@ type profileState struct {
 // replaced by renaming a new one in, and a commit log or .quiver.kind
 // appears as a new entry: each changes the directory's modification time.
 type pyroFacts struct {
-	stamp  time.Time // zero: nothing known
+	stamp  pyroStamp // zero: nothing known
 	latest int
+}
+
+// pyroStamp identifies the state of a pyrosome profile's directory and
+// manifest: their status change times (stampOf), and the manifest's size
+// and modification time, so that a manifest rewritten in place (not
+// renamed in) is seen too.
+type pyroStamp struct {
+	dir, manifest time.Time
+	size          int64
+	mod           time.Time
+}
+
+func (a pyroStamp) IsZero() bool { return a.dir.IsZero() }
+
+func (a pyroStamp) equal(b pyroStamp) bool {
+	return a.dir.Equal(b.dir) && a.manifest.Equal(b.manifest) && a.size == b.size && a.mod.Equal(b.mod)
 }
 
 // dirList is a cached listing of a version directory's root.

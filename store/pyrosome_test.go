@@ -275,6 +275,10 @@ func TestPyrosomeWritesOverQuiver(t *testing.T) {
 // Quiver's first write (the log and .quiver.kind appear) are each seen at
 // once.
 func TestPyrosomeReadsKeptByDirectoryTime(t *testing.T) {
+	// Directories' status change times cannot be set back: no wait for
+	// them to age in this test.
+	defer func(d time.Duration) { racyListing = d }(racyListing)
+	racyListing = 0
 	s, dir := newTestStore(t)
 	ctx := context.Background()
 	k := []string{"events"}
@@ -331,6 +335,29 @@ func TestPyrosomeReadsKeptByDirectoryTime(t *testing.T) {
 	}
 	if _, n := latest(); n != n1+1 {
 		t.Fatalf("after pyrosome's append: %d files, want %d", n, n1+1)
+	}
+	// The manifest rewritten in place (not renamed in: the directory
+	// does not change), to the older version: seen at once (red team s01).
+	age()
+	if v, _ := latest(); v != v0+1 {
+		t.Fatalf("before the rewrite: v%d", v)
+	}
+	if err := os.WriteFile(filepath.Join(pdir, manifestName), encodeManifest(v0), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := latest(); v != v0 {
+		t.Fatalf("after the manifest was rewritten in place to v%d: v%d", v0, v)
+	}
+	// A change, then the directory's modification time set back (touch,
+	// rsync -t): seen at once (red team s03).
+	latest()
+	if err := os.WriteFile(filepath.Join(pdir, manifestName), encodeManifest(v0+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	age()
+	_ = os.Chtimes(filepath.Join(pdir, manifestName), old, old)
+	if v, _ := latest(); v != v0+1 {
+		t.Fatalf("after a change with times set back: v%d, want v%d", v, v0+1)
 	}
 	// Quiver's first write into it: a new version, seen at once.
 	age()

@@ -156,39 +156,40 @@ func (s *Store) readableVersion(ctx context.Context, p profile, v int) (*Version
 // directory is unchanged since a read noted it (notePyro) on a local
 // disk; else the directory's modification time to note after the read
 // (zero: none to note).
-func (s *Store) pyroLatest(ctx context.Context, p profile) (ps *profileState, stamp time.Time, latest int, ok bool) {
+func (s *Store) pyroLatest(ctx context.Context, p profile) (ps *profileState, stamp pyroStamp, latest int, ok bool) {
 	if !isLocal(s.fs) {
-		return nil, time.Time{}, 0, false
+		return nil, pyroStamp{}, 0, false
 	}
-	st, err := s.fs.Stat(ctx, p.dir)
+	dir, err := s.fs.Stat(ctx, p.dir)
+	usable := err == nil && dir.Dir && !stampOf(dir).IsZero() && time.Since(stampOf(dir)) >= racyListing
+	var man fsys.Entry
+	if usable {
+		man, err = s.fs.Stat(ctx, p.join(manifestName))
+		usable = err == nil && !man.Dir && time.Since(stampOf(man)) >= racyListing
+	}
+	if usable {
+		stamp = pyroStamp{dir: stampOf(dir), manifest: stampOf(man), size: man.Size, mod: man.ModTime}
+	}
 	s.mu.Lock()
 	ps = s.profiles[p.dir]
 	s.mu.Unlock()
-	usable := err == nil && st.Dir && !st.ModTime.IsZero() && time.Since(st.ModTime) >= racyListing
 	if ps == nil {
-		if !usable {
-			return nil, time.Time{}, 0, false
-		}
-		return nil, st.ModTime, 0, false
+		return nil, stamp, 0, false
 	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if usable && !ps.pyro.stamp.IsZero() && ps.pyro.stamp.Equal(st.ModTime) && ps.log.head == 0 {
-		return ps, st.ModTime, ps.pyro.latest, true
+	if usable && !ps.pyro.stamp.IsZero() && ps.pyro.stamp.equal(stamp) && ps.log.head == 0 {
+		return ps, stamp, ps.pyro.latest, true
 	}
-	// Changed (or too recent to tell): forget, so that an older time set
-	// again (touch, a restored copy) cannot bring back what was noted.
+	// Changed (or too recent to tell): forget.
 	ps.pyro = pyroFacts{}
-	if !usable {
-		return nil, time.Time{}, 0, false
-	}
-	return nil, st.ModTime, 0, false
+	return nil, stamp, 0, false
 }
 
 // notePyro notes, after a read of a profile found no commit log and no
 // .quiver.kind, the manifest's latest version under the directory's
 // modification time (stamp, taken before the read).
-func (s *Store) notePyro(ctx context.Context, ps *profileState, stamp time.Time, manifest int) {
+func (s *Store) notePyro(ctx context.Context, ps *profileState, stamp pyroStamp, manifest int) {
 	if stamp.IsZero() || manifest < 0 {
 		return
 	}

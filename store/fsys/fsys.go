@@ -47,6 +47,11 @@ type Entry struct {
 	Size int64
 	// ModTime is the last modification (object stores: last write).
 	ModTime time.Time
+	// Changed is the last change of the entry's status on a local disk
+	// (ctime: any write, rename into it, or setting of ModTime moves it,
+	// and it cannot be set back); zero on object stores. A cache keyed on
+	// it sees a change that set ModTime back to an older time.
+	Changed time.Time
 	// Link is true for a symbolic link found by List on a local disk. It
 	// is never followed: every other operation on its name, or on a name
 	// below it, fails with ErrUnsafePath (Delete and Mkdir included), and

@@ -973,7 +973,8 @@ func (l *Local) Stat(ctx context.Context, name string) (Entry, error) {
 }
 
 func entryOf(name string, st *unix.Stat_t) Entry {
-	e := Entry{Name: name, ModTime: time.Unix(int64(st.Mtim.Sec), int64(st.Mtim.Nsec))}
+	e := Entry{Name: name, ModTime: time.Unix(int64(st.Mtim.Sec), int64(st.Mtim.Nsec)),
+		Changed: time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec))}
 	switch uint32(st.Mode) & unix.S_IFMT {
 	case unix.S_IFDIR:
 		e.Dir = true
