@@ -160,13 +160,9 @@ func (s *Store) pyroLatest(ctx context.Context, p profile) (ps *profileState, st
 	if !isLocal(s.fs) {
 		return nil, pyroStamp{}, 0, false
 	}
-	dir, err := s.fs.Stat(ctx, p.dir)
-	usable := err == nil && dir.Dir && !stampOf(dir).IsZero() && time.Since(stampOf(dir)) >= racyListing
-	var man fsys.Entry
-	if usable {
-		man, err = s.fs.Stat(ctx, p.join(manifestName))
-		usable = err == nil && !man.Dir && time.Since(stampOf(man)) >= racyListing
-	}
+	dir, man, errMan, err := fsys.StatPair(ctx, s.fs, p.dir, manifestName)
+	usable := err == nil && errMan == nil && dir.Dir && !man.Dir &&
+		!stampOf(dir).IsZero() && time.Since(stampOf(dir)) >= racyListing && time.Since(stampOf(man)) >= racyListing
 	if usable {
 		stamp = pyroStamp{dir: stampOf(dir), manifest: stampOf(man), size: man.Size, mod: man.ModTime}
 	}

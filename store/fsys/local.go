@@ -972,6 +972,36 @@ func (l *Local) Stat(ctx context.Context, name string) (Entry, error) {
 	return entryOf(name, &st), nil
 }
 
+// StatPair stats dir and name in it with one lookup of dir.
+func (l *Local) StatPair(ctx context.Context, dir, name string) (Entry, Entry, error, error) {
+	const op = "stat"
+	if err := l.enter(ctx, dir); err != nil {
+		return Entry{}, Entry{}, nil, pathErr(op, dir, err)
+	}
+	defer l.mu.RUnlock()
+	full := dir + "/" + name
+	if !ValidName(full) || strings.Contains(name, "/") {
+		return Entry{}, Entry{}, nil, pathErr(op, full, errBadName)
+	}
+	d, err := l.openDir(dir)
+	if err != nil {
+		return Entry{}, Entry{}, nil, pathErr(op, dir, lookupErr(err))
+	}
+	defer d.close()
+	var st unix.Stat_t
+	if err := ignoringEINTR(func() error { return unix.Fstat(d.fd, &st) }); err != nil {
+		return Entry{}, Entry{}, nil, pathErr(op, dir, err)
+	}
+	de := entryOf(dir, &st)
+	if err := fstatat(d.fd, name, &st); err != nil {
+		return de, Entry{}, pathErr(op, full, lookupErr(err)), nil
+	}
+	if isLink(&st) {
+		return de, Entry{}, pathErr(op, full, errSymlink), nil
+	}
+	return de, entryOf(full, &st), nil, nil
+}
+
 func entryOf(name string, st *unix.Stat_t) Entry {
 	e := Entry{Name: name, ModTime: time.Unix(int64(st.Mtim.Sec), int64(st.Mtim.Nsec)),
 		Changed: time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec))}

@@ -1,6 +1,9 @@
 package fsys
 
-import "context"
+import (
+	"context"
+	"path"
+)
 
 // Marker is implemented by storage that can create empty marker objects
 // (the .claim of an index) for less than a file of their own: Local links
@@ -23,4 +26,27 @@ func CreateMarker(ctx context.Context, f FS, name string) error {
 		return m.CreateMarker(ctx, name)
 	}
 	return CreateExclusiveSync(ctx, f, name, nil, SyncContent)
+}
+
+// PairStater is implemented by storage that can stat a directory and one
+// name in it for the price of one lookup of the directory (Local: one
+// open, two stats), where a read checks both to tell whether what it kept
+// still holds.
+type PairStater interface {
+	// StatPair is Stat(dir) and Stat(dir/name); errName is the latter's
+	// error (the pair's err is the directory's).
+	StatPair(ctx context.Context, dir, name string) (d, e Entry, errName, err error)
+}
+
+// StatPair stats dir and dir/name: through f's PairStater where it has
+// one, else with two Stats.
+func StatPair(ctx context.Context, f FS, dir, name string) (d, e Entry, errName, err error) {
+	if ps, ok := f.(PairStater); ok {
+		return ps.StatPair(ctx, dir, name)
+	}
+	if d, err = f.Stat(ctx, dir); err != nil {
+		return Entry{}, Entry{}, nil, err
+	}
+	e, errName = f.Stat(ctx, path.Join(dir, name))
+	return d, e, errName, nil
 }

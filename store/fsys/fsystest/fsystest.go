@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"slices"
 	"strings"
 	"sync"
@@ -57,6 +58,7 @@ func Run(t *testing.T, newFS func(t *testing.T) fsys.FS) {
 		{"CancelledContext", testCancelled},
 		{"RelaxedSync", testRelaxed},
 		{"Markers", testMarkers},
+		{"StatPair", testStatPair},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newFS(t)) })
@@ -1179,5 +1181,21 @@ func testMarkers(t *testing.T, f fsys.FS) {
 	}
 	if got, _ := names(t, f, "d/e"); len(got) != 2 {
 		t.Errorf("d/e holds %v, want m2 and m3", got)
+	}
+}
+
+// testStatPair: StatPair is Stat of a directory and of a name in it.
+func testStatPair(t *testing.T, f fsys.FS) {
+	ctx := t.Context()
+	mustCreate(t, f, "a/b", []byte("four"))
+	d, e, errName, err := fsys.StatPair(ctx, f, "a", "b")
+	if err != nil || errName != nil || !d.Dir || e.Dir || e.Size != 4 {
+		t.Fatalf("StatPair(a, b) = %+v, %+v, %v, %v", d, e, errName, err)
+	}
+	if _, _, errName, err := fsys.StatPair(ctx, f, "a", "missing"); err != nil || !errors.Is(errName, fs.ErrNotExist) {
+		t.Errorf("StatPair(a, missing): %v, %v", errName, err)
+	}
+	if _, _, _, err := fsys.StatPair(ctx, f, "nodir", "x"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("StatPair(nodir, x): %v", err)
 	}
 }
