@@ -84,14 +84,7 @@ func byteArrayEligible(pr *file.Reader, col int, f arrow.Field, rowGroups []int)
 	if d.PhysicalType() != parquet.Types.ByteArray || d.MaxRepetitionLevel() != 0 || d.MaxDefinitionLevel() > 1 {
 		return false
 	}
-	groups := rowGroups
-	if groups == nil {
-		groups = make([]int, pr.NumRowGroups())
-		for i := range groups {
-			groups[i] = i
-		}
-	}
-	for _, rg := range groups {
+	for _, rg := range allGroups(pr, rowGroups) {
 		cc, err := md.RowGroup(rg).ColumnChunk(col)
 		if err != nil || cc.CryptoMetadata() != nil {
 			return false
@@ -111,21 +104,26 @@ func byteArrayEligible(pr *file.Reader, col int, f arrow.Field, rowGroups []int)
 // they ran).
 var byteArrayReaders atomic.Int64
 
-func newByteArrayReader(pr *file.Reader, col int, f arrow.Field, rowGroups []int, batch int64, mem memory.Allocator) *byteArrayReader {
-	groups := rowGroups
-	if groups == nil {
-		groups = make([]int, pr.NumRowGroups())
-		for i := range groups {
-			groups[i] = i
-		}
+// allGroups is rowGroups, or every row group of pr when it is nil.
+func allGroups(pr *file.Reader, rowGroups []int) []int {
+	if rowGroups != nil {
+		return rowGroups
 	}
+	all := make([]int, pr.NumRowGroups())
+	for i := range all {
+		all[i] = i
+	}
+	return all
+}
+
+func newByteArrayReader(pr *file.Reader, col int, f arrow.Field, rowGroups []int, batch int64, mem memory.Allocator) *byteArrayReader {
 	id := f.Type.ID()
 	d := pr.MetaData().Schema.Column(col)
 	_, annotated := d.LogicalType().(*schema.StringLogicalType)
 	r := &byteArrayReader{
 		checkUTF8: (id == arrow.STRING || id == arrow.LARGE_STRING) && !annotated && d.ConvertedType() != schema.ConvertedTypes.UTF8,
-		pr:        pr, col: col, groups: slices.Clone(groups), batch: max(1, batch), mem: mem,
-		maxDef: pr.MetaData().Schema.Column(col).MaxDefinitionLevel(),
+		pr:        pr, col: col, groups: slices.Clone(allGroups(pr, rowGroups)), batch: max(1, batch), mem: mem,
+		maxDef: d.MaxDefinitionLevel(),
 		large:  id == arrow.LARGE_STRING || id == arrow.LARGE_BINARY,
 		schema: arrow.NewSchema([]arrow.Field{f}, nil),
 	}

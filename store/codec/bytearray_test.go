@@ -290,19 +290,7 @@ func (p panicked) ours() bool {
 	if wp, ok := p.v.(workerPanic); ok {
 		stack = string(wp.stack)
 	}
-	_, after, ok := strings.Cut(stack, "\npanic(")
-	if !ok {
-		return false
-	}
-	lines := strings.Split(after, "\n")
-	for i := 1; i < len(lines); i++ {
-		l := lines[i]
-		if strings.HasPrefix(l, "\t") || strings.HasPrefix(l, "runtime.") || strings.HasPrefix(l, "panic(") {
-			continue
-		}
-		return strings.HasPrefix(l, "github.com/quiverdb/quiver/store/codec.")
-	}
-	return false
+	return strings.HasPrefix(panicFrame(stack), "github.com/quiverdb/quiver/store/codec.")
 }
 
 func safeRead(ctx context.Context, c byteArrayCase, fast bool) (s string, err error) {

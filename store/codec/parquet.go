@@ -258,8 +258,8 @@ func (f *ParquetFile) RecordsIn(ctx context.Context, cols []string, rowGroups []
 		return nil, err
 	}
 	md := f.schema.Metadata()
-	if f.o.Parallel > 1 && len(cols) > 1 || f.anyByteArray(cols, rowGroups) {
-		return f.columnReaders(ctx, cols, rowGroups, &md)
+	if direct := f.byteArrayLeaves(cols, rowGroups); f.o.Parallel > 1 && len(cols) > 1 || direct != nil {
+		return f.columnReaders(ctx, cols, rowGroups, direct, &md)
 	}
 	rr, err := f.fr.GetRecordReader(ctx, leaves, rowGroups)
 	if err != nil {
@@ -286,14 +286,14 @@ func (f *ParquetFile) RecordsIn(ctx context.Context, cols []string, rowGroups []
 // columnReaders is RecordsIn's reader for Parallel: a pqarrow reader per
 // column, all made with the same batch size over the same row groups, so
 // their batches line up row for row.
-func (f *ParquetFile) columnReaders(ctx context.Context, cols []string, rowGroups []int, md *arrow.Metadata) (array.RecordReader, error) {
+func (f *ParquetFile) columnReaders(ctx context.Context, cols []string, rowGroups []int, direct []int, md *arrow.Metadata) (array.RecordReader, error) {
 	r := &projectReader{src: make([]int, len(cols)), workers: max(1, f.o.Parallel)}
 	fields := make([]arrow.Field, len(cols))
 	for i, name := range cols {
 		idx := f.schema.FieldIndices(name)[0]
-		if sf := &f.fr.Manifest.Fields[idx]; sf.IsLeaf() && byteArrayEligible(f.pr, sf.ColIndex, f.schema.Field(idx), rowGroups) {
+		if direct != nil && direct[i] >= 0 {
 			fields[i] = f.schema.Field(idx)
-			r.rrs = append(r.rrs, newByteArrayReader(f.pr, sf.ColIndex, fields[i], rowGroups, f.batchSize(rowGroups), f.o.mem()))
+			r.rrs = append(r.rrs, newByteArrayReader(f.pr, direct[i], fields[i], rowGroups, f.batchSize(rowGroups), f.o.mem()))
 			continue
 		}
 		rr, err := f.fr.GetRecordReader(ctx, appendLeaves(nil, &f.fr.Manifest.Fields[idx]), rowGroups)
@@ -313,15 +313,23 @@ func (f *ParquetFile) columnReaders(ctx context.Context, cols []string, rowGroup
 	return r, nil
 }
 
-// anyByteArray reports whether a byteArrayReader can read one of cols.
-func (f *ParquetFile) anyByteArray(cols []string, rowGroups []int) bool {
-	for _, name := range cols {
+// byteArrayLeaves gives, for each of cols, the leaf a byteArrayReader
+// reads it from, or -1 where pqarrow must; nil when no column is one.
+func (f *ParquetFile) byteArrayLeaves(cols []string, rowGroups []int) []int {
+	var out []int
+	for i, name := range cols {
 		idx := f.schema.FieldIndices(name)[0]
 		if sf := &f.fr.Manifest.Fields[idx]; sf.IsLeaf() && byteArrayEligible(f.pr, sf.ColIndex, f.schema.Field(idx), rowGroups) {
-			return true
+			if out == nil {
+				out = make([]int, len(cols))
+				for j := range out {
+					out[j] = -1
+				}
+			}
+			out[i] = sf.ColIndex
 		}
 	}
-	return false
+	return out
 }
 
 // batchSize is the batch of a pqarrow reader over rowGroups (nil: all),
@@ -514,22 +522,30 @@ func libraryPanic(v any) (error, bool) {
 	if wp, ok := v.(workerPanic); ok {
 		v, stack = wp.value, wp.stack
 	}
-	_, after, ok := strings.Cut(string(stack), "\npanic(")
+	frame := panicFrame(string(stack))
+	for _, lib := range []string{"github.com/apache/arrow-go/", "github.com/apache/thrift/", "github.com/klauspost/compress/"} {
+		if strings.HasPrefix(frame, lib) {
+			return fmt.Errorf("the Parquet reader failed on the file: %v", v), true
+		}
+	}
+	return nil, false
+}
+
+// panicFrame is the function a goroutine stack (debug.Stack, taken in a
+// deferred recover) names first below its panic, runtime frames skipped:
+// where the panic was raised ("" when the stack shows no panic).
+func panicFrame(stack string) string {
+	_, after, ok := strings.Cut(stack, "\npanic(")
 	if !ok {
-		return nil, false
+		return ""
 	}
 	for _, l := range strings.Split(after, "\n")[1:] {
 		if strings.HasPrefix(l, "\t") || strings.HasPrefix(l, "runtime.") || strings.HasPrefix(l, "panic(") {
 			continue
 		}
-		for _, lib := range []string{"github.com/apache/arrow-go/", "github.com/apache/thrift/", "github.com/klauspost/compress/"} {
-			if strings.HasPrefix(l, lib) {
-				return fmt.Errorf("the Parquet reader failed on the file: %v", v), true
-			}
-		}
-		return nil, false
+		return l
 	}
-	return nil, false
+	return ""
 }
 
 // workerPanic carries a panic of a decoding goroutine to Next's, with the
