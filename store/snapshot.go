@@ -153,12 +153,23 @@ func (s *Store) readableVersion(ctx context.Context, p profile, v int) (*Version
 }
 
 // pyroLatest is the latest version of a pyrosome profile (ok) when its
-// directory is unchanged since a read noted it (notePyro) on a local
-// disk; else the directory's modification time to note after the read
-// (zero: none to note).
+// directory and manifest are unchanged since a read noted them (notePyro)
+// on a local disk; else their stamp to note after the read (zero: none to
+// note). A profile with a commit log costs nothing here.
 func (s *Store) pyroLatest(ctx context.Context, p profile) (ps *profileState, stamp pyroStamp, latest int, ok bool) {
 	if !isLocal(s.fs) {
 		return nil, pyroStamp{}, 0, false
+	}
+	s.mu.Lock()
+	ps = s.profiles[p.dir]
+	s.mu.Unlock()
+	if ps != nil {
+		ps.mu.Lock()
+		logged := ps.log.head != 0
+		ps.mu.Unlock()
+		if logged {
+			return nil, pyroStamp{}, 0, false
+		}
 	}
 	dir, man, errMan, err := fsys.StatPair(ctx, s.fs, p.dir, manifestName)
 	usable := err == nil && errMan == nil && dir.Dir && !man.Dir &&
@@ -166,9 +177,6 @@ func (s *Store) pyroLatest(ctx context.Context, p profile) (ps *profileState, st
 	if usable {
 		stamp = pyroStamp{dir: stampOf(dir), manifest: stampOf(man), size: man.Size, mod: man.ModTime}
 	}
-	s.mu.Lock()
-	ps = s.profiles[p.dir]
-	s.mu.Unlock()
 	if ps == nil {
 		return nil, stamp, 0, false
 	}
@@ -183,8 +191,8 @@ func (s *Store) pyroLatest(ctx context.Context, p profile) (ps *profileState, st
 }
 
 // notePyro notes, after a read of a profile found no commit log and no
-// .quiver.kind, the manifest's latest version under the directory's
-// modification time (stamp, taken before the read).
+// .quiver.kind, the manifest's latest version under the stamp of the
+// profile's directory and manifest (taken before the read).
 func (s *Store) notePyro(ctx context.Context, ps *profileState, stamp pyroStamp, manifest int) {
 	if stamp.IsZero() || manifest < 0 {
 		return
