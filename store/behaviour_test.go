@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -494,6 +495,60 @@ func TestNestingCheckedByMarkersAndContents(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(m.rel), kindName))
 		if err != nil || strings.TrimSpace(string(b)) != m.want {
 			t.Errorf("%s marker %q %v, want %s", m.rel, b, err, m.want)
+		}
+	}
+}
+
+// TestFirstPutRacesAFailedFirstPut: a first put that fails removes the
+// empty directories it made for its profile (removeEmpty); another first
+// put of the same profile, making its version in those directories at
+// that moment, must still commit. CI once saw it fail with "mkdir: no
+// such file or directory" as a spurious Unavailable. The window is a few
+// microseconds, so besides real failing puts a goroutine removes the
+// empty directories in a loop, as the failing puts would.
+func TestFirstPutRacesAFailedFirstPut(t *testing.T) {
+	s, _ := newTestStore(t)
+	rounds := 100
+	if testing.Short() {
+		rounds = 30
+	}
+	for round := range rounds {
+		k := []string{"race", fmt.Sprint(round), "p"}
+		p, err := s.resolve(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		var failed, good error
+		wg.Go(func() {
+			inner := ids(1, 2)
+			defer inner.Release()
+			_, failed = s.Put(context.Background(), k, &failingReader{RecordReader: inner, left: 1}, PutOptions{Mode: ModeWrite})
+		})
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					s.removeEmpty(profileDirs(p))
+				}
+			}
+		})
+		rdr := ids(int64(round))
+		_, good = s.Put(context.Background(), k, rdr, PutOptions{Mode: ModeAppend})
+		rdr.Release()
+		close(stop)
+		wg.Wait()
+		if !errors.Is(failed, ErrBadStream) {
+			t.Fatalf("round %d: the failing put: %v, want ErrBadStream", round, failed)
+		}
+		if good != nil {
+			t.Fatalf("round %d: a first put racing a failed one: %v", round, good)
+		}
+		if _, rows := readAll(t, s, k, latest); rows != fmt.Sprintf(`[{"id":%d}]`, round) {
+			t.Fatalf("round %d: rows %s", round, rows)
 		}
 	}
 }

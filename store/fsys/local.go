@@ -336,6 +336,41 @@ func (l *Local) openDir(dir string) (dirRef, error) {
 
 // makeDir opens the directory dir, creating it and its parents if it does
 // not exist. The common case (it exists) costs one open.
+// inDir runs fn on the directory dir, made if missing. Whoever makes a
+// name in a directory makes the directory as it needs it, and empty
+// directories may be removed by others at any time (a failed first put
+// removes the empty directories of its profile): if fn fails with ENOENT
+// because dir was removed after it was opened (it has no links left), dir
+// is made again and fn retried (each retry follows someone else's
+// removal; ctx bounds them). fn may take d's descriptor by setting
+// d.own to false.
+func (l *Local) inDir(ctx context.Context, dir string, fn func(d *dirRef) error) error {
+	for {
+		d, err := l.makeDir(dir)
+		if err == unix.ENOENT && ctx.Err() == nil {
+			continue // a directory made on the way went before the next was made in it
+		}
+		if err != nil {
+			return err
+		}
+		err = fn(&d)
+		if err != nil && errors.Is(err, unix.ENOENT) && unlinkedDir(d.fd) && ctx.Err() == nil {
+			d.close()
+			continue
+		}
+		if cerr := d.close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+}
+
+// unlinkedDir reports whether the directory open as fd has been removed.
+func unlinkedDir(fd int) bool {
+	var st unix.Stat_t
+	return unix.Fstat(fd, &st) == nil && st.Nlink == 0
+}
+
 func (l *Local) makeDir(dir string) (dirRef, error) {
 	d, err := l.openDir(dir)
 	if err == unix.ENOENT {
@@ -394,15 +429,7 @@ func (l *Local) CreateExclusiveSync(ctx context.Context, name string, data []byt
 	}
 	defer l.mu.RUnlock()
 	dir, base := split(name)
-	d, err := l.makeDir(dir)
-	if err != nil {
-		return pathErr(op, name, err)
-	}
-	err = createIn(ctx, d.fd, base, data, sync)
-	if cerr := d.close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := l.inDir(ctx, dir, func(d *dirRef) error { return createIn(ctx, d.fd, base, data, sync) }); err != nil {
 		return pathErr(op, name, err)
 	}
 	return nil
@@ -514,28 +541,32 @@ func (l *Local) CreateSync(ctx context.Context, name string, sync Sync) (Writer,
 	}
 	defer l.mu.RUnlock()
 	dir, base := split(name)
-	d, err := l.makeDir(dir)
-	if err != nil {
-		return nil, pathErr(op, name, err)
-	}
-	if !d.own {
-		// The Writer outlives this call (and maybe Close): it needs a
-		// descriptor of its own.
-		fd, err := unix.FcntlInt(uintptr(d.fd), unix.F_DUPFD_CLOEXEC, 0)
+	var w *localWriter
+	err := l.inDir(ctx, dir, func(d *dirRef) error {
+		tmp := tempName(base)
+		// Created read-only: the descriptor still writes, and Commit
+		// need not chmod.
+		fd, err := openat(d.fd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, readOnlyPerm)
 		if err != nil {
-			return nil, pathErr(op, name, err)
+			return err
 		}
-		d = dirRef{fd: fd, own: true}
-	}
-	tmp := tempName(base)
-	// Created read-only: the descriptor still writes, and Commit need not
-	// chmod.
-	fd, err := openat(d.fd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, readOnlyPerm)
+		// The Writer outlives this call (and maybe Close): it needs a
+		// descriptor of the directory of its own.
+		dirfd := d.fd
+		if d.own {
+			d.own = false
+		} else if dirfd, err = unix.FcntlInt(uintptr(d.fd), unix.F_DUPFD_CLOEXEC, 0); err != nil {
+			unix.Close(fd)
+			unlinkat(d.fd, tmp, 0)
+			return err
+		}
+		w = &localWriter{name: name, base: base, tmp: tmp, dir: dirfd, fd: fd, sync: sync}
+		return nil
+	})
 	if err != nil {
-		d.close()
 		return nil, pathErr(op, name, err)
 	}
-	return &localWriter{name: name, base: base, tmp: tmp, dir: d.fd, fd: fd, sync: sync}, nil
+	return w, nil
 }
 
 // bufPool holds the buffers of Writers and of directory reads.
@@ -779,19 +810,16 @@ func (l *Local) ReplaceSync(ctx context.Context, name string, data []byte, ifMat
 	}
 	defer l.mu.RUnlock()
 	dir, base := split(name)
-	var d dirRef
 	var err error
 	if ifMatch == "" {
-		d, err = l.makeDir(dir)
-	} else if d, err = l.openDir(dir); err == unix.ENOENT || err == unix.ENOTDIR {
+		err = l.inDir(ctx, dir, func(d *dirRef) error { return replaceIn(ctx, d.fd, base, data, ifMatch, sync) })
+	} else if d, oerr := l.openDir(dir); oerr == unix.ENOENT || oerr == unix.ENOTDIR {
 		err = ErrPrecondition
-	}
-	if err != nil {
-		return pathErr(op, name, err)
-	}
-	err = replaceIn(ctx, d.fd, base, data, ifMatch, sync)
-	if cerr := d.close(); err == nil {
-		err = cerr
+	} else if err = oerr; err == nil {
+		err = replaceIn(ctx, d.fd, base, data, ifMatch, sync)
+		if cerr := d.close(); err == nil {
+			err = cerr
+		}
 	}
 	if err != nil {
 		return pathErr(op, name, err)
@@ -1104,20 +1132,16 @@ func (l *Local) Mkdir(ctx context.Context, name string) error {
 	}
 	defer l.mu.RUnlock()
 	dir, base := split(name)
-	d, err := l.makeDir(dir)
-	if err != nil {
-		return pathErr(op, name, err)
-	}
-	err = ignoringEINTR(func() error { return unix.Mkdirat(d.fd, base, dirPerm) })
-	if err == unix.EEXIST {
-		err = existErr(d.fd, base)
-	}
-	if err == nil {
-		err = fsyncDir(d.fd)
-	}
-	if cerr := d.close(); err == nil {
-		err = cerr
-	}
+	err := l.inDir(ctx, dir, func(d *dirRef) error {
+		err := ignoringEINTR(func() error { return unix.Mkdirat(d.fd, base, dirPerm) })
+		if err == unix.EEXIST {
+			return existErr(d.fd, base)
+		}
+		if err != nil {
+			return err
+		}
+		return fsyncDir(d.fd)
+	})
 	if err != nil {
 		return pathErr(op, name, err)
 	}

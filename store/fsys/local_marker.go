@@ -32,17 +32,13 @@ func (l *Local) CreateMarker(ctx context.Context, name string) error {
 	}
 	defer l.mu.RUnlock()
 	dir, base := split(name)
-	d, err := l.makeDir(dir)
-	if err != nil {
-		return pathErr(op, name, err)
-	}
-	err = l.linkMarker(d.fd, base)
-	if err == errNoMarker {
-		err = createIn(ctx, d.fd, base, nil, SyncContent)
-	}
-	if cerr := d.close(); err == nil {
-		err = cerr
-	}
+	err := l.inDir(ctx, dir, func(d *dirRef) error {
+		err := l.linkMarker(d.fd, base)
+		if err == errNoMarker {
+			err = createIn(ctx, d.fd, base, nil, SyncContent)
+		}
+		return err
+	})
 	if err != nil {
 		return pathErr(op, name, err)
 	}
@@ -72,6 +68,8 @@ func (l *Local) linkMarker(dirfd int, base string) error {
 			return nil
 		case err == unix.EEXIST:
 			return existErr(dirfd, base)
+		case err == unix.ENOENT && unlinkedDir(dirfd):
+			return err // the directory went, not the way to link (see inDir)
 		case err == unix.EMLINK && try == 0:
 			m.links = maxMarkerLinks // a fresh inode, once
 		case err == unix.ENOENT || err == unix.EPERM || err == unix.EXDEV || err == unix.EOPNOTSUPP || err == unix.EINVAL:

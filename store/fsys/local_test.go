@@ -3,7 +3,9 @@ package fsys_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path"
 	"path/filepath"
@@ -349,5 +351,80 @@ func TestLocalMarkersShareAnInode(t *testing.T) {
 	}
 	if err := fsys.CreateMarker(ctx, l, "v0/.1.parquet.claim"); !errors.Is(err, fsys.ErrExist) {
 		t.Errorf("CreateMarker over a marker: %v", err)
+	}
+}
+
+// TestLocalCreateWhileEmptyDirsGo: directories are implicit, so a name
+// made in a directory that another caller removes (empty; only local
+// disks delete directories) at the same moment is still made: every way
+// of making a name makes its parents again if they went. A failed first
+// put removes the empty directories of its profile while another put may
+// be making its first version there.
+func TestLocalCreateWhileEmptyDirsGo(t *testing.T) {
+	rounds := 200
+	if testing.Short() {
+		rounds = 50
+	}
+	for _, res := range resolvers() {
+		l := newLocal(t, res.walk)
+		ctx := t.Context()
+		makers := []struct {
+			name string
+			make func(name string) error
+		}{
+			{"Mkdir", func(name string) error { return l.Mkdir(ctx, name) }},
+			{"CreateExclusive", func(name string) error { return l.CreateExclusive(ctx, name, []byte("x")) }},
+			{"CreateMarker", func(name string) error { return l.CreateMarker(ctx, name) }},
+			{"Create", func(name string) error {
+				w, err := l.Create(ctx, name)
+				if err != nil {
+					return err
+				}
+				if _, err := w.Write([]byte("x")); err != nil {
+					w.Abort()
+					return err
+				}
+				return w.Commit(ctx)
+			}},
+			{"Replace", func(name string) error { return l.Replace(ctx, name, []byte("x"), "") }},
+		}
+		for _, m := range makers {
+			t.Run(res.name+"/"+m.name, func(t *testing.T) {
+				dirs := []string{"gone/" + m.name + "/v", "gone/" + m.name, "gone"}
+				stop := make(chan struct{})
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						for _, d := range dirs {
+							if l.Delete(ctx, d) != nil {
+								break // not empty: someone is making a name in it
+							}
+						}
+						time.Sleep(time.Duration(rand.IntN(100)) * time.Microsecond)
+					}
+				})
+				for i := range rounds {
+					name := fmt.Sprintf("%s/n%d", dirs[0], i)
+					if err := m.make(name); err != nil {
+						t.Errorf("round %d: %s(%q) while its empty parents are removed: %v", i, m.name, name, err)
+						break
+					}
+					if _, err := l.Stat(ctx, name); err != nil {
+						t.Errorf("round %d: %q after it was made: %v", i, name, err)
+						break
+					}
+					if err := l.Delete(ctx, name); err != nil {
+						t.Fatal(err)
+					}
+				}
+				close(stop)
+				wg.Wait()
+			})
+		}
 	}
 }
