@@ -64,7 +64,6 @@ OUT = os.environ.get("BENCH_OUT", os.path.join(HERE, "out"))
 CASES = set(os.environ.get("BENCH_CASES", "get,prune,filter,cache,comp,hist,put,append,history,list,info").split(","))
 HISTORY = [int(n) for n in os.environ.get("BENCH_HISTORY", "100,1000,10000" if SCALE >= 0.25 else "100,1000").split(",")]
 HISTORY_APPENDS = 200  # timed appends at each history size
-CASES = set(os.environ.get("BENCH_CASES", "get,prune,filter,cache,comp,hist,put,append,list,info").split(","))
 HIST_ROWS = int(os.environ.get("BENCH_HIST_ROWS", "1000"))
 HIST_FILES = (3000, 30)  # the history case: appends vs the same rows in few files
 COMPRESSIONS = ("zstd", "lz4_raw", "snappy", "none")
