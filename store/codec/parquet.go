@@ -258,8 +258,12 @@ func (f *ParquetFile) RecordsIn(ctx context.Context, cols []string, rowGroups []
 		return nil, err
 	}
 	md := f.schema.Metadata()
+	want := int64(0)
+	for _, rg := range allGroups(f.pr, rowGroups) {
+		want += f.RowGroup(rg).NumRows()
+	}
 	if direct := f.byteArrayLeaves(cols, rowGroups); f.o.Parallel > 1 && len(cols) > 1 || direct != nil {
-		return f.columnReaders(ctx, cols, rowGroups, direct, &md)
+		return f.columnReaders(ctx, cols, rowGroups, direct, &md, want)
 	}
 	rr, err := f.fr.GetRecordReader(ctx, leaves, rowGroups)
 	if err != nil {
@@ -278,7 +282,7 @@ func (f *ParquetFile) RecordsIn(ctx context.Context, cols []string, rowGroups []
 		src[i] = idx[0]
 		fields[i] = stripField(rsc.Field(idx[0]))
 	}
-	r := &projectReader{rrs: []array.RecordReader{rr}, src: src, schema: arrow.NewSchema(fields, &md)}
+	r := &projectReader{rrs: []array.RecordReader{rr}, src: src, schema: arrow.NewSchema(fields, &md), want: want}
 	r.refs.Store(1)
 	return r, nil
 }
@@ -286,8 +290,8 @@ func (f *ParquetFile) RecordsIn(ctx context.Context, cols []string, rowGroups []
 // columnReaders is RecordsIn's reader for Parallel: a pqarrow reader per
 // column, all made with the same batch size over the same row groups, so
 // their batches line up row for row.
-func (f *ParquetFile) columnReaders(ctx context.Context, cols []string, rowGroups []int, direct []int, md *arrow.Metadata) (array.RecordReader, error) {
-	r := &projectReader{src: make([]int, len(cols)), workers: max(1, f.o.Parallel)}
+func (f *ParquetFile) columnReaders(ctx context.Context, cols []string, rowGroups []int, direct []int, md *arrow.Metadata, want int64) (array.RecordReader, error) {
+	r := &projectReader{src: make([]int, len(cols)), workers: max(1, f.o.Parallel), want: want}
 	fields := make([]arrow.Field, len(cols))
 	for i, name := range cols {
 		idx := f.schema.FieldIndices(name)[0]
@@ -424,6 +428,10 @@ type projectReader struct {
 	schema  *arrow.Schema
 	cur     arrow.RecordBatch
 	err     error
+	// want is the rows the footer gives the row groups read, got those
+	// yielded so far: pages holding other counts than their footer (a
+	// crafted or damaged file) are an error, not rows served.
+	want, got int64
 }
 
 func (r *projectReader) Retain() { r.refs.Add(1) }
@@ -476,9 +484,16 @@ func (r *projectReader) Next() (ok bool) {
 		cols, rows, more = r.nextEach()
 	}
 	if !more {
+		if r.err == nil && r.got != r.want {
+			r.err = fmt.Errorf("the file's pages hold %d rows where its footer says %d", r.got, r.want)
+		}
 		return false
 	}
 	defer releaseAll(cols)
+	if r.got += rows; r.got > r.want {
+		r.err = fmt.Errorf("the file's pages hold more than the %d rows its footer says", r.want)
+		return false
+	}
 	for i, c := range cols {
 		dt := r.schema.Field(i).Type
 		if arrow.TypeEqual(c.DataType(), dt) {
