@@ -217,11 +217,15 @@ class Server:
             self.p.kill()
             raise RuntimeError(f"{argv[0]} did not start: {line!r} (see {self.log.name})")
         self.addr = line.strip().rsplit(" on ", 1)[1]
+        SERVERS_BY_ADDR[self.addr] = self
         self.client = fl.connect(f"grpc://{self.addr}")
+        self.go = None  # its GoClient, started by the first go_read
         self.sampler = Sampler(self.p.pid)
 
     def stop(self):
         self.client.close()
+        if self.go is not None:
+            self.go.close()
         self.p.terminate()
         try:
             self.p.wait(30)
@@ -345,10 +349,43 @@ def flight_read(client, ticket):
     return rows, nbytes
 
 
+class GoClient:
+    """The Go client of one server: a flightbench process and its
+    connection, kept while the server runs, as the pyarrow client is
+    (`flightbench gets`). A process per read paid a fresh process and
+    connection each time (HTTP/2 flow-control windows growing from 64 KiB),
+    which the pyarrow client did not: it cost a 4 MiB read from the IPC
+    cache twice its steady time."""
+
+    def __init__(self, addr):
+        self.proc = subprocess.Popen([FLIGHTBENCH, "gets", "-addr", addr], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+
+    def read(self, ticket):
+        self.proc.stdin.write(ticket + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"flightbench gets ended (exit {self.proc.wait()})")
+        return json.loads(line)
+
+    def close(self):
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+SERVERS_BY_ADDR = {}
+
+
 def go_read(addr, ticket):
-    out = subprocess.run([FLIGHTBENCH, "get", "-addr", addr, "-ticket", ticket], check=True,
-                         capture_output=True, text=True).stdout
-    return json.loads(out)
+    srv = SERVERS_BY_ADDR[addr]
+    if srv.go is None:
+        srv.go = GoClient(addr)
+    return srv.go.read(ticket)
 
 
 def table_res(t):

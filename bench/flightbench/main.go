@@ -5,6 +5,10 @@
 //	flightbench get -addr HOST:PORT -ticket T
 //	    one DoGet, consuming every batch: {"seconds", "rows", "bytes"}; the
 //	    connection is opened (one ListActions) before the clock starts
+//	flightbench gets -addr HOST:PORT
+//	    a DoGet per ticket read from stdin (one per line) over one
+//	    connection, as a long-lived client does (the pyarrow client of the
+//	    suite too): a JSON line {"seconds", "rows", "bytes"} per ticket
 //	flightbench append -addr HOST:PORT -path P -writers W -duration D -rows N
 //	    [-count C] W goroutines, each appending N-row batches (one DoPut each) to
 //	    profile P until D has passed (or C appends in all): {"appends", "rows", "seconds",
@@ -12,6 +16,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,6 +57,8 @@ func main() {
 	switch os.Args[1] {
 	case "get":
 		err = get(os.Args[2:])
+	case "gets":
+		err = gets(os.Args[2:])
 	case "append":
 		err = appendCmd(os.Args[2:])
 	default:
@@ -90,8 +97,38 @@ func get(args []string) error {
 	if err := warm(c); err != nil {
 		return err
 	}
+	return readOnce(c, *ticket)
+}
+
+// gets reads tickets from stdin, one per line, and reads each over one
+// connection.
+func gets(args []string) error {
+	fs := flag.NewFlagSet("gets", flag.ExitOnError)
+	addr := fs.String("addr", "127.0.0.1:8815", "server address")
+	_ = fs.Parse(args)
+	c, err := dial(*addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := warm(c); err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if err := readOnce(c, sc.Text()); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// readOnce reads ticket, consuming every batch, and prints the time, rows
+// and bytes.
+func readOnce(c *client.Client, ticket string) error {
 	start := time.Now()
-	rdr, err := c.ReadTicket(context.Background(), []byte(*ticket))
+	rdr, err := c.ReadTicket(context.Background(), []byte(ticket))
 	if err != nil {
 		return err
 	}
