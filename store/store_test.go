@@ -16,11 +16,13 @@ import (
 )
 
 // newTestStore opens a store on a temp dir with a checked allocator that
-// must be empty when the test ends.
+// must be empty when the test ends, and that poisons what is freed (so
+// memory used after Arrow freed it reads as garbage, as it may once the
+// read pool hands it out again).
 func newTestStore(t *testing.T, opts ...Option) (*Store, string) {
 	t.Helper()
 	dir := t.TempDir()
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(poisonAllocator{memory.NewGoAllocator()})
 	t.Cleanup(func() { mem.AssertSize(t, 0) })
 	s, err := Open(dir, append([]Option{WithAllocator(mem), WithLockTimeout(2e9)}, opts...)...)
 	if err != nil {
@@ -184,4 +186,22 @@ func TestKeys(t *testing.T) {
 			t.Errorf("%q: error shows the server path: %v", c.keys, err)
 		}
 	}
+}
+
+// poisonAllocator overwrites every buffer it frees (see poisonFreed).
+type poisonAllocator struct{ memory.Allocator }
+
+func (a poisonAllocator) Free(b []byte) {
+	b = b[:cap(b)]
+	for i := range b {
+		b[i] = 0xA5
+	}
+	a.Allocator.Free(b)
+}
+
+func (a poisonAllocator) Reallocate(size int, b []byte) []byte {
+	nb := a.Allocate(size)
+	copy(nb, b)
+	a.Free(b)
+	return nb
 }

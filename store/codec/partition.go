@@ -85,6 +85,11 @@ func FormatPartValue(a arrow.Array, i int) (v string, ok bool) {
 	if a.IsNull(i) {
 		return "", false
 	}
+	// Copies: arrow-go's String.Value (and ValueStr) alias the array's
+	// memory, and a partition value outlives its batch (file records,
+	// commit records); the store's read pool reuses freed buffers, which
+	// rewrote values so kept (red team round 7: compaction committed rows
+	// under partition values of other bytes).
 	switch c := a.(type) {
 	case *array.Dictionary:
 		return FormatPartValue(c.Dictionary(), c.GetValueIndex(i))
@@ -93,11 +98,11 @@ func FormatPartValue(a arrow.Array, i int) (v string, ok bool) {
 	case *array.Boolean:
 		return strconv.FormatBool(c.Value(i)), true
 	case *array.String:
-		return c.Value(i), true
+		return strings.Clone(c.Value(i)), true
 	case *array.LargeString:
-		return c.Value(i), true
+		return strings.Clone(c.Value(i)), true
 	}
-	return a.ValueStr(i), true
+	return strings.Clone(a.ValueStr(i)), true
 }
 
 // CanonicalPartValue parses a partition value given as text (a client's
