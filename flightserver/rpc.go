@@ -382,8 +382,18 @@ func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServ
 }
 
 // sendBatch sends one batch as a message of its own buffers; hold is
-// released once gRPC is done with them.
+// released once gRPC is done with them. The batch itself is kept until
+// then too: the IPC payload of a sliced batch (a filter's rows, a batch
+// cut under the message limit) points into its buffers without counting
+// a reference, and the read pool reuses freed buffers (red team round 7:
+// a filtered read sent another batch's bytes).
 func (s *Server) sendBatch(out *sendCounter, rec arrow.RecordBatch, hold func()) error {
+	rec.Retain()
+	held := hold
+	hold = func() {
+		held()
+		rec.Release()
+	}
 	pl, err := ipc.GetRecordBatchPayload(rec, ipc.WithAllocator(s.opts.mem))
 	if err != nil {
 		hold()
