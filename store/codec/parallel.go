@@ -185,11 +185,17 @@ func (cw *columnWriter) writeColumn(rec arrow.RecordBatch, i int) error {
 	var def []int16
 	if cw.optional[i] {
 		def = make([]int16, arr.Len())
-		if arr.NullN() == 0 {
+		switch {
+		case arr.DataType().ID() == arrow.NULL:
+			// All null (IsValid answers true: a null array has no
+			// bitmap): every level 0, as pqarrow writes it. Levels of
+			// 1 with no values made files no reader decodes (red team
+			// round 7's r02).
+		case arr.NullN() == 0:
 			for k := range def {
 				def[k] = 1
 			}
-		} else {
+		default:
 			for k := range def {
 				if arr.IsValid(k) {
 					def[k] = 1

@@ -42,6 +42,7 @@ func flatBatch(mem memory.Allocator, rows int, seed uint64) arrow.RecordBatch {
 		{Name: "ts", Type: ts, Nullable: true},
 		{Name: "dec", Type: &arrow.Decimal128Type{Precision: 20, Scale: 2}, Nullable: true},
 		{Name: "dict", Type: dict, Nullable: true},
+		{Name: "nul", Type: arrow.Null, Nullable: true},
 	}, &md)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	b := array.NewRecordBuilder(mem, sc)
@@ -94,6 +95,8 @@ func flatBatch(mem memory.Allocator, rows int, seed uint64) arrow.RecordBatch {
 				if err := fb.(*array.BinaryDictionaryBuilder).AppendString(fmt.Sprintf("d%d", v%5)); err != nil {
 					panic(err)
 				}
+			case "nul":
+				fb.AppendNull()
 			}
 		}
 	}
