@@ -111,6 +111,20 @@ func (s *Store) Known(keys []string) bool {
 	return s.profiles[p.dir] != nil
 }
 
+// Writing reports whether puts of this process to the profile keys names
+// are in flight: their files, not yet committed, look like a killed
+// writer's orphans to sweep and verify, which leave young ones alone
+// while it is so.
+func (s *Store) Writing(keys []string) bool {
+	p, err := s.resolve(keys)
+	if err != nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writing[p.dir] > 0
+}
+
 // Forget drops the in-memory state of the profile keys names unless a
 // commit of it is under way. That state is a cache of what is on disk:
 // the next operation on the profile reads it again (an operation still

@@ -101,6 +101,19 @@ func (s *Store) Put(ctx context.Context, keys []string, rdr array.RecordReader, 
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	if s.writing == nil {
+		s.writing = map[string]int{}
+	}
+	s.writing[p.dir]++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.writing[p.dir]--; s.writing[p.dir] == 0 {
+			delete(s.writing, p.dir)
+		}
+		s.mu.Unlock()
+	}()
 	if o.Mode == "" {
 		o.Mode = ModeAppend
 	}

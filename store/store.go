@@ -31,6 +31,9 @@ type Store struct {
 
 	mu       sync.Mutex
 	profiles map[string]*profileState
+	// writing counts this process's puts in flight per profile
+	// directory (Writing), under mu.
+	writing map[string]int
 	budget   *memBudget
 	bg       sync.WaitGroup // background work (automatic compaction)
 	// cache is the IPC cache of decoded files (nil: none; readcache.go).

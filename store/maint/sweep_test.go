@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	"github.com/quiverdb/quiver/store"
 	"github.com/quiverdb/quiver/store/fsys"
 	"github.com/quiverdb/quiver/store/maint"
@@ -526,5 +530,80 @@ func TestSweepForgetsWhatItAloneLoaded(t *testing.T) {
 	sn, err := s.Snapshot(ctx, []string{"b"}, store.SnapshotOptions{Version: store.Latest})
 	if err != nil || len(sn.Files) != 2 {
 		t.Fatalf("b after the sweep: %+v %v", sn, err)
+	}
+}
+
+// pausingReader yields its batches, blocking before the last until
+// release is closed (a put in flight, its temp file open).
+type pausingReader struct {
+	array.RecordReader
+	paused  chan struct{}
+	release chan struct{}
+	n       int
+}
+
+func (r *pausingReader) Next() bool {
+	if r.n++; r.n == 2 {
+		close(r.paused)
+		<-r.release
+	}
+	return r.RecordReader.Next()
+}
+
+// TestSweepZeroLeavesLivePuts: sweep {"older_than_s": 0} while a put of
+// this process is streaming leaves its files alone, and the put commits
+// (red team round 7's r03: sweep 0 removed the files of appends in
+// flight, which then failed).
+func TestSweepZeroLeavesLivePuts(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	k := []string{"live", "p"}
+	if _, err := s.Put(ctx, k, ids(1), store.PutOptions{Mode: store.ModeWrite}); err != nil {
+		t.Fatal(err)
+	}
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	b.AppendValues([]int64{2, 3}, nil)
+	col := b.NewArray()
+	b.Release()
+	recs := []arrow.RecordBatch{array.NewRecordBatch(idSchema, []arrow.Array{col}, 2), array.NewRecordBatch(idSchema, []arrow.Array{col}, 2)}
+	col.Release()
+	inner, err := array.NewRecordReader(idSchema, recs)
+	for _, r := range recs {
+		r.Release()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Release()
+	rdr := &pausingReader{RecordReader: inner, paused: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Put(ctx, k, rdr, store.PutOptions{Mode: store.ModeAppend})
+		done <- err
+	}()
+	<-rdr.paused
+	if !s.Writing(k) {
+		t.Fatal("Writing: false while a put streams")
+	}
+	rep, err := maint.Sweep(ctx, s, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range rep.Removed {
+		t.Errorf("sweep 0 removed %s while its put ran", name)
+	}
+	vr, err := maint.Verify(ctx, s, maint.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range vr.Problems {
+		t.Errorf("verify while a put runs: %s %s: %s", p.Kind, p.Path, p.Detail)
+	}
+	close(rdr.release)
+	if err := <-done; err != nil {
+		t.Fatalf("the put swept meanwhile: %v", err)
+	}
+	if s.Writing(k) {
+		t.Error("Writing: true after the put returned")
 	}
 }

@@ -310,7 +310,11 @@ func verifyVersion(ctx context.Context, st *store.Store, in *store.Inspection, v
 		}
 		return nil
 	}
+	live := st.Writing(in.Keys)
 	for _, e := range vs.Orphans {
+		if live && now.Sub(e.ModTime) < o.StaleAfter {
+			continue // perhaps a put of this server, still running
+		}
 		rep.add(ProblemOrphan, e.Name, "a data file Quiver wrote that no commit record lists (its writer died before committing); readers do not see it")
 	}
 	for _, df := range vs.Unrecorded {
