@@ -1,0 +1,29 @@
+"""The outside red team's attacks on writes, compaction and maintenance
+(round 7, 2026-11-30), kept as tests: each script in redteam_write/ starts
+its own server on a temp data dir, puts, compacts, sweeps and verifies, and
+exits non-zero while its bug is present. See docs/reliability.md, "Bugs
+found"."""
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent / "redteam_write"
+SCRIPTS = sorted(p.name for p in HERE.glob("r*.py"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_redteam_write(script, quiver_bin):
+    env = dict(os.environ, QUIVER=str(quiver_bin), PORT=str(free_port()))
+    r = subprocess.run([sys.executable, str(HERE / script)], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"{script} exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
