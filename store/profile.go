@@ -125,6 +125,11 @@ func (s *Store) Writing(keys []string) bool {
 	return s.writing[p.dir] > 0
 }
 
+// PutsBegun counts the puts this process has begun, to any profile: a
+// caller that reads it before and after looking at storage knows whether
+// a put may have run meanwhile (one that began and ended in between).
+func (s *Store) PutsBegun() uint64 { return s.putsBegun.Load() }
+
 // Forget drops the in-memory state of the profile keys names unless a
 // commit of it is under way. That state is a cache of what is on disk:
 // the next operation on the profile reads it again (an operation still

@@ -107,6 +107,7 @@ func (s *Store) Put(ctx context.Context, keys []string, rdr array.RecordReader, 
 	}
 	s.writing[p.dir]++
 	s.mu.Unlock()
+	s.putsBegun.Add(1)
 	defer func() {
 		s.mu.Lock()
 		if s.writing[p.dir]--; s.writing[p.dir] == 0 {

@@ -34,8 +34,10 @@ type Store struct {
 	// writing counts this process's puts in flight per profile
 	// directory (Writing), under mu.
 	writing map[string]int
-	budget  *memBudget
-	bg      sync.WaitGroup // background work (automatic compaction)
+	// putsBegun counts the puts begun (PutsBegun).
+	putsBegun atomic.Uint64
+	budget    *memBudget
+	bg        sync.WaitGroup // background work (automatic compaction)
 	// cache is the IPC cache of decoded files (nil: none; readcache.go).
 	cache *ipccache.Cache
 	// readMem allocates what reads decode: a pool unless WithAllocator

@@ -188,7 +188,11 @@ func verifyOrReport(ctx context.Context, st *store.Store, keys []string, o Verif
 }
 
 func verifyProfile(ctx context.Context, st *store.Store, keys []string, o VerifyOptions, rep *VerifyReport) error {
+	// Puts of this server that overlap the inspection may have files
+	// not yet committed, which look like a killed writer's orphans.
+	begun, writing := st.PutsBegun(), st.Writing(keys)
 	in, err := st.Inspect(ctx, keys)
+	live := writing || st.Writing(keys) || st.PutsBegun() != begun
 	if err != nil {
 		return err
 	}
@@ -229,7 +233,7 @@ func verifyProfile(ctx context.Context, st *store.Store, keys []string, o Verify
 		rep.add(ProblemMutated, path.Join(prof, store.VersionName(u.Version)), "the version cannot be read: %v", u.Err)
 	}
 	for _, vs := range in.Versions {
-		if err := verifyVersion(ctx, st, in, vs, o, now, rep); err != nil {
+		if err := verifyVersion(ctx, st, in, vs, o, now, live, rep); err != nil {
 			return err
 		}
 		if err := verifyVersionInfo(ctx, st, prof, vs, rep); err != nil {
@@ -291,7 +295,7 @@ func reportEntries(rep *VerifyReport, temps, links, unknown []fsys.Entry, now ti
 	}
 }
 
-func verifyVersion(ctx context.Context, st *store.Store, in *store.Inspection, vs *store.VersionState, o VerifyOptions, now time.Time, rep *VerifyReport) error {
+func verifyVersion(ctx context.Context, st *store.Store, in *store.Inspection, vs *store.VersionState, o VerifyOptions, now time.Time, live bool, rep *VerifyReport) error {
 	prof := in.Path()
 	vdir := path.Join(prof, store.VersionName(vs.Version))
 	reportEntries(rep, vs.Temps, vs.Links, vs.Unknown, now, o.StaleAfter)
@@ -310,7 +314,6 @@ func verifyVersion(ctx context.Context, st *store.Store, in *store.Inspection, v
 		}
 		return nil
 	}
-	live := st.Writing(in.Keys)
 	for _, e := range vs.Orphans {
 		if live && now.Sub(e.ModTime) < o.StaleAfter {
 			continue // perhaps a put of this server, still running
