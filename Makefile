@@ -27,7 +27,7 @@ vet:
 	@test -z "$$(gofmt -l .)" || (echo "gofmt needed:"; gofmt -l .; exit 1)
 
 # Servers and stores under test overwrite the memory Arrow frees before the
-# read pool reuses it (store/pool.go): a value kept past its batch then reads
+# pools reuse it (internal/poison): a value kept past its batch then reads
 # as garbage at once. (Test binaries do it anyway; this reaches the servers
 # the Python and integration suites start.)
 test-go test-race test-python test-on-s3 test-s3 test-reliability: export QUIVER_POISON_FREED = 1

@@ -2,11 +2,11 @@ package store
 
 import (
 	"math/bits"
-	"os"
 	"sync"
-	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/quiverdb/quiver/internal/poison"
 )
 
 // poolAllocator is the store's default Arrow allocator for reads: buffers
@@ -86,20 +86,10 @@ func (a *poolAllocator) Reallocate(size int, b []byte) []byte {
 	return nb
 }
 
-// poisonFreed makes Free overwrite every buffer it is given, so that
-// memory used after Arrow freed it (a zero-copy string of a value kept
-// past its batch) reads as garbage at once instead of when the buffer
-// happens to be handed out again. On in tests, and where
-// QUIVER_POISON_FREED=1 (the integration tests' servers).
-var poisonFreed = testing.Testing() || os.Getenv("QUIVER_POISON_FREED") == "1"
-
 // Free returns a buffer whose capacity is a size class to its pool.
 func (a *poolAllocator) Free(b []byte) {
-	if poisonFreed {
-		b = b[:cap(b)]
-		for i := range b {
-			b[i] = 0xA5
-		}
+	if poison.On {
+		poison.Fill(b)
 	}
 	if !pooled(b) {
 		return

@@ -102,9 +102,6 @@ func (s *Store) Put(ctx context.Context, keys []string, rdr array.RecordReader, 
 		return nil, err
 	}
 	s.mu.Lock()
-	if s.writing == nil {
-		s.writing = map[string]int{}
-	}
 	s.writing[p.dir]++
 	s.mu.Unlock()
 	s.putsBegun.Add(1)

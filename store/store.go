@@ -194,7 +194,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		}
 		o.writer = fmt.Sprintf("%s@%s:%d", user, o.host, o.pid)
 	}
-	s := &Store{opts: o, profiles: map[string]*profileState{}, budget: newMemBudget(o.putMemory), cache: o.cache}
+	s := &Store{opts: o, profiles: map[string]*profileState{}, writing: map[string]int{}, budget: newMemBudget(o.putMemory), cache: o.cache}
 	s.readMem = o.mem
 	if !o.memSet {
 		s.readMem = newPoolAllocator()

@@ -13,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/quiverdb/quiver/internal/poison"
 )
 
 // newTestStore opens a store on a temp dir with a checked allocator that
@@ -188,14 +190,11 @@ func TestKeys(t *testing.T) {
 	}
 }
 
-// poisonAllocator overwrites every buffer it frees (see poisonFreed).
+// poisonAllocator overwrites every buffer it frees (internal/poison).
 type poisonAllocator struct{ memory.Allocator }
 
 func (a poisonAllocator) Free(b []byte) {
-	b = b[:cap(b)]
-	for i := range b {
-		b[i] = 0xA5
-	}
+	poison.Fill(b)
 	a.Allocator.Free(b)
 }
 

@@ -87,17 +87,27 @@ func get(args []string) error {
 	addr := fs.String("addr", "127.0.0.1:8815", "server address")
 	ticket := fs.String("ticket", "", "ticket bytes")
 	_ = fs.Parse(args)
-	c, err := dial(*addr)
+	c, err := connect(*addr)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	// Connect first (grpc-go dials lazily), so that the time is the read's,
-	// as for the pyarrow client, which the suite connects once per server.
-	if err := warm(c); err != nil {
-		return err
-	}
 	return readOnce(c, *ticket)
+}
+
+// connect dials addr and opens the connection (grpc-go dials lazily), so
+// that a read's time is the read's, as for the pyarrow client, which the
+// suite connects once per server.
+func connect(addr string) (*client.Client, error) {
+	c, err := dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	if err := warm(c); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // gets reads tickets from stdin, one per line, and reads each over one
@@ -106,14 +116,11 @@ func gets(args []string) error {
 	fs := flag.NewFlagSet("gets", flag.ExitOnError)
 	addr := fs.String("addr", "127.0.0.1:8815", "server address")
 	_ = fs.Parse(args)
-	c, err := dial(*addr)
+	c, err := connect(*addr)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if err := warm(c); err != nil {
-		return err
-	}
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {

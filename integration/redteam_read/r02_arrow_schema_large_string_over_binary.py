@@ -8,7 +8,7 @@ from common import *  # noqa: F401,F403 (the shared helpers, imports and temp di
 # (that case is served as binary), so only the large variant slips through.
 # Also the reverse: a String column whose ARROW:schema claims large_binary is
 # served as large_binary (pyarrow: string).
-# Kept as a test (integration/test_redteam_read.py): served data must be valid
+# Kept as a test (integration/test_redteam.py): served data must be valid
 # Arrow, or the read refused as corrupt (what Quiver does now).
 # Exit 1 while the bug is present.
 bad = 0

@@ -2,9 +2,9 @@ package ipccache
 
 import (
 	"math/bits"
-	"os"
 	"sync"
-	"testing"
+
+	"github.com/quiverdb/quiver/internal/poison"
 )
 
 // Message buffers of BatchPooled come from pools by power-of-two size
@@ -33,19 +33,10 @@ func getBuf(n int) []byte {
 	return make([]byte, n, 1<<(c+minBufShift))
 }
 
-// poisonFreed makes putBuf overwrite what it is given, as the store's read
-// pool does (store/pool.go): a message sent after its buffer was returned
-// then goes out as garbage at once. On in tests and where
-// QUIVER_POISON_FREED=1.
-var poisonFreed = testing.Testing() || os.Getenv("QUIVER_POISON_FREED") == "1"
-
 // putBuf returns a buffer of getBuf to its pool.
 func putBuf(b []byte) {
-	if poisonFreed {
-		b = b[:cap(b)]
-		for i := range b {
-			b[i] = 0xA5
-		}
+	if poison.On {
+		poison.Fill(b) // see internal/poison
 	}
 	c := bufClass(cap(b))
 	if c < 0 || cap(b) != 1<<(c+minBufShift) {

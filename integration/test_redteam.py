@@ -1,8 +1,8 @@
-"""The outside red team's attacks on writes, compaction and maintenance
-(round 7, 2026-11-30), kept as tests: each script in redteam_write/ starts
-its own server on a temp data dir, puts, compacts, sweeps and verifies, and
-exits non-zero while its bug is present. See docs/reliability.md, "Bugs
-found"."""
+"""The outside red team's attacks (2026-11-30), kept as tests: each script
+starts its own server on a temp data dir and exits non-zero while its bug
+is present. redteam_read/ plants or puts crafted Parquet files (rounds 5
+and 6); redteam_write/ puts, compacts, sweeps and verifies (rounds 7 and
+8). See docs/reliability.md, "Bugs found"."""
 
 import os
 import socket
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).parent / "redteam_write"
-SCRIPTS = sorted(p.name for p in HERE.glob("r*.py"))
+HERE = Path(__file__).parent
+SCRIPTS = [f"{d}/{p.name}" for d in ("redteam_read", "redteam_write") for p in sorted((HERE / d).glob("r*.py"))]
 
 
 def free_port() -> int:
@@ -23,7 +23,7 @@ def free_port() -> int:
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_redteam_write(script, quiver_bin):
+def test_redteam(script, quiver_bin):
     env = dict(os.environ, QUIVER=str(quiver_bin), PORT=str(free_port()))
     r = subprocess.run([sys.executable, str(HERE / script)], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"{script} exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
