@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -264,9 +265,25 @@ func (s *Store) inspectLog(ctx context.Context, ps *profileState, in *Inspection
 		}
 	}
 	sort.Slice(segs, func(i, j int) bool { return segs[i].first < segs[j].first })
+	listed := make(map[int64]bool, len(segs))
+	for _, sg := range segs {
+		listed[sg.first] = true
+	}
 	lv := ps.log
 	lv.loaded = true
-	for _, sg := range segs {
+	for i := 0; i < len(segs); i++ {
+		sg := segs[i]
+		// A listing is no snapshot: a segment committed while the
+		// directory was read may be missed while a later one is listed
+		// (readdir and S3 listings both allow it). The segment that must
+		// come next has a known name; read it before calling it missing.
+		if next := lv.head + 1; sg.first > next && !listed[next] {
+			listed[next] = true
+			if _, _, err := s.fs.ReadFile(ctx, p.join(logDir, segmentName(next))); err == nil {
+				segs = slices.Insert(segs, i, seg{next, segmentName(next)})
+				sg = segs[i]
+			}
+		}
 		name := p.join(logDir, sg.name)
 		b, _, err := s.fs.ReadFile(ctx, name)
 		if errors.Is(err, fsys.ErrUnsafePath) {

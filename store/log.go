@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 
 	"github.com/quiverdb/quiver/store/fsys"
@@ -177,7 +178,22 @@ func (s *Store) loadLog(ctx context.Context, p profile) (*logView, error) {
 		}
 	}
 	sort.Slice(firsts, func(i, j int) bool { return firsts[i] < firsts[j] })
-	for _, first := range firsts {
+	for i := 0; i < len(firsts); i++ {
+		first := firsts[i]
+		if first > lv.nextSeg && !slices.Contains(firsts, lv.nextSeg) {
+			// A segment committed while the directory was listed may be
+			// missing from the listing though a later one is in it (a
+			// listing is no snapshot): the next one's name is known.
+			recs, err := s.readSegment(ctx, p, lv.nextSeg)
+			if err != nil {
+				return nil, err
+			}
+			if recs != nil {
+				firsts = slices.Insert(firsts, i, lv.nextSeg)
+				lv.add(recs)
+				continue
+			}
+		}
 		if first != lv.nextSeg && lv.broken == "" {
 			lv.broken = fmt.Sprintf("segment %s follows record %d", segmentName(first), lv.head)
 		}
