@@ -17,6 +17,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"pgregory.net/rapid"
+
+	"github.com/quiverdb/quiver/internal/par"
 )
 
 // byteArrayCase is a random file of string-like columns and how to read it.
@@ -287,8 +289,8 @@ func (p panicked) Error() string { return fmt.Sprint("panic: ", p.v) }
 // first frame below the panic is a codec function.
 func (p panicked) ours() bool {
 	stack := p.stack
-	if wp, ok := p.v.(workerPanic); ok {
-		stack = string(wp.stack)
+	if wp, ok := p.v.(par.Panic); ok {
+		stack = string(wp.Stack)
 	}
 	return strings.HasPrefix(panicFrame(stack), "github.com/quiverdb/quiver/store/codec.")
 }

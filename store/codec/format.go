@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -103,6 +104,11 @@ type WriterOptions struct {
 	Metadata map[string]string
 	// Allocator for the encoder's buffers (memory.DefaultAllocator if nil).
 	Allocator memory.Allocator
+	// Plain names top-level string, binary and fixed-size binary columns
+	// to write without dictionary encoding. FileWriter adds the columns
+	// whose first batch shows nearly every value distinct (see
+	// dictionaryPays).
+	Plain []string
 	// Serial encodes a Parquet file's columns one after the other, as
 	// pqarrow does, also where they could be encoded in parallel (flat
 	// schemas, several cores). For comparisons and for callers that run
@@ -122,7 +128,7 @@ func (o WriterOptions) mem() memory.Allocator {
 //
 // Dictionary encoding is on for byte-array columns (strings, binaries) only:
 // for numbers arrow-go's dictionary hashing costs half of the write time
-// and rarely pays.
+// and rarely pays. Columns in o.Plain are left out too.
 //
 // A partitioned put keeps one open writer per partition, and each column of
 // each writer buffers its current data page (and dictionary) uncompressed
@@ -156,7 +162,8 @@ func WriterProperties(sc *arrow.Schema, o WriterOptions) (*parquet.WriterPropert
 	}
 	for i := 0; i < pqs.NumColumns(); i++ {
 		c := pqs.Column(i)
-		if c.PhysicalType() == parquet.Types.ByteArray || c.PhysicalType() == parquet.Types.FixedLenByteArray {
+		if (c.PhysicalType() == parquet.Types.ByteArray || c.PhysicalType() == parquet.Types.FixedLenByteArray) &&
+			!(len(c.ColumnPath()) == 1 && slices.Contains(o.Plain, c.ColumnPath()[0])) {
 			opts = append(opts, parquet.WithDictionaryPath(c.ColumnPath(), true))
 		}
 	}

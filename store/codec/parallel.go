@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
@@ -17,6 +15,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/apache/arrow-go/v18/parquet/schema"
+
+	"github.com/quiverdb/quiver/internal/par"
 )
 
 // parquetWriter is what FileWriter needs of a Parquet encoder: pqarrow's
@@ -157,22 +157,7 @@ func (cw *columnWriter) WriteBuffered(rec arrow.RecordBatch) error {
 		}
 		return nil
 	}
-	var next atomic.Int64
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for range min(cw.workers, n) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				errs[i] = cw.writeColumn(rec, i)
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return par.ForEach(n, cw.workers, func(i int) error { return cw.writeColumn(rec, i) })
 }
 
 // writeColumn encodes column i of rec into its column chunk.

@@ -8,7 +8,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -20,6 +19,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/quiverdb/quiver/internal/par"
 )
 
 // SchemaVersionKey is the footer key that carries the schema version in
@@ -534,8 +535,8 @@ func (r *projectReader) nextOne() ([]arrow.Array, int64, bool) {
 // fault, returned as an error; any other is re-raised.
 func libraryPanic(v any) (error, bool) {
 	stack := debug.Stack()
-	if wp, ok := v.(workerPanic); ok {
-		v, stack = wp.value, wp.stack
+	if wp, ok := v.(par.Panic); ok {
+		v, stack = wp.Value, wp.Stack
 	}
 	frame := panicFrame(string(stack))
 	for _, lib := range []string{"github.com/apache/arrow-go/", "github.com/apache/thrift/", "github.com/klauspost/compress/"} {
@@ -563,66 +564,29 @@ func panicFrame(stack string) string {
 	return ""
 }
 
-// workerPanic carries a panic of a decoding goroutine to Next's, with the
-// goroutine's stack, so that it is recovered where a sequential read's
-// would be.
-type workerPanic struct {
-	value any
-	stack []byte
-}
-
-func (p workerPanic) String() string { return fmt.Sprintf("%v\n%s", p.value, p.stack) }
-
 // nextEach reads the next batch of every column's reader, on up to
 // workers goroutines, and checks that they agree on its rows.
 func (r *projectReader) nextEach() ([]arrow.Array, int64, bool) {
 	n := len(r.rrs)
 	cols := make([]arrow.Array, n)
 	more := make([]bool, n)
-	errs := make([]error, n)
-	var (
-		next   atomic.Int64
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		panicV *workerPanic
-	)
-	work := func() {
-		defer wg.Done()
-		defer func() {
-			if v := recover(); v != nil {
-				mu.Lock()
-				if panicV == nil {
-					panicV = &workerPanic{value: v, stack: debug.Stack()}
-				}
-				mu.Unlock()
-			}
-		}()
-		for {
-			i := int(next.Add(1) - 1)
-			if i >= n {
-				return
-			}
-			rr := r.rrs[i]
-			if more[i] = rr.Next(); more[i] {
-				cols[i] = rr.RecordBatch().Column(0)
-				cols[i].Retain()
-			} else {
-				errs[i] = rr.Err()
-			}
+	defer func() {
+		// A decoder's panic (par.Panic) goes on up, the columns freed.
+		if v := recover(); v != nil {
+			releaseAll(cols)
+			panic(v)
 		}
-	}
-	w := min(r.workers, n)
-	wg.Add(w)
-	for range w - 1 {
-		go work()
-	}
-	work()
-	wg.Wait()
-	if panicV != nil {
-		releaseAll(cols)
-		panic(*panicV)
-	}
-	if err := errors.Join(errs...); err != nil {
+	}()
+	err := par.ForEach(n, r.workers, func(i int) error {
+		rr := r.rrs[i]
+		if more[i] = rr.Next(); more[i] {
+			cols[i] = rr.RecordBatch().Column(0)
+			cols[i].Retain()
+			return nil
+		}
+		return rr.Err()
+	})
+	if err != nil {
 		releaseAll(cols)
 		r.err = err
 		return nil, 0, false

@@ -35,7 +35,9 @@ type FileWriter struct {
 	schema *arrow.Schema
 	out    *countingWriter
 	mem    *countingAllocator
-	pw     parquetWriter
+	pw     parquetWriter // nil until the first batch (start)
+	popts  WriterOptions // of the Parquet encoder start creates
+	meta   [][2]string   // footer metadata added before start
 	cw     *csv.Writer
 	rows   int64
 	// rowGroupRows caps a Parquet row group.
@@ -65,43 +67,65 @@ func NewFileWriter(w io.Writer, sc *arrow.Schema, o WriterOptions) (*FileWriter,
 		fw.cw = csv.NewWriter(fw.out, sc, csv.WithHeader(true), csv.WithNullWriter(""), csv.WithCustomTypeConverter(CSVFloats))
 	case FormatParquet:
 		o.Allocator = fw.mem
-		props, err := WriterProperties(sc, o)
-		if err != nil {
+		// The encoder starts with the first batch, which decides the
+		// columns written without a dictionary (plainColumns); the
+		// schema is checked now.
+		if _, err := WriterProperties(sc, o); err != nil {
 			return nil, err
 		}
-		aprops := pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(fw.mem))
-		// Flat schemas: columns encoded in parallel (columnWriter);
-		// nested ones through pqarrow.
-		var cw *columnWriter
-		if !o.Serial {
-			if cw, err = newColumnWriter(sc, fw.out, props, aprops); err != nil {
-				return nil, fw.classify(err)
-			}
-		}
-		if cw != nil {
-			fw.pw = cw
-		} else {
-			pw, err := pqarrow.NewFileWriter(sc, fw.out, props, aprops)
-			if err != nil {
-				return nil, fw.classify(err)
-			}
-			fw.pw = pw
-		}
+		fw.popts = o
+		fw.popts.Metadata = nil
 		keys := make([]string, 0, len(o.Metadata))
 		for k := range o.Metadata {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			if err := fw.AppendMetadata(k, o.Metadata[k]); err != nil {
-				fw.Abort()
-				return nil, err
-			}
+			fw.meta = append(fw.meta, [2]string{k, o.Metadata[k]})
 		}
 	default:
 		return nil, fmt.Errorf("%w: unknown format %q (want parquet or csv)", ErrInvalid, string(f))
 	}
 	return fw, nil
+}
+
+// start creates the Parquet encoder, its dictionary columns chosen by
+// first (the file's first batch; nil: none), and passes it the metadata
+// added so far.
+func (fw *FileWriter) start(first arrow.RecordBatch) error {
+	o := fw.popts
+	if first != nil {
+		o.Plain = append(slices.Clip(o.Plain), plainColumns(first)...)
+	}
+	props, err := WriterProperties(fw.schema, o)
+	if err != nil {
+		return fw.fail(err)
+	}
+	aprops := pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(fw.mem))
+	// Flat schemas: columns encoded in parallel (columnWriter); nested
+	// ones through pqarrow.
+	var cw *columnWriter
+	if !o.Serial {
+		if cw, err = newColumnWriter(fw.schema, fw.out, props, aprops); err != nil {
+			return fw.fail(err)
+		}
+	}
+	if cw != nil {
+		fw.pw = cw
+	} else {
+		pw, err := pqarrow.NewFileWriter(fw.schema, fw.out, props, aprops)
+		if err != nil {
+			return fw.fail(err)
+		}
+		fw.pw = pw
+	}
+	for _, kv := range fw.meta {
+		if err := fw.pw.AppendKeyValueMetadata(kv[0], kv[1]); err != nil {
+			return fw.fail(err)
+		}
+	}
+	fw.meta = nil
+	return nil
 }
 
 // Format is the format being written.
@@ -113,8 +137,12 @@ func (fw *FileWriter) Schema() *arrow.Schema { return fw.schema }
 // AppendMetadata adds a key-value pair to a Parquet file's footer (before
 // Close). CSV files keep no metadata: it is ignored there.
 func (fw *FileWriter) AppendMetadata(key, value string) error {
-	if fw.pw == nil || fw.err != nil {
+	if fw.cw != nil || fw.err != nil {
 		return fw.err
+	}
+	if fw.pw == nil {
+		fw.meta = append(fw.meta, [2]string{key, value})
+		return nil
 	}
 	if err := fw.pw.AppendKeyValueMetadata(key, value); err != nil {
 		return fw.fail(err)
@@ -153,6 +181,11 @@ func (fw *FileWriter) Write(rec arrow.RecordBatch) error {
 // splitting it here rather than in pqarrow, which slices what it splits
 // and mishandles some slices (see parquetSafe).
 func (fw *FileWriter) writeParquet(rec arrow.RecordBatch) error {
+	if fw.pw == nil {
+		if err := fw.start(rec); err != nil {
+			return err
+		}
+	}
 	rows := rec.NumRows()
 	for off := int64(0); off < rows; {
 		cur, err := fw.pw.RowGroupNumRows()
@@ -380,6 +413,11 @@ func (fw *FileWriter) Close() error {
 			return fw.fail(err)
 		}
 		return nil
+	}
+	if fw.pw == nil {
+		if err := fw.start(nil); err != nil {
+			return err
+		}
 	}
 	if err := fw.pw.Close(); err != nil {
 		return fw.fail(err)
