@@ -194,6 +194,7 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) (res []commitResult,
 			go func() {
 				ps.mu.Lock()
 				ps.log = newLogView()
+				ps.fresh = 0 // no syncLog may skip its refresh now
 				ps.mu.Unlock()
 			}()
 			res = make([]commitResult, len(batch))

@@ -7,6 +7,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -21,6 +22,12 @@ type profileState struct {
 
 	mu  sync.Mutex // guards log and the caches below
 	log *logView
+	// syncTicket numbers syncLog's callers as they arrive; fresh is the
+	// highest ticket handed out before the last successful refresh of
+	// syncLog began: every caller up to it arrived before that refresh
+	// read the log, so the view already shows what it must.
+	syncTicket atomic.Uint64
+	fresh      uint64
 	// infos caches .version.json of versions that have one (immutable).
 	infos map[int]*versionHead
 	// ours caches, per root data file path and size, whether Quiver wrote
@@ -173,10 +180,24 @@ func (s *Store) state(p profile) *profileState {
 
 // syncLog brings the profile's log view up to date and returns it. The
 // view must only be read while ps.mu is held; callers copy what they need.
+//
+// Callers that queued for the lock while another refreshed share the
+// refresh that began after they arrived (32 concurrent appenders each read
+// .log/HEAD and probed the next segment under the lock, one after the
+// other: 5% of the server's CPU).
 func (s *Store) syncLog(ctx context.Context, ps *profileState) error {
+	t := ps.syncTicket.Add(1)
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	return s.refreshLog(ctx, ps.p, ps.log)
+	if t <= ps.fresh {
+		return nil
+	}
+	start := ps.syncTicket.Load()
+	if err := s.refreshLog(ctx, ps.p, ps.log); err != nil {
+		return err
+	}
+	ps.fresh = start
+	return nil
 }
 
 // exists reports whether the profile has a manifest.

@@ -824,3 +824,80 @@ func TestListingThatMissesASegment(t *testing.T) {
 		t.Errorf("a removed segment: problems %q, want one saying %q", in.LogProblems, want)
 	}
 }
+
+// TestSyncLogSharesRefreshes: callers that queue while the log is being
+// read share the next read, but never one that began before they
+// arrived: a commit made before a caller's syncLog is in its view.
+func TestSyncLogSharesRefreshes(t *testing.T) {
+	dir := t.TempDir()
+	l, err := fsys.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook := &hookFS{FS: l, glob: headName}
+	s, _ := newTestStore(t, WithFS(hook))
+	other, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := []string{"shared"}
+	put(t, s, ModeWrite, k, ids(1), PutOptions{})
+	ps := s.state(profile{keys: k, dir: "shared"})
+	ctx := t.Context()
+
+	// 1. A refresh that began before a commit does not serve a caller
+	// that arrived after it.
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hook.mu.Lock()
+	hook.onRead = func(string) {
+		once.Do(func() {
+			close(entered)
+			<-release
+		})
+	}
+	hook.mu.Unlock()
+	first := make(chan error, 1)
+	go func() { first <- s.syncLog(ctx, ps) }()
+	<-entered // the first refresh has begun (it read nothing yet)
+	rec := put(t, other, ModeAppend, k, ids(2), PutOptions{})
+	late := make(chan error, 1)
+	go func() { late <- s.syncLog(ctx, ps) }()
+	for ps.syncTicket.Load() < 2 {
+		runtime.Gosched()
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-late; err != nil {
+		t.Fatal(err)
+	}
+	ps.mu.Lock()
+	head := ps.log.head
+	ps.mu.Unlock()
+	if head < rec.Seq {
+		t.Fatalf("a syncLog that began after record %d was committed sees the log up to %d", rec.Seq, head)
+	}
+
+	// 2. Callers that queue behind a slow refresh share one.
+	var reads atomic.Int32
+	hook.mu.Lock()
+	hook.onRead = func(string) {
+		reads.Add(1)
+		time.Sleep(20 * time.Millisecond)
+	}
+	hook.mu.Unlock()
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			if err := s.syncLog(ctx, ps); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := reads.Load(); n > 8 {
+		t.Errorf("16 concurrent syncLogs read the log head %d times, want them to share", n)
+	}
+}
