@@ -1097,7 +1097,12 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 	// conforming the next batch (this goroutine) overlaps encoding this
 	// one: a pipeline one batch deep.
 	encode := func(rec arrow.RecordBatch) error {
-		defer rec.Release()
+		released := false
+		defer func() {
+			if !released {
+				rec.Release()
+			}
+		}()
 		if len(st.by) == 0 {
 			fb := toFileBatch(rec, fileSchema)
 			defer fb.Release()
@@ -1127,6 +1132,11 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			if err != nil {
 				return fmt.Errorf("%s: %w", p, err)
 			}
+			// The parts are copies (or slices holding their own
+			// references): the batch, and the message it was read
+			// from, can go while they are written.
+			rec.Release()
+			released = true
 			var werr error
 			for _, part := range parts {
 				if werr == nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net/url"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,8 +15,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-
-	"github.com/quiverdb/quiver/internal/par"
 )
 
 // HiveDefault is the directory value of a null partition value, as pyarrow
@@ -316,19 +313,18 @@ func SplitByPartition(ctx context.Context, rec arrow.RecordBatch, by []string) (
 		}
 	}
 	// A part whose rows are one run is a slice of rec; any other is
-	// gathered (gatherBatch), on every core: the gathers read rec
-	// scattered, and were a third of a 64-partition put's encoding
-	// goroutine.
-	err = par.ForEach(len(parts), runtime.GOMAXPROCS(0), func(p int) error {
+	// gathered (gatherBatch). (Gathering on every core made a 64-partition
+	// put 8% faster, and its peak RSS 10 MiB higher, at 300 MiB.)
+	for p := range parts {
 		lo, hi := start[p], start[p+1]
 		if int(order[hi-1]-order[lo]) == hi-lo-1 {
 			parts[p].Batch = data.NewSlice(int64(order[lo]), int64(order[hi-1])+1)
-			return nil
+			continue
 		}
-		var err error
-		parts[p].Batch, err = gatherBatch(ctx, fileSchema, data, order[lo:hi])
-		return err
-	})
+		if parts[p].Batch, err = gatherBatch(ctx, fileSchema, data, order[lo:hi]); err != nil {
+			break
+		}
+	}
 	if err != nil {
 		release()
 		return nil, err
