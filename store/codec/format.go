@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/arrow-go/v18/parquet/schema"
 )
 
 // Format is the file format of a profile's data files.
@@ -136,9 +137,17 @@ func (o WriterOptions) mem() memory.Allocator {
 // columns held over 2 GB that way. Partitioned writes use 64 KiB pages and
 // 256 KiB dictionaries instead.
 func WriterProperties(sc *arrow.Schema, o WriterOptions) (*parquet.WriterProperties, error) {
+	props, _, err := writerProperties(sc, o, nil)
+	return props, err
+}
+
+// writerProperties is WriterProperties, also returning sc as a Parquet
+// schema: pqs if not nil (sc's, from an earlier call: converting a schema
+// is a tenth of a small append's encoding).
+func writerProperties(sc *arrow.Schema, o WriterOptions, pqs *schema.Schema) (*parquet.WriterProperties, *schema.Schema, error) {
 	codec, level, err := o.Compression.codec()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rows := o.RowGroupRows
 	if rows <= 0 {
@@ -156,9 +165,10 @@ func WriterProperties(sc *arrow.Schema, o WriterOptions) (*parquet.WriterPropert
 	if o.Partitioned {
 		opts = append(opts, parquet.WithDataPageSize(64<<10), parquet.WithDictionaryPageSizeLimit(256<<10))
 	}
-	pqs, err := pqarrow.ToParquet(sc, parquet.NewWriterProperties(opts...), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
-	if err != nil {
-		return nil, fmt.Errorf("%w: the schema cannot be stored as Parquet: %v", ErrInvalid, err)
+	if pqs == nil {
+		if pqs, err = pqarrow.ToParquet(sc, parquet.NewWriterProperties(opts...), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema())); err != nil {
+			return nil, nil, fmt.Errorf("%w: the schema cannot be stored as Parquet: %v", ErrInvalid, err)
+		}
 	}
 	for i := 0; i < pqs.NumColumns(); i++ {
 		c := pqs.Column(i)
@@ -167,7 +177,7 @@ func WriterProperties(sc *arrow.Schema, o WriterOptions) (*parquet.WriterPropert
 			opts = append(opts, parquet.WithDictionaryPath(c.ColumnPath(), true))
 		}
 	}
-	return parquet.NewWriterProperties(opts...), nil
+	return parquet.NewWriterProperties(opts...), pqs, nil
 }
 
 // CheckCSVTypes refuses columns that have no faithful text form: nested

@@ -71,16 +71,13 @@ func flatColumns(sc *arrow.Schema, pqs *schema.Schema) bool {
 	return true
 }
 
-// newColumnWriter starts a file of the flat schema sc (see flatColumns)
-// on w, or returns nil when sc is not flat or one core is all there is.
-func newColumnWriter(sc *arrow.Schema, w io.Writer, props *parquet.WriterProperties, aprops pqarrow.ArrowWriterProperties) (*columnWriter, error) {
+// newColumnWriter starts a file of the flat schema sc (see flatColumns;
+// pqs is sc as Parquet's) on w, or returns nil when sc is not flat or one
+// core is all there is.
+func newColumnWriter(sc *arrow.Schema, pqs *schema.Schema, w io.Writer, props *parquet.WriterProperties, aprops pqarrow.ArrowWriterProperties) (*columnWriter, error) {
 	workers := min(runtime.GOMAXPROCS(0), sc.NumFields())
 	if workers < 2 {
 		return nil, nil
-	}
-	pqs, err := pqarrow.ToParquet(sc, props, aprops)
-	if err != nil {
-		return nil, err
 	}
 	if !flatColumns(sc, pqs) {
 		return nil, nil

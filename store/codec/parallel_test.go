@@ -133,7 +133,11 @@ func TestColumnWriterMatchesPqarrow(t *testing.T) {
 			o.Allocator = mem
 			sc := small.Schema()
 			var probe bytes.Buffer
-			cw, err := newColumnWriter(sc, &probe, mustProps(t, sc, o), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+			props, pqs, err := writerProperties(sc, o, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cw, err := newColumnWriter(sc, pqs, &probe, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 			if err != nil || cw == nil {
 				t.Fatalf("the schema is flat, want a column writer: %v, %v", cw, err)
 			}

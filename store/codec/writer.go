@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/csv"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/arrow-go/v18/parquet/schema"
 )
 
 // FileWriter encodes batches of one schema as a Parquet or CSV file into an
@@ -35,9 +36,10 @@ type FileWriter struct {
 	schema *arrow.Schema
 	out    *countingWriter
 	mem    *countingAllocator
-	pw     parquetWriter // nil until the first batch (start)
-	popts  WriterOptions // of the Parquet encoder start creates
-	meta   [][2]string   // footer metadata added before start
+	pw     parquetWriter  // nil until the first batch (start)
+	popts  WriterOptions  // of the Parquet encoder start creates
+	pqs    *schema.Schema // the schema as Parquet's
+	meta   [][2]string    // footer metadata added before start
 	cw     *csv.Writer
 	rows   int64
 	// rowGroupRows caps a Parquet row group.
@@ -70,9 +72,11 @@ func NewFileWriter(w io.Writer, sc *arrow.Schema, o WriterOptions) (*FileWriter,
 		// The encoder starts with the first batch, which decides the
 		// columns written without a dictionary (plainColumns); the
 		// schema is checked now.
-		if _, err := WriterProperties(sc, o); err != nil {
+		_, pqs, err := writerProperties(sc, o, nil)
+		if err != nil {
 			return nil, err
 		}
+		fw.pqs = pqs
 		fw.popts = o
 		fw.popts.Metadata = nil
 		keys := make([]string, 0, len(o.Metadata))
@@ -97,7 +101,7 @@ func (fw *FileWriter) start(first arrow.RecordBatch) error {
 	if first != nil {
 		o.Plain = append(slices.Clip(o.Plain), plainColumns(first)...)
 	}
-	props, err := WriterProperties(fw.schema, o)
+	props, _, err := writerProperties(fw.schema, o, fw.pqs)
 	if err != nil {
 		return fw.fail(err)
 	}
@@ -106,7 +110,7 @@ func (fw *FileWriter) start(first arrow.RecordBatch) error {
 	// ones through pqarrow.
 	var cw *columnWriter
 	if !o.Serial {
-		if cw, err = newColumnWriter(fw.schema, fw.out, props, aprops); err != nil {
+		if cw, err = newColumnWriter(fw.schema, fw.pqs, fw.out, props, aprops); err != nil {
 			return fw.fail(err)
 		}
 	}
