@@ -164,3 +164,4 @@ func TestEmptyFileStartsAtClose(t *testing.T) {
 		t.Errorf("empty file: %d rows, metadata %v", r.NumRows(), r.MetaData().KeyValueMetadata())
 	}
 }
+

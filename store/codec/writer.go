@@ -232,6 +232,18 @@ func (fw *FileWriter) writeParquet(rec arrow.RecordBatch) error {
 func parquetSafe(rec arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
 	var cols []arrow.Array
 	for i, c := range rec.Columns() {
+		if emptyValues(c.Data()) {
+			if cols == nil {
+				cols = slices.Clone(rec.Columns())
+				for _, k := range cols {
+					k.Retain()
+				}
+			}
+			fixed := withValueBuffer(c)
+			cols[i].Release()
+			cols[i] = fixed
+			continue
+		}
 		fsl := hasFixedSizeList(c.DataType()) && sliced(c.Data())
 		if !fsl && !needsDictRebase(c.Data()) {
 			continue
@@ -258,6 +270,33 @@ func parquetSafe(rec arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch
 	releaseAll(cols)
 	rec.Release()
 	return out, nil
+}
+
+// emptyValues reports whether d is a string or binary array with values
+// that are all empty, so that its value buffer is missing or empty.
+// arrow-go (v18.8) then takes its values for "no value" in the column's
+// statistics: a batch of only "" was left out of a row group's minimum,
+// and filters (Quiver's, DuckDB's, polars') skipped its rows (red team
+// round 9's r01).
+func emptyValues(d arrow.ArrayData) bool {
+	switch d.DataType().ID() {
+	case arrow.STRING, arrow.BINARY, arrow.LARGE_STRING, arrow.LARGE_BINARY:
+	default:
+		return false
+	}
+	b := d.Buffers()
+	return d.NullN() < d.Len() && len(b) > 2 && (b[2] == nil || len(b[2].Bytes()) == 0)
+}
+
+// withValueBuffer returns c with a value buffer that is empty but not
+// nil (see emptyValues).
+func withValueBuffer(c arrow.Array) arrow.Array {
+	d := c.Data()
+	bufs := slices.Clone(d.Buffers())
+	bufs[2] = memory.NewBufferBytes(make([]byte, 0, 8))
+	nd := array.NewData(d.DataType(), d.Len(), bufs, nil, d.NullN(), d.Offset())
+	defer nd.Release()
+	return array.MakeFromData(nd)
 }
 
 func copyForParquet(c arrow.Array, fsl bool, mem memory.Allocator) (arrow.Array, error) {
