@@ -164,4 +164,3 @@ func TestEmptyFileStartsAtClose(t *testing.T) {
 		t.Errorf("empty file: %d rows, metadata %v", r.NumRows(), r.MetaData().KeyValueMetadata())
 	}
 }
-
