@@ -279,7 +279,7 @@ func (s *Store) inspectLog(ctx context.Context, ps *profileState, in *Inspection
 		// come next has a known name; read it before calling it missing.
 		if next := lv.head + 1; sg.first > next && !listed[next] {
 			listed[next] = true
-			if _, _, err := s.fs.ReadFile(ctx, p.join(logDir, segmentName(next))); err == nil {
+			if _, err := s.fs.Stat(ctx, p.join(logDir, segmentName(next))); err == nil {
 				segs = slices.Insert(segs, i, seg{next, segmentName(next)})
 				sg = segs[i]
 			}

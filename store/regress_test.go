@@ -472,22 +472,31 @@ func (h *hookFS) CreateExclusive(ctx context.Context, name string, data []byte) 
 	return err
 }
 
-// TestInspectDuringCommitSeesNoBreak: a commit landing while Inspect reads
-// the log (after it listed the segments, before it read .log/HEAD) is not
-// a break in the chain. Found by the multi-process test, whose concurrent
-// sweeper refused the profile as "records were removed from its end".
-func TestInspectDuringCommitSeesNoBreak(t *testing.T) {
+// hookedPair opens a test store whose file system calls hook (glob
+// matching the names it watches) and another store on the same data
+// directory: two servers, one of them observed.
+func hookedPair(t *testing.T, glob string, otherOpts ...Option) (*hookFS, *Store, *Store) {
+	t.Helper()
 	dir := t.TempDir()
 	l, err := fsys.NewLocal(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hook := &hookFS{FS: l, glob: headName}
+	hook := &hookFS{FS: l, glob: glob}
 	s, _ := newTestStore(t, WithFS(hook))
-	other, err := Open(dir)
+	other, err := Open(dir, otherOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return hook, s, other
+}
+
+// TestInspectDuringCommitSeesNoBreak: a commit landing while Inspect reads
+// the log (after it listed the segments, before it read .log/HEAD) is not
+// a break in the chain. Found by the multi-process test, whose concurrent
+// sweeper refused the profile as "records were removed from its end".
+func TestInspectDuringCommitSeesNoBreak(t *testing.T) {
+	hook, s, other := hookedPair(t, headName)
 	k := []string{"busy"}
 	put(t, s, ModeWrite, k, ids(1), PutOptions{})
 	fired := false
@@ -517,17 +526,7 @@ func TestInspectDuringCommitSeesNoBreak(t *testing.T) {
 // where two writer processes writing back to back made 1 or 2 of 800
 // appends fail "changed 9 times while the put was being committed".
 func TestAppendConvergesUnderBackToBackWrites(t *testing.T) {
-	dir := t.TempDir()
-	l, err := fsys.NewLocal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hook := &hookFS{FS: l, glob: "*.claim"}
-	s, _ := newTestStore(t, WithFS(hook))
-	writer, err := Open(dir, WithLockTimeout(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	hook, s, writer := hookedPair(t, "*.claim", WithLockTimeout(10*time.Second))
 	k := []string{"hot"}
 	put(t, s, ModeWrite, k, ids(0), PutOptions{})
 	var writes int
@@ -829,17 +828,7 @@ func TestListingThatMissesASegment(t *testing.T) {
 // read share the next read, but never one that began before they
 // arrived: a commit made before a caller's syncLog is in its view.
 func TestSyncLogSharesRefreshes(t *testing.T) {
-	dir := t.TempDir()
-	l, err := fsys.NewLocal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hook := &hookFS{FS: l, glob: headName}
-	s, _ := newTestStore(t, WithFS(hook))
-	other, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hook, s, other := hookedPair(t, headName)
 	k := []string{"shared"}
 	put(t, s, ModeWrite, k, ids(1), PutOptions{})
 	ps := s.state(profile{keys: k, dir: "shared"})

@@ -113,13 +113,7 @@ func TestFirstBatchChoosesDictionaries(t *testing.T) {
 		if err := fw.Write(rec); err != nil {
 			t.Fatal(err)
 		}
-		if err := fw.Close(); err != nil {
-			t.Fatal(err)
-		}
-		r, err := file.NewParquetReader(bytes.NewReader(buf.Bytes()))
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := closeAndOpen(t, fw, &buf)
 		md := r.MetaData()
 		for i, want := range []bool{false, true, false} {
 			cc, err := md.RowGroup(0).ColumnChunk(i)
@@ -152,6 +146,16 @@ func TestEmptyFileStartsAtClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r := closeAndOpen(t, fw, &buf)
+	defer r.Close()
+	if r.NumRows() != 0 || r.MetaData().KeyValueMetadata().FindValue("k") == nil {
+		t.Errorf("empty file: %d rows, metadata %v", r.NumRows(), r.MetaData().KeyValueMetadata())
+	}
+}
+
+// closeAndOpen closes fw, which wrote into buf, and opens the file.
+func closeAndOpen(t *testing.T, fw *FileWriter, buf *bytes.Buffer) *file.Reader {
+	t.Helper()
 	if err := fw.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -159,8 +163,5 @@ func TestEmptyFileStartsAtClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	if r.NumRows() != 0 || r.MetaData().KeyValueMetadata().FindValue("k") == nil {
-		t.Errorf("empty file: %d rows, metadata %v", r.NumRows(), r.MetaData().KeyValueMetadata())
-	}
+	return r
 }
