@@ -414,6 +414,9 @@ func (r *SnapshotReader) small(rec arrow.RecordBatch) bool {
 func (r *SnapshotReader) coalesce(it item) item {
 	parts := []item{it}
 	size := util.TotalRecordSize(it.rec)
+	// Joining unifies dictionaries, which must still fit narrow indices.
+	fit := codec.NewDictionaryFit(r.out)
+	fit.Add(it.rec)
 	for {
 		nx, ok := r.pull()
 		if !ok {
@@ -430,7 +433,7 @@ func (r *SnapshotReader) coalesce(it item) item {
 			break
 		}
 		n := util.TotalRecordSize(nx.rec)
-		if size+n > r.o.BatchBytes {
+		if size+n > r.o.BatchBytes || !fit.Add(nx.rec) {
 			r.pending = &nx
 			break
 		}

@@ -890,3 +890,81 @@ func TestSyncLogSharesRefreshes(t *testing.T) {
 		t.Errorf("16 concurrent syncLogs read the log head %d times, want them to share", n)
 	}
 }
+
+// TestNarrowDictionaryAppends: appends of a dictionary<uint8, string>
+// column, each of 200 values of its own, read back together (with batches
+// joined) and after a compaction. Before the fix the joined read failed
+// ("cannot combine dictionaries") and compaction committed wrong values
+// (red team round 9's r03).
+func TestNarrowDictionaryAppends(t *testing.T) {
+	for _, vt := range []arrow.DataType{arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int64} {
+		t.Run(vt.String(), func(t *testing.T) { narrowDictionaryAppends(t, vt) })
+	}
+}
+
+func narrowDictionaryAppends(t *testing.T, vt arrow.DataType) {
+	s, _ := newTestStore(t)
+	dt := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Uint8, ValueType: vt}
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "d", Type: dt, Nullable: true}}, nil)
+	keys := []string{"dict", "narrow"}
+	var want []string
+	// One put of two batches (one file), then appends.
+	var first []arrow.RecordBatch
+	for b := range 5 {
+		var rows []string
+		for i := range 300 {
+			v := fmt.Sprintf(`"b%d_%d"`, b, i%200)
+			if vt.ID() == arrow.INT64 {
+				v = fmt.Sprint(b*1000 + i%200)
+			}
+			rows = append(rows, fmt.Sprintf(`{"id": %d, "d": %s}`, b*300+i, v))
+		}
+		want = append(want, rows...)
+		if b < 2 {
+			rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, sc, strings.NewReader("["+strings.Join(rows, ",")+"]"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rec.Release()
+			if first = append(first, rec); b == 1 {
+				rdr, err := array.NewRecordReader(sc, first)
+				if err != nil {
+					t.Fatal(err)
+				}
+				put(t, s, ModeWrite, keys, rdr, PutOptions{})
+			}
+			continue
+		}
+		put(t, s, ModeAppend, keys, fromJSON(t, sc, "["+strings.Join(rows, ",")+"]"), PutOptions{})
+	}
+	wantJSON := func() string {
+		var v []any
+		if err := json.Unmarshal([]byte("["+strings.Join(want, ",")+"]"), &v); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(v)
+		return string(b)
+	}()
+	check := func(when string) {
+		t.Helper()
+		for _, join := range []bool{false, true} {
+			got, rows := readAll(t, s, keys, ReadOptions{Join: join})
+			if !got.Equal(sc) {
+				t.Errorf("%s: schema %s, want %s", when, got, sc)
+			}
+			var v []any
+			if err := json.Unmarshal([]byte(rows), &v); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(v)
+			if string(b) != wantJSON {
+				t.Errorf("%s (join %v): the rows read differ from those put", when, join)
+			}
+		}
+	}
+	check("appended")
+	if _, err := s.Compact(context.Background(), keys, CompactOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	check("compacted")
+}

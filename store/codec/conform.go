@@ -217,7 +217,15 @@ func conformChildren(ctx context.Context, arr arrow.Array, dt arrow.DataType) (a
 // anew.
 func toDictionary(ctx context.Context, arr arrow.Array, dt *arrow.DictionaryType) (arrow.Array, error) {
 	if src, ok := arr.(*array.Dictionary); ok {
-		vals, err := ConformArray(ctx, src.Dictionary(), dt.ValueType)
+		dict := array.MakeArrayOfNull(compute.GetAllocator(ctx), src.DataType().(*arrow.DictionaryType).ValueType, 0)
+		if present(src.Data().Dictionary()) {
+			// (pqarrow gives none to a dictionary of no values in a list.)
+			dict.Release()
+			dict = src.Dictionary()
+			dict.Retain()
+		}
+		defer dict.Release()
+		vals, err := ConformArray(ctx, dict, dt.ValueType)
 		if err != nil {
 			return nil, err
 		}
@@ -228,6 +236,16 @@ func toDictionary(ctx context.Context, arr arrow.Array, dt *arrow.DictionaryType
 		}
 		defer idx.Release()
 		return array.NewDictionaryArray(dt, idx, vals), nil
+	}
+	// A narrow index is built as int32 and then cast, which fails rather
+	// than wrap when the values outgrow it (arrow-go's builder wraps).
+	if indexRoom(dt.IndexType) > 0 {
+		enc, err := toDictionary(ctx, arr, &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: dt.ValueType, Ordered: dt.Ordered})
+		if err != nil {
+			return nil, err
+		}
+		defer enc.Release()
+		return toDictionary(ctx, enc, dt)
 	}
 	// arrow-go has no dictionary builder for large strings and binaries:
 	// encode with the 32-bit offset type, then widen the values.

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/arrow/util"
 	"github.com/apache/arrow-go/v18/parquet"
@@ -139,6 +140,12 @@ type ParquetFile struct {
 	// rowBytes is the decoded row size that sized the last reader's
 	// batches (0: not known).
 	rowBytes float64
+	// narrow: the schema has dictionaries of narrow indices, read wide
+	// and narrowed again batch by batch (narrow.go).
+	narrow bool
+	// nested: some are nested in other types, which are read one row
+	// group at a time (groupChain).
+	nested bool
 }
 
 // OpenParquet opens the Parquet file in r, size bytes long: its footer and
@@ -171,7 +178,40 @@ func OpenParquet(r io.ReaderAt, size int64, o ReadOptions) (*ParquetFile, error)
 		pr.Close()
 		return nil, fmt.Errorf("the file's Arrow schema: %w", err)
 	}
-	return &ParquetFile{pr: pr, fr: fr, schema: StripFieldIDs(sc), footer: footerOf(pr), o: o}, nil
+	sc = StripFieldIDs(sc)
+	pf := &ParquetFile{pr: pr, fr: fr, footer: footerOf(pr), o: o}
+	pf.schema = pf.declare(sc, fr.Manifest.OriginSchema)
+	if pf.narrow {
+		widenManifest(fr.Manifest)
+	}
+	return pf, nil
+}
+
+// declare returns sc, the schema pqarrow reads, with the narrow
+// dictionaries of origin (the stored ARROW:schema; nil: none) that
+// pqarrow reads dense (those of other values than strings and binaries)
+// restored at the top level, and sets narrow and nested (see narrow.go).
+func (f *ParquetFile) declare(sc, origin *arrow.Schema) *arrow.Schema {
+	fields := sc.Fields()
+	for i, fd := range fields {
+		ot := fd.Type
+		if origin != nil && origin.NumFields() == len(fields) && origin.Field(i).Name == fd.Name {
+			ot = origin.Field(i).Type
+		}
+		if _, changed := widenType(ot); !changed {
+			continue
+		}
+		f.narrow = true
+		t, room := narrowDict(ot)
+		switch {
+		case room == 0:
+			f.nested = true
+		case arrow.TypeEqual(fd.Type, t.ValueType):
+			fields[i].Type = t
+		}
+	}
+	md := sc.Metadata()
+	return arrow.NewSchema(fields, &md)
 }
 
 // Footer is the file's footer.
@@ -221,6 +261,12 @@ func (f *ParquetFile) Leaf(name string) (int, arrow.DataType, bool) {
 // RecordsIn is Records over the row groups listed (in order; nil: all of
 // them), the others skipped unread.
 func (f *ParquetFile) RecordsIn(ctx context.Context, cols []string, rowGroups []int) (array.RecordReader, error) {
+	return f.records(ctx, cols, rowGroups, true)
+}
+
+// records is RecordsIn; chain lets it read row groups one at a time
+// where nested narrow dictionaries need it (groupChain).
+func (f *ParquetFile) records(ctx context.Context, cols []string, rowGroups []int, chain bool) (array.RecordReader, error) {
 	for _, rg := range rowGroups {
 		if rg < 0 || rg >= f.pr.NumRowGroups() {
 			return nil, fmt.Errorf("row group %d of %d", rg, f.pr.NumRowGroups())
@@ -250,6 +296,9 @@ func (f *ParquetFile) RecordsIn(ctx context.Context, cols []string, rowGroups []
 	if rowGroups != nil && len(rowGroups) == 0 {
 		// No row group: an empty reader of the projected schema.
 		return newCountReader(out, 0, 1), nil
+	}
+	if groups := allGroups(f.pr, rowGroups); chain && f.nested && len(groups) > 1 {
+		return newGroupChain(ctx, f, cols, out, groups), nil
 	}
 	probe := 0
 	if len(rowGroups) > 0 {
@@ -281,9 +330,10 @@ func (f *ParquetFile) RecordsIn(ctx context.Context, cols []string, rowGroups []
 			return nil, fmt.Errorf("the Parquet reader lacks column %q", name)
 		}
 		src[i] = idx[0]
-		fields[i] = stripField(rsc.Field(idx[0]))
+		fields[i] = f.declared(stripField(rsc.Field(idx[0])))
 	}
 	r := &projectReader{rrs: []array.RecordReader{rr}, src: src, schema: arrow.NewSchema(fields, &md), want: want}
+	r.narrowing(ctx, f)
 	r.refs.Store(1)
 	return r, nil
 }
@@ -293,6 +343,7 @@ func (f *ParquetFile) RecordsIn(ctx context.Context, cols []string, rowGroups []
 // their batches line up row for row.
 func (f *ParquetFile) columnReaders(ctx context.Context, cols []string, rowGroups []int, direct []int, md *arrow.Metadata, want int64) (array.RecordReader, error) {
 	r := &projectReader{src: make([]int, len(cols)), workers: max(1, f.o.Parallel), want: want}
+	r.narrowing(ctx, f)
 	fields := make([]arrow.Field, len(cols))
 	for i, name := range cols {
 		idx := f.schema.FieldIndices(name)[0]
@@ -311,11 +362,22 @@ func (f *ParquetFile) columnReaders(ctx context.Context, cols []string, rowGroup
 			r.release()
 			return nil, fmt.Errorf("the Parquet reader lacks column %q", name)
 		}
-		fields[i] = stripField(rr.Schema().Field(0))
+		fields[i] = f.declared(stripField(rr.Schema().Field(0)))
 	}
 	r.schema = arrow.NewSchema(fields, md)
 	r.refs.Store(1)
 	return r, nil
+}
+
+// declared is fd, a field as the Parquet reader reads it, with the type
+// the file declares when it reads a narrow dictionary wide.
+func (f *ParquetFile) declared(fd arrow.Field) arrow.Field {
+	if f.narrow {
+		if idx := f.schema.FieldIndices(fd.Name); len(idx) == 1 {
+			fd.Type = f.schema.Field(idx[0]).Type
+		}
+	}
+	return fd
 }
 
 // byteArrayLeaves gives, for each of cols, the leaf a byteArrayReader
@@ -433,6 +495,20 @@ type projectReader struct {
 	// yielded so far: pages holding other counts than their footer (a
 	// crafted or damaged file) are an error, not rows served.
 	want, got int64
+	// narrow: the columns are read with wide dictionary indices and
+	// narrowed (narrowBatch) with ctx's allocator, into queue when a
+	// batch is cut.
+	narrow bool
+	ctx    context.Context
+	queue  []arrow.RecordBatch
+}
+
+// narrowing makes r narrow the dictionaries f reads wide.
+func (r *projectReader) narrowing(ctx context.Context, f *ParquetFile) {
+	if f.narrow {
+		r.narrow = true
+		r.ctx = compute.WithAllocator(ctx, f.o.mem())
+	}
 }
 
 func (r *projectReader) Retain() { r.refs.Add(1) }
@@ -440,6 +516,7 @@ func (r *projectReader) Retain() { r.refs.Add(1) }
 func (r *projectReader) Release() {
 	if r.refs.Add(-1) == 0 {
 		r.clear()
+		r.dropQueue()
 		r.release()
 	}
 }
@@ -458,12 +535,24 @@ func (r *projectReader) clear() {
 	}
 }
 
+// dropQueue frees the batches cut and not yet yielded.
+func (r *projectReader) dropQueue() {
+	for _, q := range r.queue {
+		q.Release()
+	}
+	r.queue = nil
+}
+
 func (r *projectReader) Schema() *arrow.Schema { return r.schema }
 
 func (r *projectReader) Next() (ok bool) {
 	r.clear()
 	if r.err != nil {
 		return false
+	}
+	if len(r.queue) > 0 {
+		r.cur, r.queue = r.queue[0], r.queue[1:]
+		return true
 	}
 	defer func() {
 		if v := recover(); v != nil {
@@ -494,6 +583,15 @@ func (r *projectReader) Next() (ok bool) {
 	if r.got += rows; r.got > r.want {
 		r.err = fmt.Errorf("the file's pages hold more than the %d rows its footer says", r.want)
 		return false
+	}
+	if r.narrow {
+		recs, err := narrowBatch(r.ctx, r.schema, cols, rows)
+		if err != nil {
+			r.err = err
+			return false
+		}
+		r.cur, r.queue = recs[0], recs[1:]
+		return true
 	}
 	for i, c := range cols {
 		dt := r.schema.Field(i).Type

@@ -44,8 +44,11 @@ type FileWriter struct {
 	rows   int64
 	// rowGroupRows caps a Parquet row group.
 	rowGroupRows int64
-	err          error // the first error; the file is unusable after it
-	done         bool
+	// guard ends a row group before its narrow dictionaries overflow
+	// (nil without them).
+	guard *dictGuard
+	err   error // the first error; the file is unusable after it
+	done  bool
 }
 
 // NewFileWriter starts a file of schema sc on w. For Parquet the schema is
@@ -77,6 +80,7 @@ func NewFileWriter(w io.Writer, sc *arrow.Schema, o WriterOptions) (*FileWriter,
 			return nil, err
 		}
 		fw.pqs = pqs
+		fw.guard = newDictGuard(sc)
 		fw.popts = o
 		fw.popts.Metadata = nil
 		keys := make([]string, 0, len(o.Metadata))
@@ -190,6 +194,20 @@ func (fw *FileWriter) writeParquet(rec arrow.RecordBatch) error {
 			return err
 		}
 	}
+	if fw.guard != nil {
+		rec.Retain()
+		fitted, err := fitDictionaries(rec, fw.mem)
+		if err != nil {
+			return fw.fail(err)
+		}
+		defer fitted.Release()
+		rec = fitted
+		if !fw.guard.admit(rec) {
+			if err := fw.newRowGroup(rec); err != nil {
+				return err
+			}
+		}
+	}
 	rows := rec.NumRows()
 	for off := int64(0); off < rows; {
 		cur, err := fw.pw.RowGroupNumRows()
@@ -198,8 +216,8 @@ func (fw *FileWriter) writeParquet(rec arrow.RecordBatch) error {
 		}
 		room := fw.rowGroupRows - int64(cur)
 		if room <= 0 {
-			if err := fw.pw.NewBufferedRowGroupChecked(); err != nil {
-				return fw.fail(err)
+			if err := fw.newRowGroup(rec); err != nil {
+				return err
 			}
 			room = fw.rowGroupRows
 		}
@@ -220,6 +238,25 @@ func (fw *FileWriter) writeParquet(rec arrow.RecordBatch) error {
 			return fw.fail(err)
 		}
 		off += n
+	}
+	return nil
+}
+
+// newRowGroup ends the open row group and starts one that rec (the batch
+// being written) is counted in by the guard.
+func (fw *FileWriter) newRowGroup(rec arrow.RecordBatch) error {
+	if cur, err := fw.pw.RowGroupNumRows(); err != nil {
+		return fw.fail(err)
+	} else if cur > 0 {
+		if err := fw.pw.NewBufferedRowGroupChecked(); err != nil {
+			return fw.fail(err)
+		}
+	}
+	if fw.guard != nil {
+		fw.guard.reset()
+		if rec != nil && !fw.guard.admit(rec) {
+			return fw.fail(errors.New("a batch's dictionary outgrows its index type"))
+		}
 	}
 	return nil
 }
@@ -418,13 +455,7 @@ func (fw *FileWriter) EndRowGroup() error {
 	if fw.err != nil || fw.pw == nil || fw.done {
 		return fw.err
 	}
-	if n, _ := fw.pw.RowGroupNumRows(); n == 0 {
-		return nil
-	}
-	if err := fw.pw.NewBufferedRowGroupChecked(); err != nil {
-		return fw.fail(err)
-	}
-	return nil
+	return fw.newRowGroup(nil)
 }
 
 // Close ends the file: the last row group and the footer for Parquet, the
@@ -462,6 +493,9 @@ func (fw *FileWriter) Close() error {
 			return err
 		}
 	}
+	if fw.guard != nil {
+		fw.guard.release()
+	}
 	if err := fw.pw.Close(); err != nil {
 		return fw.fail(err)
 	}
@@ -473,6 +507,9 @@ func (fw *FileWriter) Close() error {
 // be called after an error or Close.
 func (fw *FileWriter) Abort() {
 	fw.out.discard = true
+	if fw.guard != nil {
+		fw.guard.release()
+	}
 	if fw.err == nil && !fw.done {
 		fw.err = errors.New("codec: file aborted")
 	}

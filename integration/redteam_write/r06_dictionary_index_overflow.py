@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""r03: a put of a dictionary column whose index type is narrow (uint8 / int8)
+"""r03 (fixed; was CRITICAL): a put of a dictionary column whose index type is narrow (uint8 / int8)
 sent as two batches, each valid on its own (200 / 100 dictionary values), but
 together holding more distinct values than the index type can address
 (a pandas categorical becomes dictionary<int8, string>).
@@ -92,6 +92,18 @@ try:
         bug |= wrong > 0
     except (fl.FlightError, pa.ArrowException) as e:
         print("app: compact/read after compact failed:", str(e).split(". gRPC")[0])
+    # The files themselves: pyarrow and polars read each row group's
+    # dictionary in the stored index type, so each must fit it.
+    import glob, pyarrow.parquet as pq, polars as pl
+    files = sorted(glob.glob(os.path.join(d, "dc", "**", "*.parquet"), recursive=True))
+    assert files, "no data files found under the data dir"
+    for f in files:
+        try:
+            pq.read_table(f).column("d").to_pylist()
+            pl.read_parquet(f)
+        except Exception as e:
+            print(f"{os.path.relpath(f, d)}: pyarrow/polars cannot read it: {e}")
+            bug = True
     v = json.loads(list(c.do_action(fl.Action("verify", b"{}")))[0].body.to_pybytes())
     print("verify ok:", v["ok"])
     print("BUG present" if bug else "OK")
