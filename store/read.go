@@ -116,6 +116,9 @@ func (s *Store) ReadSnapshot(ctx context.Context, sn *Snapshot, o ReadOptions) (
 		o.BatchBytes = DefaultReadBatchBytes
 	}
 	r := &SnapshotReader{s: s, p: p, sn: sn, out: out, o: o, parent: ctx, wide: out, left: o.Limit}
+	if o.Join {
+		r.fit = codec.NewDictionaryFit(out)
+	}
 	if extra := filterFields(sn, out); len(extra) > 0 {
 		md := out.Metadata()
 		r.wide = arrow.NewSchema(append(slices.Clone(out.Fields()), extra...), &md)
@@ -151,6 +154,9 @@ type SnapshotReader struct {
 	whole bool
 	// wide is out and then the columns only the filter reads.
 	wide *arrow.Schema
+	// fit tells whether batches may be joined (Join): joining unifies
+	// their dictionaries, which must still fit narrow indices.
+	fit *codec.DictionaryFit
 	// left is the rows the limit still allows (Limit > 0).
 	left int64
 	// rowGroups counts the row groups decoded and skipped by the filter.
@@ -414,9 +420,8 @@ func (r *SnapshotReader) small(rec arrow.RecordBatch) bool {
 func (r *SnapshotReader) coalesce(it item) item {
 	parts := []item{it}
 	size := util.TotalRecordSize(it.rec)
-	// Joining unifies dictionaries, which must still fit narrow indices.
-	fit := codec.NewDictionaryFit(r.out)
-	fit.Add(it.rec)
+	r.fit.Reset()
+	r.fit.Add(it.rec)
 	for {
 		nx, ok := r.pull()
 		if !ok {
@@ -433,7 +438,7 @@ func (r *SnapshotReader) coalesce(it item) item {
 			break
 		}
 		n := util.TotalRecordSize(nx.rec)
-		if size+n > r.o.BatchBytes || !fit.Add(nx.rec) {
+		if size+n > r.o.BatchBytes || !r.fit.Add(nx.rec) {
 			r.pending = &nx
 			break
 		}

@@ -222,19 +222,9 @@ func FuzzValidateBatch(f *testing.F) {
 		}
 		defer mem.AssertSize(t, 0)
 		_, ctx := checkedMem(t)
-		pf, err := OpenParquet(bytes.NewReader(out.Bytes()), int64(out.Len()), ReadOptions{Allocator: mem, BatchRows: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pf.Close()
-		rr, err := pf.Records(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rr.Release()
 		var at int64
-		for rr.Next() {
-			got, err := ConformArray(ctx, rr.RecordBatch().Column(0), dt)
+		err = eachBatch(t, ctx, out.Bytes(), ReadOptions{Allocator: mem, BatchRows: 2}, func(read arrow.RecordBatch) {
+			got, err := ConformArray(ctx, read.Column(0), dt)
 			if err != nil {
 				t.Fatalf("%s: %v", dt, err)
 			}
@@ -250,9 +240,9 @@ func FuzzValidateBatch(f *testing.F) {
 				t.Fatalf("%s: rows %d… read back differ from %s", dt, at, want)
 			}
 			at += n
-		}
-		if rr.Err() != nil || at != rec.NumRows() {
-			t.Fatalf("%s: read back %d of %d rows: %v", dt, at, rec.NumRows(), rr.Err())
+		})
+		if err != nil || at != rec.NumRows() {
+			t.Fatalf("%s: read back %d of %d rows: %v", dt, at, rec.NumRows(), err)
 		}
 	})
 }

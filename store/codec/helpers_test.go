@@ -73,16 +73,6 @@ func writeFile(t testing.TB, sc *arrow.Schema, o WriterOptions, recs ...arrow.Re
 // readBack decodes a Parquet file, conformed to sc, as one batch.
 func readBack(t testing.TB, ctx context.Context, mem memory.Allocator, b []byte, sc *arrow.Schema) arrow.RecordBatch {
 	t.Helper()
-	pf, err := OpenParquet(bytes.NewReader(b), int64(len(b)), ReadOptions{Allocator: mem, BatchRows: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pf.Close()
-	rr, err := pf.Records(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rr.Release()
 	chunks := make([][]arrow.Array, sc.NumFields())
 	defer func() {
 		for _, c := range chunks {
@@ -90,8 +80,7 @@ func readBack(t testing.TB, ctx context.Context, mem memory.Allocator, b []byte,
 		}
 	}()
 	var rows int64
-	for rr.Next() {
-		rec := rr.RecordBatch()
+	err := eachBatch(t, ctx, b, ReadOptions{Allocator: mem, BatchRows: 3}, func(rec arrow.RecordBatch) {
 		rows += rec.NumRows()
 		for i, f := range sc.Fields() {
 			c, err := ConformArray(ctx, rec.Column(i), f.Type)
@@ -100,8 +89,8 @@ func readBack(t testing.TB, ctx context.Context, mem memory.Allocator, b []byte,
 			}
 			chunks[i] = append(chunks[i], c)
 		}
-	}
-	if err := rr.Err(); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	cols := make([]arrow.Array, sc.NumFields())
@@ -118,6 +107,26 @@ func readBack(t testing.TB, ctx context.Context, mem memory.Allocator, b []byte,
 	}
 	defer releaseAll(cols)
 	return array.NewRecordBatch(sc, cols, rows)
+}
+
+// eachBatch decodes a Parquet file with o and calls fn with each batch;
+// the read's error, if any, is returned.
+func eachBatch(t testing.TB, ctx context.Context, b []byte, o ReadOptions, fn func(arrow.RecordBatch)) error {
+	t.Helper()
+	pf, err := OpenParquet(bytes.NewReader(b), int64(len(b)), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	rr, err := pf.Records(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rr.Release()
+	for rr.Next() {
+		fn(rr.RecordBatch())
+	}
+	return rr.Err()
 }
 
 // readParquet decodes a Parquet file, conformed to sc, as JSON rows.

@@ -73,27 +73,16 @@ func TestNarrowDictionaries(t *testing.T) {
 			}
 			pr.Close()
 			for _, batchRows := range []int64{int64(c.distinct / 20), 1 << 20} {
-				pf, err := OpenParquet(bytes.NewReader(b), int64(len(b)), ReadOptions{Allocator: mem, BatchRows: batchRows, Parallel: 2})
-				if err != nil {
-					t.Fatal(err)
-				}
-				rr, err := pf.Records(ctx, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
 				var got []any
-				for rr.Next() {
-					rec := rr.RecordBatch()
+				err := eachBatch(t, ctx, b, ReadOptions{Allocator: mem, BatchRows: batchRows, Parallel: 2}, func(rec arrow.RecordBatch) {
 					if !rec.Schema().Equal(sc) {
 						t.Fatalf("%s: read schema %s, want %s", name, rec.Schema(), sc)
 					}
 					got = append(got, jsonRows(t, rec)...)
-				}
-				if err := rr.Err(); err != nil {
+				})
+				if err != nil {
 					t.Errorf("%s, batches of %d: %v", name, batchRows, err)
 				}
-				rr.Release()
-				pf.Close()
 				if g, w := fmt.Sprint(got), fmt.Sprint(want); g != w {
 					t.Errorf("%s, batches of %d: %d rows read differ from the %d written", name, batchRows, len(got), len(want))
 				}
@@ -146,26 +135,16 @@ func TestNarrowDictionaryEdges(t *testing.T) {
 		for _, r := range recs {
 			want = append(want, jsonRows(t, r)...)
 		}
-		pf, err := OpenParquet(bytes.NewReader(b), int64(len(b)), ReadOptions{Allocator: mem, BatchRows: 1 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pf.Close()
-		rr, err := pf.Records(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rr.Release()
 		var got []any
 		fit := NewDictionaryFit(sc)
 		joinable := 0
-		for rr.Next() {
-			if fit.Add(rr.RecordBatch()) {
+		err := eachBatch(t, ctx, b, ReadOptions{Allocator: mem, BatchRows: 1 << 20}, func(rec arrow.RecordBatch) {
+			if fit.Add(rec) {
 				joinable++
 			}
-			got = append(got, jsonRows(t, rr.RecordBatch())...)
-		}
-		if err := rr.Err(); err != nil {
+			got = append(got, jsonRows(t, rec)...)
+		})
+		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
