@@ -864,17 +864,49 @@ func (s *Store) carryIn(ctx context.Context, ps *profileState, st *staged, late 
 	return s.stream(ctx, st, rdr, plan)
 }
 
-// sink is one output file of a put.
+// sink is one output file of a put. A partition's first rows are held,
+// as row numbers of the batches they came in (held), while they cost less
+// than an open Parquet writer would; its file opens when they grow past
+// that, when the memory budget needs the batches they hold freed, or at
+// the end of the put. A put over thousands of small partitions so holds
+// its batches, not thousands of writers, and writes one file per
+// partition rather than one per partition and batch.
 type sink struct {
-	dir    string            // partition directory ("" at the root)
-	values map[string]string // its partition values
-	seq    int               // n-th file of its directory in this put
-	name   string
-	w      fsys.Writer
-	fw     *codec.FileWriter
-	closed bool
-	mem    int64 // bytes charged to the memory budget
-	used   int64 // when it was last written to (for evicting the least recently used)
+	dir       string            // partition directory ("" at the root)
+	values    map[string]string // its partition values
+	seq       int               // n-th file of its directory in this put
+	name      string
+	w         fsys.Writer       // nil until the file opens, and again once finished
+	fw        *codec.FileWriter // likewise
+	held      []heldRows        // rows held until the file opens
+	heldBytes int64             // their share of their batches' bytes
+	closed    bool
+	mem       int64 // bytes charged to the memory budget
+	used      int64 // when it was last written to (for evicting the least recently used)
+}
+
+// heldBatch is a batch (without its partition columns) whose rows some
+// partitions hold, kept until the last of them is written.
+type heldBatch struct {
+	rec   arrow.RecordBatch // nil once released
+	bytes int64
+	refs  int
+}
+
+// heldRows are rows of a held batch, ascending.
+type heldRows struct {
+	b    *heldBatch
+	rows []int32
+}
+
+// unref drops one partition's hold on b, and returns the bytes freed.
+func (b *heldBatch) unref() int64 {
+	if b.refs--; b.refs > 0 || b.rec == nil {
+		return 0
+	}
+	b.rec.Release()
+	b.rec = nil
+	return b.bytes
 }
 
 // writeChunkRows is the most rows written to a file in one piece: a
@@ -902,18 +934,26 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		wopts.Metadata[requestIDKey] = st.o.RequestID
 		wopts.Metadata[writerKey] = s.writerOf(st.o)
 	}
-	sinks := map[string]*sink{} // the open file of each directory
+	sinks := map[string]*sink{} // the open (or holding) file of each directory
 	if st.dirSeqs == nil {
 		st.dirSeqs = map[string]int{}
 	}
 	var order []*sink
+	var held []*heldBatch // batches held, oldest first
+	var heldBytes int64   // the bytes of those not yet released
 	done := len(st.files) // files of earlier stream calls stay on failure
 	var total, charged int64
 	defer func() {
 		s.budget.release(charged)
+		for _, b := range held {
+			if b.rec != nil { // (after a failure)
+				b.rec.Release()
+				b.rec = nil
+			}
+		}
 		if err != nil {
 			for _, k := range order {
-				if !k.closed {
+				if !k.closed && k.fw != nil {
 					k.fw.Abort()
 					_ = k.w.Abort()
 				}
@@ -936,27 +976,34 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 	// counted through its allocator) plus a fixed cost per column that
 	// does not go through the allocator (column writers, dictionary hash
 	// tables: about 16 KiB a column, measured), and what its storage
-	// writer buffers (writerMemory: an S3 upload's parts). All is charged
-	// to the store-wide budget. Over budget, the put ends its fullest row groups
-	// early and then finishes its least recently used files (the rows that
-	// follow for their partitions start new files), keeping one open: the
-	// budget bounds memory whatever the number of partitions.
+	// writer buffers (writerMemory: an S3 upload's parts); and the
+	// batches whose rows partitions hold before their files open. All is
+	// charged to the store-wide budget. Over budget, the put ends its
+	// fullest row groups early, then finishes its least recently used
+	// files, then writes the files of the partitions holding rows of its
+	// oldest held batches, freeing them (the rows that follow for their
+	// partitions start new files): the budget bounds memory whatever the
+	// number of partitions.
 	overhead := int64(len(fileSchema.Fields())+1) * perColumnWriter
 	var tick int64
+	opened := 0 // sinks whose file is open
 	charge := func() {
-		var now int64
+		now := heldBytes
 		for _, k := range sinks {
-			k.mem = k.fw.Buffered() + writerMemory(k.w) + overhead
+			k.mem = 0
+			if k.fw != nil {
+				k.mem = k.fw.Buffered() + writerMemory(k.w) + overhead
+			}
 			now += k.mem
 		}
 		charged += s.budget.adjust(now - charged)
 	}
 	var finish func(k *sink) error
-	// evict finishes the least recently used open file but keep.
+	// evict finishes the open file written least recently, but keep.
 	evict := func(keep *sink) (bool, error) {
 		var lru *sink
 		for _, k := range sinks {
-			if k != keep && (lru == nil || k.used < lru.used) {
+			if k != keep && k.fw != nil && (lru == nil || k.used < lru.used) {
 				lru = k
 			}
 		}
@@ -970,14 +1017,41 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		charge()
 		return true, nil
 	}
-	relieve := func(keep *sink) error {
+	// flush writes the files of the partitions that hold rows of the
+	// oldest held batches, until the budget is met and at least half of
+	// what was held is freed (so that the next flush is not one batch
+	// away).
+	flush := func() error {
+		target := heldBytes / 2
+		for len(held) > 0 && (s.budget.over() || heldBytes > target) {
+			b := held[0]
+			for _, k := range order {
+				if b.rec == nil {
+					break
+				}
+				if k.closed || len(k.held) == 0 || !slices.ContainsFunc(k.held, func(h heldRows) bool { return h.b == b }) {
+					continue
+				}
+				delete(sinks, k.dir)
+				if err := finish(k); err != nil {
+					return err
+				}
+			}
+			held = held[1:]
+			charge()
+		}
+		return nil
+	}
+	relieve := func() error {
 		charge()
 		if !s.budget.over() {
 			return nil
 		}
 		open := make([]*sink, 0, len(sinks))
 		for _, k := range sinks {
-			open = append(open, k)
+			if k.fw != nil {
+				open = append(open, k)
+			}
 		}
 		sort.Slice(open, func(i, j int) bool { return open[i].mem > open[j].mem })
 		for _, k := range open {
@@ -990,64 +1064,116 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		}
 		charge()
 		for s.budget.over() {
-			if ok, err := evict(keep); err != nil || !ok {
+			if ok, err := evict(nil); err != nil {
 				return err
+			} else if !ok {
+				break
 			}
+		}
+		if s.budget.over() {
+			return flush()
 		}
 		return nil
 	}
-	open := func(dir string, values map[string]string) (*sink, error) {
+	// sinkOf is the sink of directory dir, new (holding no rows yet) if it
+	// has none.
+	sinkOf := func(dir string, values map[string]string) (*sink, error) {
 		if k, ok := sinks[dir]; ok {
 			return k, nil
 		}
 		if _, seen := st.dirSeqs[dir]; !seen && len(st.dirSeqs) >= s.opts.partitionLimit {
 			return nil, fmt.Errorf("%w: a put may touch at most %d partitions", ErrInvalidArgument, s.opts.partitionLimit)
 		}
+		k := &sink{dir: dir, values: values, seq: st.dirSeqs[dir]}
+		st.dirSeqs[dir]++
+		sinks[dir] = k
+		order = append(order, k)
+		return k, nil
+	}
+	// encodeTo writes rec into k's open file.
+	encodeTo := func(k *sink, rec arrow.RecordBatch) error {
+		before := k.fw.Size()
+		if err := k.fw.Write(rec); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		if k.fw.RowGroupBytes() >= s.opts.rowGroupBytes/int64(max(1, opened)) {
+			if err := k.fw.EndRowGroup(); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+		}
+		total += k.fw.Size() - before
+		if s.opts.maxPutBytes > 0 && st.o.carry == nil && total > s.opts.maxPutBytes { // (a compaction is no client's put)
+			return fmt.Errorf("%w: %s: more than %d bytes in one put", ErrTooLarge, p, s.opts.maxPutBytes)
+		}
+		return nil
+	}
+	// openFile opens k's file and writes the rows it held.
+	openFile := func(k *sink) error {
 		// Make room for the new file's fixed cost first.
 		s.budget.adjust(overhead)
 		over := s.budget.over()
 		s.budget.adjust(-overhead)
-		for over && len(sinks) > 0 {
-			if _, err := evict(nil); err != nil {
-				return nil, err
+		for over {
+			if ok, err := evict(k); err != nil {
+				return err
+			} else if !ok {
+				break
 			}
 			s.budget.adjust(overhead)
 			over = s.budget.over()
 			s.budget.adjust(-overhead)
 		}
-		k := &sink{dir: dir, values: values, seq: st.dirSeqs[dir]}
-		st.dirSeqs[dir]++
 		idx := st.index + k.seq
 		if k.seq > 0 && st.mode == ModeAppend {
 			// Another file of this append in the same directory needs an
 			// index of its own.
 			var err error
 			if idx, err = s.claimIndex(ctx, s.state(p), st.version, st.format); err != nil {
-				return nil, err
+				return err
 			}
 			st.claims = append(st.claims, idx)
 		}
-		k.name = path.Join(vdir, dir, dataFileName(idx, st.format))
+		k.name = path.Join(vdir, k.dir, dataFileName(idx, st.format))
 		// The file's content is synced at its Commit, its name by the
 		// commit cycle, once per directory for every put of the cycle
 		// (stagedDirs), before the record that lists it.
 		w, err := fsys.CreateSync(ctx, s.fs, k.name, fsys.SyncContent)
 		if err != nil {
-			return nil, fmt.Errorf("write %s: %w", p, err)
+			return fmt.Errorf("write %s: %w", p, err)
 		}
 		fw, err := codec.NewFileWriter(w, fileSchema, wopts)
 		if err != nil {
 			_ = w.Abort()
-			return nil, fmt.Errorf("%s: %w", p, err)
+			return fmt.Errorf("%s: %w", p, err)
 		}
 		k.w, k.fw = w, fw
-		sinks[dir] = k
-		order = append(order, k)
+		opened++
+		for len(k.held) > 0 {
+			h := k.held[0]
+			rec, _, err := codec.TakeRows(ctx, h.b.rec, h.rows)
+			if err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+			err = encodeTo(k, rec)
+			rec.Release()
+			if err != nil {
+				return err
+			}
+			k.held = k.held[1:]
+			heldBytes -= h.b.unref()
+		}
+		k.held, k.heldBytes = nil, 0
 		charge()
-		return k, nil
+		return nil
 	}
 	finish = func(k *sink) error {
+		if k.fw == nil {
+			if err := openFile(k); err != nil {
+				return err
+			}
+		}
 		k.closed = true
+		opened--
 		if err := k.fw.Close(); err != nil {
 			_ = k.w.Abort()
 			return fmt.Errorf("%s: %w", p, err)
@@ -1059,23 +1185,23 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		rel := strings.TrimPrefix(k.name, p.dir+"/")
 		st.files = append(st.files, FileRecord{Path: rel, Rows: k.fw.Rows(), Bytes: k.fw.Size(), SHA256: k.fw.SHA256(), Partition: k.values})
 		st.rows += k.fw.Rows()
+		// A finished file's writers hold its Parquet schema and metadata
+		// (tens of KiB a column) that no budget counts: drop them, or a put
+		// that finishes thousands of files keeps them all (red team r04).
+		k.fw, k.w = nil, nil
 		return nil
 	}
+	// writeTo writes rec to k's file, opening it.
 	writeTo := func(k *sink, rec arrow.RecordBatch) error {
 		tick++
 		k.used = tick
-		before := k.fw.Size()
-		if err := k.fw.Write(rec); err != nil {
-			return fmt.Errorf("%s: %w", p, err)
-		}
-		if k.fw.RowGroupBytes() >= s.opts.rowGroupBytes/int64(max(1, len(sinks))) {
-			if err := k.fw.EndRowGroup(); err != nil {
-				return fmt.Errorf("%s: %w", p, err)
+		if k.fw == nil {
+			if err := openFile(k); err != nil {
+				return err
 			}
 		}
-		total += k.fw.Size() - before
-		if s.opts.maxPutBytes > 0 && st.o.carry == nil && total > s.opts.maxPutBytes { // (a compaction is no client's put)
-			return fmt.Errorf("%w: %s: more than %d bytes in one put", ErrTooLarge, p, s.opts.maxPutBytes)
+		if err := encodeTo(k, rec); err != nil {
+			return err
 		}
 		if st.o.TargetFileBytes > 0 && st.mode == ModeWrite && st.format == FormatParquet && k.fw.Size()+k.fw.RowGroupBytes() >= st.o.TargetFileBytes {
 			// Roll over: the next rows of this directory start a new file.
@@ -1088,7 +1214,11 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		return nil
 	}
 	if len(st.by) == 0 {
-		if _, err := open("", nil); err != nil {
+		k, err := sinkOf("", nil)
+		if err == nil {
+			err = openFile(k)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -1115,7 +1245,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 				} else {
 					part.Retain()
 				}
-				k, werr := open("", nil)
+				k, werr := sinkOf("", nil)
 				if werr == nil {
 					werr = writeTo(k, part)
 				}
@@ -1128,33 +1258,65 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 				}
 			}
 		} else {
-			parts, err := codec.SplitByPartition(ctx, rec, st.by)
+			g, err := codec.GroupByPartition(ctx, rec, st.by)
 			if err != nil {
 				return fmt.Errorf("%s: %w", p, err)
 			}
-			// The parts are copies (or slices holding their own
-			// references): the batch, and the message it was read
-			// from, can go while they are written.
+			if g == nil {
+				return nil // no rows
+			}
+			// g.Data holds the batch's columns (and the message they were
+			// read from): the batch can go. A partition whose rows would
+			// not pay for a writer of their own holds them (the batch
+			// stays until the last of them is written); any other
+			// partition's rows are written now.
+			bytes, n := util.TotalRecordSize(rec), g.Data.NumRows()
 			rec.Release()
 			released = true
-			var werr error
-			for _, part := range parts {
-				if werr == nil {
-					var k *sink
-					if k, werr = open(part.Dir, part.Values); werr == nil {
-						werr = writeTo(k, part.Batch)
-					}
-				}
-				part.Batch.Release()
+			hb := &heldBatch{rec: g.Data, bytes: bytes, refs: 1} // (this loop's own reference)
+			// What a partition may hold: less than a writer costs, and
+			// less than a file may grow to (TargetFileBytes: a held
+			// partition's rows go to one file).
+			holdLimit := overhead
+			if t := st.o.TargetFileBytes; t > 0 && t < holdLimit {
+				holdLimit = t
 			}
+			var werr error
+			for _, part := range g.Parts {
+				var k *sink
+				if k, werr = sinkOf(part.Dir, part.Values); werr != nil {
+					break
+				}
+				if share := bytes * int64(len(part.Rows)) / n; k.fw == nil && k.heldBytes+share < holdLimit {
+					tick++
+					k.used = tick
+					k.held = append(k.held, heldRows{b: hb, rows: part.Rows})
+					k.heldBytes += share
+					hb.refs++
+					continue
+				}
+				var batch arrow.RecordBatch
+				if batch, _, werr = codec.TakeRows(ctx, g.Data, part.Rows); werr != nil {
+					break
+				}
+				werr = writeTo(k, batch)
+				batch.Release()
+				if werr != nil {
+					break
+				}
+			}
+			for len(held) > 0 && held[0].rec == nil {
+				held = held[1:]
+			}
+			held = append(held, hb)
+			heldBytes += bytes
+			heldBytes -= hb.unref()
 			if werr != nil {
 				return wrapWrite(p, werr)
 			}
 		}
-		if st.format == FormatParquet {
-			if err := relieve(nil); err != nil {
-				return wrapWrite(p, err)
-			}
+		if err := relieve(); err != nil {
+			return wrapWrite(p, err)
 		}
 		return nil
 	}

@@ -53,7 +53,11 @@ func TestPutChargesWriterMemory(t *testing.T) {
 	sc := arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "part", Type: arrow.BinaryTypes.String},
+		{Name: "pad", Type: arrow.BinaryTypes.String},
 	}, nil)
+	// Rows larger than an open writer's fixed cost (3 × 24 KiB), so that
+	// the put writes them rather than holding them.
+	pad := strings.Repeat("x", 100<<10)
 	for _, tc := range []struct {
 		name      string
 		buffered  int64
@@ -77,7 +81,7 @@ func TestPutChargesWriterMemory(t *testing.T) {
 			// a, b, a, b: one batch each.
 			var recs []arrow.RecordBatch
 			for i, p := range []string{"a", "b", "a", "b"} {
-				rdr := fromJSON(t, sc, `[{"id": `+string(rune('0'+i))+`, "part": "`+p+`"}]`)
+				rdr := fromJSON(t, sc, `[{"id": `+string(rune('0'+i))+`, "part": "`+p+`", "pad": "`+pad+`"}]`)
 				rdr.Next()
 				rec := rdr.RecordBatch()
 				rec.Retain()

@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
-"""r04: server memory of a partitioned put is not bounded by --put-memory.
+"""r07 (red team round 9's r04, HIGH): server memory of a partitioned put
+was not bounded by --put-memory.
 
 One put of N batches of ~17 MB (25,000 rows: an id, the partition column k
 with 4,000 values, 60 string columns, half unique and half 3-valued) into
-4,000 partitions. Every batch touches every partition, and each batch makes
-one more file per partition (the writers are finished early to honour the
-128 MiB --put-memory budget), yet the server's resident memory keeps growing
-with the number of batches: measured 788 MB for 1 x 69 MB batch, 2.5 GB for
-4 x 69 MB, 9.2 GB (and 580 s, 63,888 files) for 16 x 17 MB = 276 MB of data,
-against a 128 MiB writer budget, a 256 MiB soft heap limit and a 512 MiB
-in-flight budget. A client can take a server down (OOM) with a few hundred MB.
+4,000 partitions. Every batch touches every partition with ~6 rows. The
+server kept every finished file's Parquet writer (schema and metadata, tens
+of KiB a column) and finished a file per partition and batch: 788 MB of RSS
+for 1 x 69 MB batch, 9.2 GB (and 580 s, 63,888 files) for 16 x 17 MB, with a
+128 MiB --put-memory budget. Now finished writers are dropped, and the rows
+of partitions too small for a writer are held until their file is written
+whole: one file per partition while the put fits the budget.
 
-This script sends N=6 batches (N from argv[1]) and fails when the server's peak
-RSS exceeds LIMIT_MB (env, default 1500).
+This script sends N=6 batches (N from argv[1]) and fails when the server's
+peak RSS exceeds LIMIT_MB (env, default 600) or the put wrote more than two
+files per partition.
 Exit 0 when correct, 1 while the bug is present."""
 import json, os, subprocess, sys, tempfile, threading, time
 import numpy as np
@@ -20,7 +22,7 @@ import pyarrow as pa, pyarrow.flight as fl
 
 QUIVER = os.environ.get("QUIVER", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "quiver"))
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 6
-LIMIT_MB = int(os.environ.get("LIMIT_MB", "1500"))
+LIMIT_MB = int(os.environ.get("LIMIT_MB", "600"))
 d = tempfile.mkdtemp(prefix="r04_")
 p = subprocess.Popen([QUIVER, "serve", "--data-dir", d, "--addr", "127.0.0.1:0"], stdout=subprocess.PIPE,
                      stderr=open(d + ".stderr", "wb"), env=dict(os.environ, QUIVER_POISON_FREED="1"))
@@ -53,7 +55,7 @@ try:
     res = json.loads(r.read().to_pybytes()); w.close()
     print(f"put of {N} x {b.nbytes / 2**20:.0f} MB into 4000 partitions: {time.time() - t0:.0f} s, "
           f"{len(res['files'])} files, server peak RSS {peak[0]} MB (limit {LIMIT_MB} MB)")
-    bad = peak[0] > LIMIT_MB
+    bad = peak[0] > LIMIT_MB or len(res["files"]) > 2 * 4000
     print("BUG present" if bad else "OK")
     sys.exit(1 if bad else 0)
 finally:
