@@ -131,39 +131,54 @@ func TestManyPartitionsHeld(t *testing.T) {
 }
 
 // TestManyPartitionsRefusedLate: a put whose last batch is refused, after
-// earlier batches' rows were held, leaves no file and no memory behind.
+// earlier batches' rows were held (small rows) or written (large rows),
+// leaves the data directory as it found it, partition directories
+// included (red team round 9 r02), and no memory behind.
 func TestManyPartitionsRefusedLate(t *testing.T) {
-	s, dir := newTestStore(t)
-	// Three batches of 200 partitions held, then a null in a column the
-	// schema says is not nullable.
-	good := spread(3, 200, 1, 8, nil)
-	defer good.Release()
-	rdr := array.ReaderFromIter(padSchema, func(yield func(arrow.RecordBatch, error) bool) {
-		for good.Next() {
-			rec := good.RecordBatch()
-			rec.Retain()
-			if !yield(rec, nil) {
-				return
+	for _, tc := range []struct {
+		name       string
+		parts, pad int
+	}{
+		{"held", 200, 8},
+		{"written", 8, 100 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, dir := newTestStore(t)
+			put(t, s, ModeWrite, []string{"late"}, spread(1, 2, 1, 8, nil), PutOptions{PartitionBy: []string{"k"}})
+			for _, mode := range []Mode{ModeWrite, ModeAppend} {
+				// Three batches, then a null in a column the schema says
+				// is not nullable.
+				good := spread(3, tc.parts, 1, tc.pad, nil)
+				rdr := array.ReaderFromIter(padSchema, func(yield func(arrow.RecordBatch, error) bool) {
+					for good.Next() {
+						rec := good.RecordBatch()
+						rec.Retain()
+						if !yield(rec, nil) {
+							return
+						}
+					}
+					b := array.NewRecordBuilder(memory.DefaultAllocator, padSchema)
+					defer b.Release()
+					b.Field(0).(*array.Int64Builder).AppendNull()
+					b.Field(1).(*array.Int64Builder).Append(1)
+					b.Field(2).(*array.StringBuilder).Append("x")
+					yield(b.NewRecordBatch(), nil)
+				})
+				before := tree(t, dir)
+				_, err := s.Put(context.Background(), []string{"late"}, rdr, PutOptions{Mode: mode, PartitionBy: []string{"k"}})
+				rdr.Release()
+				good.Release()
+				if err == nil || !strings.Contains(err.Error(), "null") {
+					t.Fatalf("%s: %v, want a refused null", mode, err)
+				}
+				if after := tree(t, dir); fmt.Sprint(after) != fmt.Sprint(before) {
+					t.Errorf("%s: the data dir changed:\nbefore %v\nafter  %v", mode, before, after)
+				}
+				if n := s.PutMemory(); n != 0 {
+					t.Errorf("%s: put memory after the put: %d", mode, n)
+				}
 			}
-		}
-		b := array.NewRecordBuilder(memory.DefaultAllocator, padSchema)
-		defer b.Release()
-		b.Field(0).(*array.Int64Builder).AppendNull()
-		b.Field(1).(*array.Int64Builder).Append(1)
-		b.Field(2).(*array.StringBuilder).Append("x")
-		yield(b.NewRecordBatch(), nil)
-	})
-	defer rdr.Release()
-	before := tree(t, dir)
-	_, err := s.Put(context.Background(), []string{"late"}, rdr, PutOptions{Mode: ModeWrite, PartitionBy: []string{"k"}})
-	if err == nil || !strings.Contains(err.Error(), "null") {
-		t.Fatalf("put: %v, want a refused null", err)
-	}
-	if after := tree(t, dir); fmt.Sprint(after) != fmt.Sprint(before) {
-		t.Errorf("the data dir changed:\nbefore %v\nafter  %v", before, after)
-	}
-	if n := s.PutMemory(); n != 0 {
-		t.Errorf("put memory after the put: %d", n)
+		})
 	}
 }
 

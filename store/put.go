@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path"
 	"runtime/debug"
 	"slices"
@@ -692,19 +693,31 @@ func (s *Store) discardVersion(ctx context.Context, ps *profileState, st *staged
 			}
 		}
 	}
-	// Directories deepest first: partition directories, then the version.
+	// Partition directories, then the version.
+	s.removeEmptyUnder(ctx, vdir, slices.Collect(maps.Keys(dirs)))
+	s.removeIfEmpty(ctx, vdir)
+	if kept {
+		s.opts.log.Error().Str("profile", p.String()).Str("version", VersionName(st.version)).Msg("could not remove all files of a failed write; sweep will")
+	}
+}
+
+// removeEmptyUnder deletes the directories dirs, and their parents below
+// vdir, that are empty, deepest first: the partition directories a failed
+// put made. (Anyone may remove an empty directory: whoever makes a name in
+// one makes it again as needed, and a directory with a name in it is not
+// removed.)
+func (s *Store) removeEmptyUnder(ctx context.Context, vdir string, dirs []string) {
+	seen := map[string]bool{}
 	var order []string
-	for d := range dirs {
-		for ; strings.HasPrefix(d, vdir+"/"); d = path.Dir(d) {
+	for _, d := range dirs {
+		for ; strings.HasPrefix(d, vdir+"/") && !seen[d]; d = path.Dir(d) {
+			seen[d] = true
 			order = append(order, d)
 		}
 	}
 	sort.Slice(order, func(i, j int) bool { return strings.Count(order[i], "/") > strings.Count(order[j], "/") })
-	for _, d := range append(order, vdir) {
+	for _, d := range order {
 		s.removeIfEmpty(ctx, d)
-	}
-	if kept {
-		s.opts.log.Error().Str("profile", p.String()).Str("version", VersionName(st.version)).Msg("could not remove all files of a failed write; sweep will")
 	}
 }
 
@@ -962,6 +975,15 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 				_ = s.fs.Delete(context.WithoutCancel(ctx), p.join(f.Path))
 			}
 			st.files = st.files[:done]
+			// And the partition directories its files were made in, if
+			// nothing else is in them (red team round 9 r02).
+			var dirs []string
+			for _, k := range order {
+				if k.name != "" {
+					dirs = append(dirs, path.Dir(k.name))
+				}
+			}
+			s.removeEmptyUnder(context.WithoutCancel(ctx), vdir, dirs)
 		}
 	}()
 	defer func() {
