@@ -1,0 +1,102 @@
+"""r01: dictionary<…, float64/float32> values 0.0 and -0.0 are merged (silent value change).
+
+Bug: a put whose batches carry dictionaries of floats, one holding -0.0 and a
+later one holding 0.0 (or the reverse), is acknowledged, but every row comes
+back with the sign of whichever zero was seen first: DoGet, pyarrow reading the
+stored file directly, and polars all return -0.0 where 0.0 was put. The same
+happens on the read path across files: a write of dictionary [0.0] followed by
+an append of dictionary [-0.0] reads back through DoGet as [0.0, 0.0] (after
+`compact` it reads back [0.0, -0.0] — so two reads of the same data disagree).
+NaN payloads are merged the same way. Looks like the dictionary memo
+(hash table keyed by float ==) unifying per-batch dictionaries.
+The same values as a plain float64 column round-trip bit-exactly.
+
+Severity: MEDIUM (acknowledged data reads back different; signed zero is
+observable, e.g. 1/x, copysign, and the docs promise "values are never
+changed" and list ±0 as tested).
+
+Expected: the values read back are bit-identical to what was put (dictionary
+unification must compare floats bitwise), or the put is refused.
+"""
+import os, sys, json, subprocess, tempfile, shutil, glob
+import numpy as np
+import pyarrow as pa, pyarrow.flight as fl, pyarrow.parquet as pq
+
+QUIVER = os.environ.get("QUIVER", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bin", "quiver"))
+
+
+def start_server():
+    d = tempfile.mkdtemp(prefix="quiver_rt_", dir="/tmp")
+    data = os.path.join(d, "data")
+    p = subprocess.Popen([QUIVER, "serve", "--data-dir", data, "--addr", "127.0.0.1:0"],
+                         stdout=subprocess.PIPE, stderr=open(os.path.join(d, "server.log"), "w"), text=True)
+    line = p.stdout.readline()
+    addr = line.strip().split(" on ")[-1]
+    return p, d, data, fl.connect("grpc://" + addr)
+
+
+def put(client, path, batches, schema, mode="write", **kw):
+    cmd = dict(path=path, mode=mode, **kw)
+    w, r = client.do_put(fl.FlightDescriptor.for_command(json.dumps(cmd)), schema)
+    for b in batches:
+        w.write_batch(b)
+    w.done_writing()
+    res = r.read()
+    w.close()
+    return json.loads(res.to_pybytes())
+
+
+def get(client, path, **t):
+    t["path"] = path
+    return client.do_get(fl.Ticket(json.dumps(t).encode())).read_all()
+
+
+def latest_files(data, path):
+    prof = os.path.join(data, path)
+    v = json.load(open(os.path.join(prof, "manifest.json")))["latest_data_dir"]
+    return sorted(glob.glob(os.path.join(prof, v, "**", "*.parquet"), recursive=True))
+
+
+def bits(t, col="v"):
+    out = []
+    for a in t.column(col).chunks:
+        if pa.types.is_dictionary(a.type):
+            a = a.dictionary_decode()
+        out += a.cast(pa.float64()).to_numpy(zero_copy_only=False).view(np.int64).tolist()
+    return out
+
+
+def main():
+    p, d, data, c = start_server()
+    bad = []
+    try:
+        D = pa.DictionaryArray.from_arrays
+        mk = lambda z: pa.record_batch([D(pa.array([0, 0], pa.int32()), pa.array([z]))], names=["v"])
+        # 1) one write, two batches: dictionaries [-0.0] then [0.0]
+        b1, b2 = mk(-0.0), mk(0.0)
+        exp = bits(pa.Table.from_batches([b1, b2]))
+        put(c, "z/write", [b1, b2], b1.schema)
+        got = bits(get(c, "z/write"))
+        direct = [x for f in latest_files(data, "z/write") for x in bits(pq.read_table(f))]
+        print("expected bits", exp, "\nDoGet        ", got, "\npyarrow file ", direct)
+        if got != exp:
+            bad.append("DoGet of one write changed the sign of zero")
+        if direct != exp:
+            bad.append("stored file holds a different sign of zero")
+        # 2) write [0.0], append [-0.0]: read path
+        put(c, "z/app", [mk(0.0)], b1.schema)
+        put(c, "z/app", [mk(-0.0)], b1.schema, mode="append")
+        exp2 = [0, 0, -2**63, -2**63]
+        got2 = bits(get(c, "z/app"))
+        print("write+append expected", exp2, "DoGet", got2)
+        if got2 != exp2:
+            bad.append("DoGet across write+append changed the sign of zero")
+    finally:
+        p.terminate(); p.wait(10); shutil.rmtree(d, ignore_errors=True)
+    if bad:
+        print("BUG:", "; ".join(bad)); return 1
+    print("OK"); return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
