@@ -364,25 +364,90 @@ func narrowDicts(d arrow.ArrayData, fn func(dict arrow.ArrayData, room int)) {
 }
 
 // DictionaryFit tells whether batches of one schema may be joined into
-// one: array.Concatenate unifies their dictionaries, which must still fit
-// a narrow index. It counts the dictionaries' lengths, which bound what
-// they unify into. The zero of a *DictionaryFit (nil) fits everything.
+// one by array.Concatenate, which unifies their dictionaries (at any depth)
+// when they differ. arrow-go's unifier
+//
+//   - refuses a unified dictionary of as many values as a narrow index
+//     addresses: it allows at most the index type's maximum (127 values for
+//     int8, 255 for uint8: one less than the index addresses, red team
+//     round 10's d11). DictionaryFit counts the dictionaries' lengths,
+//     which bound what they unify into, against that maximum;
+//   - has no memo table for some value types (large strings and binaries,
+//     string and binary views, booleans, nulls, nested values): batches
+//     with such a dictionary are never joined (red team round 10's d05 and
+//     d06).
+//
+// The first batch after Reset always joins (it is alone). The zero of a
+// *DictionaryFit (nil) fits everything.
 type DictionaryFit struct {
+	n         int // batches counted since Reset
 	load, add []int
 }
 
 // NewDictionaryFit returns a DictionaryFit for batches of sc; nil when sc
-// has no narrow dictionary.
+// has no dictionary that may fail to join.
 func NewDictionaryFit(sc *arrow.Schema) *DictionaryFit {
-	if !hasNarrowDict(sc) {
-		return nil
+	for _, f := range sc.Fields() {
+		if joinRisk(f.Type) {
+			return &DictionaryFit{}
+		}
 	}
-	return &DictionaryFit{}
+	return nil
+}
+
+// joinRisk reports whether dt has, at any depth, a narrow dictionary or a
+// dictionary arrow-go cannot unify.
+func joinRisk(dt arrow.DataType) bool {
+	switch t := dt.(type) {
+	case *arrow.DictionaryType:
+		return indexRoom(t.IndexType) > 0 || !dictionaryUnifiable(t.ValueType)
+	case arrow.ExtensionType:
+		return joinRisk(t.StorageType())
+	case arrow.NestedType:
+		for _, f := range t.Fields() {
+			if joinRisk(f.Type) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// dictionaryUnifiable reports whether arrow-go's DictionaryUnifier (which
+// array.Concatenate uses to join differing dictionaries) handles
+// dictionaries of dt: the types it has a memo table for, as its builder,
+// but for nulls (no memo table: a nil-pointer panic).
+func dictionaryUnifiable(dt arrow.DataType) bool {
+	return dt.ID() != arrow.NULL && dictionaryBuildable(dt)
+}
+
+// unifyRoom is how many values arrow-go's unifier lets a dictionary of
+// index type t hold (the type's maximum); 0 for the wide types.
+func unifyRoom(t arrow.DataType) int {
+	return max(indexRoom(t)-1, 0)
+}
+
+// eachDict calls fn with every dictionary type in d's type and the
+// dictionary of the array at that place (nil where it has none), in an
+// order that is the same for every array of d's type.
+func eachDict(d arrow.ArrayData, fn func(t *arrow.DictionaryType, dict arrow.ArrayData)) {
+	if t, ok := d.DataType().(*arrow.DictionaryType); ok {
+		dict := d.Dictionary()
+		if !present(dict) {
+			dict = nil
+		}
+		fn(t, dict)
+		return
+	}
+	for _, c := range d.Children() {
+		eachDict(c, fn)
+	}
 }
 
 // Reset starts a new joined batch.
 func (f *DictionaryFit) Reset() {
 	if f != nil {
+		f.n = 0
 		f.load = f.load[:0]
 	}
 }
@@ -396,7 +461,14 @@ func (f *DictionaryFit) Add(rec arrow.RecordBatch) bool {
 	f.add = f.add[:0]
 	fits := true
 	for _, c := range rec.Columns() {
-		narrowDicts(c.Data(), func(dict arrow.ArrayData, room int) {
+		eachDict(c.Data(), func(t *arrow.DictionaryType, dict arrow.ArrayData) {
+			if !dictionaryUnifiable(t.ValueType) {
+				fits = false
+			}
+			room := unifyRoom(t.IndexType)
+			if room == 0 {
+				return
+			}
 			k := len(f.add)
 			n := 0
 			if dict != nil {
@@ -409,10 +481,12 @@ func (f *DictionaryFit) Add(rec arrow.RecordBatch) bool {
 			f.add = append(f.add, n)
 		})
 	}
-	if fits {
+	if f.n == 0 || fits {
 		f.load = append(f.load[:0], f.add...)
+		f.n++
+		return true
 	}
-	return fits
+	return false
 }
 
 // dictGuard keeps, for a Parquet row group being written, the distinct

@@ -2,13 +2,16 @@ package codec
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
@@ -173,5 +176,103 @@ func TestNarrowDictionaryEdges(t *testing.T) {
 	}
 	if NewDictionaryFit(schemaOf(field("s", arrow.BinaryTypes.String, true))) != nil {
 		t.Error("DictionaryFit for a schema without narrow dictionaries")
+	}
+}
+
+// TestDictionaryFitJoins checks DictionaryFit against what it predicts:
+// array.Concatenate of the batches it lets join must succeed, and batches
+// it must let join do. arrow-go's unifier allows one value less than a
+// narrow index addresses and has no memo table for large strings and
+// binaries (red team round 10's d05, d06, d11).
+func TestDictionaryFitJoins(t *testing.T) {
+	mem, _ := checkedMem(t)
+	dict := func(t *testing.T, idx, vt arrow.DataType, n int, prefix string) arrow.Array {
+		var vals, ix []string
+		for i := range n {
+			v := fmt.Sprint(prefix, i)
+			if vt.ID() == arrow.LARGE_BINARY {
+				v = base64.StdEncoding.EncodeToString([]byte(v))
+			}
+			vals = append(vals, `"`+v+`"`)
+			ix = append(ix, fmt.Sprint(i))
+		}
+		v, _, err := array.FromJSON(mem, vt, strings.NewReader("["+strings.Join(vals, ",")+"]"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.Release()
+		i, _, err := array.FromJSON(mem, idx, strings.NewReader("["+strings.Join(ix, ",")+"]"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer i.Release()
+		return array.NewDictionaryArray(&arrow.DictionaryType{IndexType: idx, ValueType: vt}, i, v)
+	}
+	i8, u8, i32 := arrow.PrimitiveTypes.Int8, arrow.PrimitiveTypes.Uint8, arrow.PrimitiveTypes.Int32
+	str, lstr, lbin := arrow.BinaryTypes.String, arrow.BinaryTypes.LargeString, arrow.BinaryTypes.LargeBinary
+	cases := []struct {
+		name   string
+		idx    arrow.DataType
+		vt     arrow.DataType
+		sizes  []int
+		nested bool
+		joins  []bool // Add's answer for each batch after the first
+	}{
+		{"int8 127", i8, str, []int{120, 7}, false, []bool{true}},
+		{"int8 128", i8, str, []int{123, 5}, false, []bool{false}},
+		{"int8 128 nested", i8, str, []int{123, 5}, true, []bool{false}},
+		{"int8 alone full", i8, str, []int{128, 0, 1}, false, []bool{false, true}},
+		{"uint8 255", u8, str, []int{250, 5}, true, []bool{true}},
+		{"uint8 256", u8, str, []int{250, 6}, false, []bool{false}},
+		{"int32 string", i32, str, []int{300, 300}, true, []bool{true}},
+		{"large_string", i8, lstr, []int{2, 1}, false, []bool{false}},
+		{"large_string int32 nested", i32, lstr, []int{2, 1}, true, []bool{false}},
+		{"large_binary", i32, lbin, []int{2, 1}, false, []bool{false}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var recs []arrow.RecordBatch
+			defer func() {
+				for _, r := range recs {
+					r.Release()
+				}
+			}()
+			for i, n := range tc.sizes {
+				var c arrow.Array = dict(t, tc.idx, tc.vt, n, fmt.Sprint("b", i, "_"))
+				if tc.nested {
+					st := arrow.StructOf(arrow.Field{Name: "d", Type: c.DataType(), Nullable: true})
+					d := array.NewData(st, c.Len(), []*memory.Buffer{nil}, []arrow.ArrayData{c.Data()}, 0, 0)
+					c.Release()
+					c = array.MakeFromData(d)
+					d.Release()
+				}
+				sc := arrow.NewSchema([]arrow.Field{{Name: "c", Type: c.DataType(), Nullable: true}}, nil)
+				recs = append(recs, array.NewRecordBatch(sc, []arrow.Array{c}, int64(c.Len())))
+				c.Release()
+			}
+			f := NewDictionaryFit(recs[0].Schema())
+			if f == nil && slices.Contains(tc.joins, false) {
+				t.Fatal("no DictionaryFit for a schema whose batches may not join")
+			}
+			f.Reset()
+			if !f.Add(recs[0]) {
+				t.Fatal("the first batch does not join itself")
+			}
+			joined := []arrow.Array{recs[0].Column(0)}
+			for i, r := range recs[1:] {
+				if got := f.Add(r); got != tc.joins[i] {
+					t.Fatalf("batch %d: Add %v, want %v", i+1, got, tc.joins[i])
+				}
+				if !tc.joins[i] {
+					break
+				}
+				joined = append(joined, r.Column(0))
+			}
+			a, err := array.Concatenate(joined, mem)
+			if err != nil {
+				t.Fatalf("batches DictionaryFit joins do not concatenate: %v", err)
+			}
+			a.Release()
+		})
 	}
 }
