@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -304,6 +305,52 @@ func TestDictionaryEvolvedJoin(t *testing.T) {
 		}
 		if rows != want {
 			t.Errorf("join %v: read %s, want %s", join, rows, want)
+		}
+	}
+}
+
+// TestDictionaryValuesRefused puts columns of dictionaries whose values
+// arrow-go's Parquet writer cannot write (booleans, half floats, nested
+// values), at the top and nested: refused before any data with
+// InvalidArgument naming the column, nothing committed, no memory held
+// (a nested dictionary of booleans leaked in the Parquet writer).
+func TestDictionaryValuesRefused(t *testing.T) {
+	cases := []struct {
+		name string
+		vt   arrow.DataType
+		vals string
+	}{
+		{"bool", arrow.FixedWidthTypes.Boolean, `[true,false]`},
+		{"float16", arrow.FixedWidthTypes.Float16, `[1.5,2]`},
+		{"struct", arrow.StructOf(arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int32, Nullable: true}), `[{"a":1},{"a":2}]`},
+		{"list", arrow.ListOf(arrow.PrimitiveTypes.Int32), `[[1],[2,3]]`},
+	}
+	for _, tc := range cases {
+		for _, kind := range []string{"top", "struct", "list", "map"} {
+			t.Run(tc.name+"/"+kind, func(t *testing.T) {
+				s, dir := newTestStore(t)
+				dt := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: tc.vt}
+				c := nestDict(kind, dictOf(t, dt, []int{0, 1, 0}, tc.vals))
+				defer c.Release()
+				sc := arrow.NewSchema([]arrow.Field{{Name: "c", Type: c.DataType(), Nullable: true}}, nil)
+				rec := array.NewRecordBatch(sc, []arrow.Array{c}, int64(c.Len()))
+				defer rec.Release()
+				rdr, err := array.NewRecordReader(sc, []arrow.RecordBatch{rec})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer rdr.Release()
+				_, err = s.Put(context.Background(), []string{"r"}, rdr, PutOptions{Mode: ModeWrite})
+				if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), `column "c`) || !strings.Contains(err.Error(), "dictionary of") {
+					t.Fatalf("put: %v, want InvalidArgument naming the column", err)
+				}
+				if strings.Contains(err.Error(), dir) {
+					t.Errorf("the message names a server path: %v", err)
+				}
+				if _, err := s.Read(context.Background(), []string{"r"}, ReadOptions{}); err == nil {
+					t.Error("a refused put left a readable profile")
+				}
+			})
 		}
 	}
 }

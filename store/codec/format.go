@@ -166,6 +166,9 @@ func writerProperties(sc *arrow.Schema, o WriterOptions, pqs *schema.Schema) (*p
 		opts = append(opts, parquet.WithDataPageSize(64<<10), parquet.WithDictionaryPageSizeLimit(256<<10))
 	}
 	if pqs == nil {
+		if err := checkDictionaryValues(sc); err != nil {
+			return nil, nil, err
+		}
 		if pqs, err = pqarrow.ToParquet(sc, parquet.NewWriterProperties(opts...), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema())); err != nil {
 			return nil, nil, fmt.Errorf("%w: the schema cannot be stored as Parquet: %v", ErrInvalid, err)
 		}
@@ -178,6 +181,42 @@ func writerProperties(sc *arrow.Schema, o WriterOptions, pqs *schema.Schema) (*p
 		}
 	}
 	return parquet.NewWriterProperties(opts...), pqs, nil
+}
+
+// checkDictionaryValues refuses the dictionary columns (at any depth)
+// whose values arrow-go's Parquet writer cannot write: booleans, half
+// floats, nulls and nested values. It accepts their schema and fails on
+// the first batch, with a message naming a compute kernel, leaking memory
+// when the dictionary is nested (v18.8); they are refused here, before
+// any data, with the column named. (A partition column is not in the
+// files' schema: a dictionary of booleans may partition.)
+func checkDictionaryValues(sc *arrow.Schema) error {
+	var walk func(path string, dt arrow.DataType) error
+	walk = func(path string, dt arrow.DataType) error {
+		switch t := dt.(type) {
+		case *arrow.DictionaryType:
+			switch t.ValueType.(type) {
+			case *arrow.BooleanType, *arrow.Float16Type, *arrow.NullType, arrow.NestedType:
+				return fmt.Errorf("%w: column %q: the schema cannot be stored as Parquet: a dictionary of %s values cannot be written (send the column without a dictionary)", ErrInvalid, path, t.ValueType)
+			}
+			return walk(path, t.ValueType)
+		case arrow.ExtensionType:
+			return walk(path, t.StorageType())
+		case arrow.NestedType:
+			for _, f := range t.Fields() {
+				if err := walk(path+"."+f.Name, f.Type); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	for _, f := range sc.Fields() {
+		if err := walk(f.Name, f.Type); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // CheckCSVTypes refuses columns that have no faithful text form: nested
