@@ -104,6 +104,15 @@ func seq(lo, hi int) []int {
 	return s
 }
 
+// nums is the JSON array of n numbers lo+0.5, lo+1.5, ….
+func nums(lo, n int) string {
+	var s []string
+	for i := range n {
+		s = append(s, fmt.Sprint(float64(lo+i)+0.5))
+	}
+	return "[" + strings.Join(s, ",") + "]"
+}
+
 // strs is the JSON array of n strings prefix0, prefix1, ….
 func strs(prefix string, n int) string { return strsMod(prefix, n, n) }
 
@@ -149,6 +158,7 @@ func TestDictionaryJoinedReads(t *testing.T) {
 		{"int8_room", i8, arrow.BinaryTypes.String, part{append(seq(0, 110), seq(0, 123)...), strs("a", 123)}, part{seq(0, 5), strs("b", 5)}},
 		{"int8_room_dup", i8, arrow.BinaryTypes.String, part{append(seq(0, 110), seq(0, 123)...), strs("a", 123)}, part{seq(0, 5), strsMod("b", 128, 118)}},
 		{"uint8_room", u8, arrow.BinaryTypes.String, part{seq(0, 250), strs("a", 250)}, part{seq(0, 6), strs("b", 6)}},
+		{"uint8_room_float64", u8, arrow.PrimitiveTypes.Float64, part{seq(0, 250), nums(1, 250)}, part{seq(0, 6), nums(1000, 6)}},
 	}
 	for _, tc := range cases {
 		for _, kind := range []string{"top", "struct", "list", "large_list", "map"} {
