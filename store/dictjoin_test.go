@@ -364,3 +364,48 @@ func TestDictionaryValuesRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestDictionarySameCategoriesJoined appends batches of a pandas
+// categorical with the same categories: the reader joins them (their
+// dictionaries are equal, so array.Concatenate keeps them and unifies
+// nothing), and the values are exact.
+func TestDictionarySameCategoriesJoined(t *testing.T) {
+	s, _ := newTestStore(t)
+	dt := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.BinaryTypes.LargeString}
+	sc := arrow.NewSchema([]arrow.Field{{Name: "cat", Type: dt, Nullable: true}}, nil)
+	var want []string
+	for i, idx := range [][]int{{0, 1, 0}, {1, -1}, {2, 0}} {
+		c := dictOf(t, dt, idx, `["a","b","c"]`)
+		rec := array.NewRecordBatch(sc, []arrow.Array{c}, int64(c.Len()))
+		c.Release()
+		b, err := rec.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, string(b))
+		rdr, err := array.NewRecordReader(sc, []arrow.RecordBatch{rec})
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		put(t, s, []Mode{ModeWrite, ModeAppend, ModeAppend}[i], []string{"cat"}, rdr, PutOptions{})
+	}
+	rdr, err := s.Read(context.Background(), []string{"cat"}, ReadOptions{Join: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdr.Release()
+	batches := 0
+	for rdr.Next() {
+		batches++
+	}
+	if err := rdr.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if batches != 1 {
+		t.Errorf("%d batches read, want the 3 files' joined into 1", batches)
+	}
+	if _, rows := readAll(t, s, []string{"cat"}, ReadOptions{Join: true}); rows != jsonRows(t, want...) {
+		t.Errorf("read %s, want %s", rows, jsonRows(t, want...))
+	}
+}

@@ -422,6 +422,7 @@ func (r *SnapshotReader) coalesce(it item) item {
 	size := util.TotalRecordSize(it.rec)
 	r.fit.Reset()
 	r.fit.Add(it.rec)
+	defer r.fit.Reset() // it holds dictionaries of it.rec
 	for {
 		nx, ok := r.pull()
 		if !ok {

@@ -374,14 +374,17 @@ func narrowDicts(d arrow.ArrayData, fn func(dict arrow.ArrayData, room int)) {
 //     which bound what they unify into, against that maximum;
 //   - has no memo table for some value types (large strings and binaries,
 //     string and binary views, booleans, nulls, nested values): batches
-//     with such a dictionary are never joined (red team round 10's d05 and
-//     d06).
+//     with such a dictionary join only when it equals the first batch's
+//     (array.Concatenate then keeps it as it is; red team round 10's d05
+//     and d06).
 //
-// The first batch after Reset always joins (it is alone). The zero of a
+// The first batch after Reset always joins (it is alone). It holds the
+// first batch's dictionaries of such types until Reset. The zero of a
 // *DictionaryFit (nil) fits everything.
 type DictionaryFit struct {
 	n         int // batches counted since Reset
 	load, add []int
+	firsts    []arrow.ArrayData // the first batch's non-unifiable dictionaries, retained
 }
 
 // NewDictionaryFit returns a DictionaryFit for batches of sc; nil when sc
@@ -444,11 +447,18 @@ func eachDict(d arrow.ArrayData, fn func(t *arrow.DictionaryType, dict arrow.Arr
 	}
 }
 
-// Reset starts a new joined batch.
+// Reset starts a new joined batch, and releases the dictionaries held.
 func (f *DictionaryFit) Reset() {
 	if f != nil {
 		f.n = 0
 		f.load = f.load[:0]
+		for i, d := range f.firsts {
+			if d != nil {
+				d.Release()
+			}
+			f.firsts[i] = nil
+		}
+		f.firsts = f.firsts[:0]
 	}
 }
 
@@ -458,35 +468,61 @@ func (f *DictionaryFit) Add(rec arrow.RecordBatch) bool {
 	if f == nil {
 		return true
 	}
+	first := f.n == 0
 	f.add = f.add[:0]
 	fits := true
+	k := 0 // non-unifiable dictionaries seen
 	for _, c := range rec.Columns() {
 		eachDict(c.Data(), func(t *arrow.DictionaryType, dict arrow.ArrayData) {
 			if !dictionaryUnifiable(t.ValueType) {
-				fits = false
+				if first {
+					if dict != nil {
+						dict.Retain()
+					}
+					f.firsts = append(f.firsts, dict)
+				} else if fits {
+					fits = sameDict(f.firsts[k], dict)
+				}
+				k++
 			}
 			room := unifyRoom(t.IndexType)
 			if room == 0 {
 				return
 			}
-			k := len(f.add)
+			j := len(f.add)
 			n := 0
 			if dict != nil {
 				n = dict.Len()
 			}
-			if k < len(f.load) {
-				n += f.load[k]
+			if j < len(f.load) {
+				n += f.load[j]
 			}
 			fits = fits && n <= room
 			f.add = append(f.add, n)
 		})
 	}
-	if f.n == 0 || fits {
+	if first || fits {
 		f.load = append(f.load[:0], f.add...)
 		f.n++
 		return true
 	}
 	return false
+}
+
+// sameDict reports whether two dictionaries are present and hold the same
+// values (byte for byte: it is used for value types compared by their
+// bytes, not for floats, whose == merges 0 and -0).
+func sameDict(a, b arrow.ArrayData) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	if a == b {
+		return true
+	}
+	x, y := array.MakeFromData(a), array.MakeFromData(b)
+	defer x.Release()
+	defer y.Release()
+	return array.Equal(x, y)
 }
 
 // dictGuard keeps, for a Parquet row group being written, the distinct

@@ -214,7 +214,7 @@ func TestDictionaryFitJoins(t *testing.T) {
 		name   string
 		idx    arrow.DataType
 		vt     arrow.DataType
-		sizes  []int
+		sizes  []int // each batch's dictionary: n values of its own, -n the same in every batch
 		nested bool
 		joins  []bool // Add's answer for each batch after the first
 	}{
@@ -228,6 +228,10 @@ func TestDictionaryFitJoins(t *testing.T) {
 		{"large_string", i8, lstr, []int{2, 1}, false, []bool{false}},
 		{"large_string int32 nested", i32, lstr, []int{2, 1}, true, []bool{false}},
 		{"large_binary", i32, lbin, []int{2, 1}, false, []bool{false}},
+		// The same dictionary (a categorical's categories): concatenated
+		// as it is, not unified.
+		{"large_string same", i32, lstr, []int{-2, -2, -2}, true, []bool{true, true}},
+		{"large_string same narrow", i8, lstr, []int{-60, -60, -60}, false, []bool{true, false}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -238,7 +242,11 @@ func TestDictionaryFitJoins(t *testing.T) {
 				}
 			}()
 			for i, n := range tc.sizes {
-				var c arrow.Array = dict(t, tc.idx, tc.vt, n, fmt.Sprint("b", i, "_"))
+				prefix := fmt.Sprint("b", i, "_")
+				if n < 0 { // -n values, the same in every batch
+					n, prefix = -n, "same"
+				}
+				var c arrow.Array = dict(t, tc.idx, tc.vt, n, prefix)
 				if tc.nested {
 					st := arrow.StructOf(arrow.Field{Name: "d", Type: c.DataType(), Nullable: true})
 					d := array.NewData(st, c.Len(), []*memory.Buffer{nil}, []arrow.ArrayData{c.Data()}, 0, 0)
@@ -255,6 +263,7 @@ func TestDictionaryFitJoins(t *testing.T) {
 				t.Fatal("no DictionaryFit for a schema whose batches may not join")
 			}
 			f.Reset()
+			defer f.Reset() // it holds dictionaries of the first batch
 			if !f.Add(recs[0]) {
 				t.Fatal("the first batch does not join itself")
 			}
