@@ -233,7 +233,7 @@ func TestDictionaryPartitionReads(t *testing.T) {
 		idx  []int
 	}{
 		{"large_string", &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.BinaryTypes.LargeString}, `["eu","us"]`, []int{0, 1, 0, -1}},
-		{"bool", &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.FixedWidthTypes.Boolean}, `[true,false]`, []int{0, 1, 0}},
+		{"bool", &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.FixedWidthTypes.Boolean}, `[true,false]`, []int{0, 1, 0, -1}},
 		{"string", &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Uint8, ValueType: arrow.BinaryTypes.String}, `["eu","us"]`, []int{0, 1, 0}},
 		{"date32", &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.FixedWidthTypes.Date32}, `[1,20000]`, []int{1, 0, 1}},
 		{"int64", &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Uint32, ValueType: arrow.PrimitiveTypes.Int64}, `[-5,7]`, []int{1, 0, -1}},
