@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).parent
-SCRIPTS = [f"{d}/{p.name}" for d in ("redteam_read", "redteam_write") for p in sorted((HERE / d).glob("r*.py"))]
+SCRIPTS = [f"{d}/{p.name}" for d in ("redteam_read", "redteam_write") for p in sorted((HERE / d).glob("[rd][0-9]*.py"))]
 
 
 def free_port() -> int:

@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/csv"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -357,6 +359,9 @@ func rebaseDictionaries(arr arrow.Array, mem memory.Allocator) (arrow.Array, err
 		return arr, nil
 	}
 	if dict, ok := arr.(*array.Dictionary); ok {
+		if dict.Dictionary().NullN() > 0 {
+			return foldDictNulls(dict, mem)
+		}
 		vals, err := array.Concatenate([]arrow.Array{dict.Dictionary()}, mem)
 		if err != nil {
 			return nil, err
@@ -391,12 +396,68 @@ func rebaseDictionaries(arr arrow.Array, mem memory.Allocator) (arrow.Array, err
 	return array.MakeFromData(nd), nil
 }
 
+// foldDictNulls returns d with the nulls of its dictionary's values moved
+// into its indices: a row whose index points at a null value becomes a
+// null row, and the dictionary keeps only its valid values (in their
+// order). Arrow allows a null in either place and means the same; Parquet
+// has only the one. pqarrow's FileWriter refuses such a dictionary, and
+// WriteArrowToColumn (columnWriter, and a later batch whose dictionary
+// differs) wrote the value under the null: "", 0, 1970-01-01 (red team
+// round 10's d08).
+func foldDictNulls(d *array.Dictionary, mem memory.Allocator) (arrow.Array, error) {
+	dt := d.DataType().(*arrow.DictionaryType)
+	vals := d.Dictionary()
+	remap := make([]int64, vals.Len())
+	keep := array.NewInt64Builder(mem)
+	defer keep.Release()
+	for j := range remap {
+		if vals.IsNull(j) {
+			remap[j] = -1
+			continue
+		}
+		remap[j] = int64(keep.Len())
+		keep.Append(int64(j))
+	}
+	idx := array.NewInt64Builder(mem)
+	defer idx.Release()
+	idx.Reserve(d.Len())
+	for i := 0; i < d.Len(); i++ {
+		if d.IsNull(i) {
+			idx.AppendNull()
+			continue
+		}
+		j := d.GetValueIndex(i)
+		if j < 0 || j >= len(remap) || remap[j] < 0 {
+			idx.AppendNull()
+			continue
+		}
+		idx.Append(remap[j])
+	}
+	ctx := compute.WithAllocator(context.Background(), mem)
+	wide := idx.NewArray()
+	defer wide.Release()
+	narrow, err := compute.CastArray(ctx, wide, compute.SafeCastOptions(dt.IndexType))
+	if err != nil {
+		return nil, err
+	}
+	defer narrow.Release()
+	take := keep.NewArray()
+	defer take.Release()
+	kept, err := compute.TakeArray(ctx, vals, take)
+	if err != nil {
+		return nil, err
+	}
+	defer kept.Release()
+	// Take copies the values it keeps: their offsets start at zero.
+	return array.NewDictionaryArray(dt, narrow, kept), nil
+}
+
 // needsDictRebase reports whether d holds, at any depth, a dictionary whose
-// values are sliced or are strings or binaries whose offsets do not start
-// at zero.
+// values are sliced, hold nulls (foldDictNulls) or are strings or binaries
+// whose offsets do not start at zero.
 func needsDictRebase(d arrow.ArrayData) bool {
 	if dict := d.Dictionary(); present(dict) {
-		if dict.Offset() != 0 {
+		if dict.Offset() != 0 || dict.NullN() > 0 {
 			return true
 		}
 		switch dict.DataType().ID() {
