@@ -142,3 +142,79 @@ func TestDictionaryNullValues(t *testing.T) {
 		}
 	}
 }
+
+// TestDictionaryOfNoRows: a dictionary column nested so that it holds no
+// value at all (lists all empty or null), its indices without a buffer
+// (as Arrow IPC and array.FromJSON give them) and its dictionary with
+// values, empty or missing (as pqarrow reads it). It was refused with
+// pqarrow's recovered nil-pointer panic (red team round 10's d10), and the
+// batches read back of such a file could not be joined with others (d09).
+func TestDictionaryOfNoRows(t *testing.T) {
+	str := arrow.BinaryTypes.String
+	for _, vals := range []string{`["a"]`, `[]`, "missing"} {
+		for _, shape := range []string{"list", "large_list", "map", "struct"} {
+			for _, serial := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/serial=%v", vals, shape, serial), func(t *testing.T) {
+					mem, ctx := checkedMem(t)
+					v := vals
+					if v == "missing" {
+						v = `[]`
+					}
+					d := dictOf(t, mem, arrow.PrimitiveTypes.Int32, str, `[]`, v)
+					if b := d.Data().Buffers(); len(b) > 1 && b[1] != nil {
+						t.Fatalf("the indices have a buffer: the case is not the one tested")
+					}
+					if vals == "missing" {
+						nd := array.NewData(d.DataType(), 0, d.Data().Buffers(), nil, 0, 0)
+						d.Release()
+						d = array.MakeFromData(nd)
+						nd.Release()
+					}
+					var col arrow.Array
+					switch shape {
+					case "list", "large_list":
+						var dt arrow.DataType = arrow.ListOf(d.DataType())
+						offs := memory.NewBufferBytes(arrow.Int32Traits.CastToBytes([]int32{0, 0, 0, 0}))
+						if shape == "large_list" {
+							dt = arrow.LargeListOf(d.DataType())
+							offs = memory.NewBufferBytes(arrow.Int64Traits.CastToBytes([]int64{0, 0, 0, 0}))
+						}
+						valid := memory.NewBufferBytes([]byte{0b011})
+						ld := array.NewData(dt, 3, []*memory.Buffer{valid, offs}, []arrow.ArrayData{d.Data()}, 1, 0)
+						col = array.MakeFromData(ld)
+						ld.Release()
+					case "map":
+						keys := array.MakeArrayOfNull(mem, str, 0)
+						mt := arrow.MapOf(str, d.DataType())
+						ed := array.NewData(mt.Elem(), 0, []*memory.Buffer{nil}, []arrow.ArrayData{keys.Data(), d.Data()}, 0, 0)
+						keys.Release()
+						offs := memory.NewBufferBytes(arrow.Int32Traits.CastToBytes([]int32{0, 0, 0, 0}))
+						md := array.NewData(mt, 3, []*memory.Buffer{nil, offs}, []arrow.ArrayData{ed}, 0, 0)
+						ed.Release()
+						col = array.MakeFromData(md)
+						md.Release()
+					case "struct":
+						sd := array.NewData(arrow.StructOf(arrow.Field{Name: "d", Type: d.DataType(), Nullable: true}), 0, []*memory.Buffer{nil}, []arrow.ArrayData{d.Data()}, 0, 0)
+						col = array.MakeFromData(sd)
+						sd.Release()
+					}
+					d.Release()
+					x := array.MakeArrayOfNull(mem, arrow.PrimitiveTypes.Int64, col.Len())
+					sc := arrow.NewSchema([]arrow.Field{{Name: "c", Type: col.DataType(), Nullable: true}, {Name: "x", Type: x.DataType(), Nullable: true}}, nil)
+					rec := array.NewRecordBatch(sc, []arrow.Array{col, x}, int64(col.Len()))
+					col.Release()
+					x.Release()
+					defer rec.Release()
+					want := jsonRows(t, rec)
+					// twice: the batches read back are joined
+					b := writeFile(t, sc, WriterOptions{Serial: serial}, rec, rec)
+					got := readBack(t, ctx, mem, b, sc)
+					defer got.Release()
+					if g := jsonRows(t, got); !reflect.DeepEqual(g, append(want, want...)) {
+						t.Fatalf("read back %v, want %v twice", g, want)
+					}
+				})
+			}
+		}
+	}
+}

@@ -358,16 +358,25 @@ func rebaseDictionaries(arr arrow.Array, mem memory.Allocator) (arrow.Array, err
 		arr.Retain()
 		return arr, nil
 	}
-	if dict, ok := arr.(*array.Dictionary); ok {
-		if dict.Dictionary().NullN() > 0 {
-			return foldDictNulls(dict, mem)
-		}
-		vals, err := array.Concatenate([]arrow.Array{dict.Dictionary()}, mem)
-		if err != nil {
-			return nil, err
+	if dt, ok := arr.DataType().(*arrow.DictionaryType); ok {
+		var vals arrow.Array
+		switch dict := d.Dictionary(); {
+		case !present(dict):
+			// pqarrow reads a dictionary of no values (a list<dictionary>
+			// of only empty lists) with none at all.
+			vals = array.MakeArrayOfNull(mem, dt.ValueType, 0)
+		case dict.NullN() > 0:
+			return foldDictNulls(arr.(*array.Dictionary), mem)
+		default:
+			dv := array.MakeFromData(dict)
+			defer dv.Release()
+			var err error
+			if vals, err = array.Concatenate([]arrow.Array{dv}, mem); err != nil {
+				return nil, err
+			}
 		}
 		defer vals.Release()
-		nd := array.NewData(arr.DataType(), d.Len(), d.Buffers(), nil, d.NullN(), d.Offset())
+		nd := array.NewData(arr.DataType(), d.Len(), indexBuffers(d), nil, d.NullN(), d.Offset())
 		nd.SetDictionary(vals.Data())
 		defer nd.Release()
 		return array.MakeFromData(nd), nil
@@ -452,10 +461,33 @@ func foldDictNulls(d *array.Dictionary, mem memory.Allocator) (arrow.Array, erro
 	return array.NewDictionaryArray(dt, narrow, kept), nil
 }
 
-// needsDictRebase reports whether d holds, at any depth, a dictionary whose
-// values are sliced, hold nulls (foldDictNulls) or are strings or binaries
-// whose offsets do not start at zero.
+// indexBuffers returns the buffers of d, a dictionary array, with an empty
+// index buffer where it has none: Arrow IPC gives none to a batch of no
+// indices (a list<dictionary> of only empty lists), and pqarrow's
+// dictionary encoder (v18.8) dereferences it (red team round 10's d10).
+func indexBuffers(d arrow.ArrayData) []*memory.Buffer {
+	bufs := d.Buffers()
+	if len(bufs) > 1 && bufs[1] != nil {
+		return bufs
+	}
+	bufs = slices.Clone(bufs)
+	for len(bufs) < 2 {
+		bufs = append(bufs, nil)
+	}
+	bufs[1] = memory.NewBufferBytes(make([]byte, 0, 8))
+	return bufs
+}
+
+// needsDictRebase reports whether d holds, at any depth, a dictionary
+// that is missing, has no index buffer, or whose values are sliced, hold
+// nulls (foldDictNulls) or are strings or binaries whose offsets do not
+// start at zero.
 func needsDictRebase(d arrow.ArrayData) bool {
+	if d.DataType().ID() == arrow.DICTIONARY {
+		if b := d.Buffers(); !present(d.Dictionary()) || len(b) < 2 || b[1] == nil {
+			return true
+		}
+	}
 	if dict := d.Dictionary(); present(dict) {
 		if dict.Offset() != 0 || dict.NullN() > 0 {
 			return true
