@@ -3,6 +3,7 @@ package codec
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync/atomic"
 
@@ -366,32 +367,45 @@ func narrowDicts(d arrow.ArrayData, fn func(dict arrow.ArrayData, room int)) {
 // DictionaryFit tells whether batches of one schema may be joined into
 // one: array.Concatenate unifies their dictionaries, which must still fit
 // a narrow index. It counts the dictionaries' lengths, which bound what
-// they unify into. The zero of a *DictionaryFit (nil) fits everything.
+// they unify into. Dictionaries of floats are joined only when they are
+// bit for bit the same and hold no NaN: Concatenate takes dictionaries
+// equal by == (0.0 and -0.0) for the same, and its unifier takes every NaN
+// for one (red team round 10's d01). The zero of a *DictionaryFit (nil)
+// fits everything.
 type DictionaryFit struct {
 	load, add []int
+	floats    bool
+	first     []arrow.ArrayData // the float dictionaries of the first batch since Reset
+	started   bool
 }
 
 // NewDictionaryFit returns a DictionaryFit for batches of sc; nil when sc
-// has no narrow dictionary.
+// has no narrow dictionary and no dictionary of floats.
 func NewDictionaryFit(sc *arrow.Schema) *DictionaryFit {
-	if !hasNarrowDict(sc) {
+	floats := hasFloatDict(sc)
+	if !hasNarrowDict(sc) && !floats {
 		return nil
 	}
-	return &DictionaryFit{}
+	return &DictionaryFit{floats: floats}
 }
 
 // Reset starts a new joined batch.
 func (f *DictionaryFit) Reset() {
 	if f != nil {
 		f.load = f.load[:0]
+		f.first = f.first[:0]
+		f.started = false
 	}
 }
 
 // Add reports whether rec joins the batches added since Reset, and counts
-// it when it does.
+// it when it does. The batches added must stay alive until Reset.
 func (f *DictionaryFit) Add(rec arrow.RecordBatch) bool {
 	if f == nil {
 		return true
+	}
+	if f.floats && !f.sameFloats(rec) {
+		return false
 	}
 	f.add = f.add[:0]
 	fits := true
@@ -413,6 +427,156 @@ func (f *DictionaryFit) Add(rec arrow.RecordBatch) bool {
 		f.load = append(f.load[:0], f.add...)
 	}
 	return fits
+}
+
+// sameFloats reports whether the float dictionaries of rec are those of
+// the first batch since Reset, bit for bit and without NaN (the first
+// batch: true, and they are kept).
+func (f *DictionaryFit) sameFloats(rec arrow.RecordBatch) bool {
+	if !f.started {
+		f.started = true
+		for _, c := range rec.Columns() {
+			floatDicts(c.Data(), func(dict arrow.ArrayData) { f.first = append(f.first, dict) })
+		}
+		return true
+	}
+	k, same := 0, true
+	for _, c := range rec.Columns() {
+		floatDicts(c.Data(), func(dict arrow.ArrayData) {
+			same = same && k < len(f.first) && sameFloatBits(f.first[k], dict, false)
+			k++
+		})
+	}
+	return same && k == len(f.first)
+}
+
+// hasFloatDict reports whether sc has a dictionary of floats anywhere.
+func hasFloatDict(sc *arrow.Schema) bool {
+	var has func(dt arrow.DataType) bool
+	has = func(dt arrow.DataType) bool {
+		switch t := dt.(type) {
+		case *arrow.DictionaryType:
+			return isFloatType(t.ValueType)
+		case arrow.NestedType:
+			for _, c := range t.Fields() {
+				if has(c.Type) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, fd := range sc.Fields() {
+		if has(fd.Type) {
+			return true
+		}
+	}
+	return false
+}
+
+func isFloatType(dt arrow.DataType) bool {
+	switch dt.ID() {
+	case arrow.FLOAT16, arrow.FLOAT32, arrow.FLOAT64:
+		return true
+	}
+	return false
+}
+
+// floatDicts calls fn with the dictionary (nil: none) of every dictionary
+// of floats in d, at any depth, in a fixed order.
+func floatDicts(d arrow.ArrayData, fn func(dict arrow.ArrayData)) {
+	if t, ok := d.DataType().(*arrow.DictionaryType); ok && isFloatType(t.ValueType) {
+		dict := d.Dictionary()
+		if !present(dict) {
+			dict = nil
+		}
+		fn(dict)
+	}
+	for _, c := range d.Children() {
+		floatDicts(c, fn)
+	}
+}
+
+// HasFloatDictionary reports whether sc has a dictionary of floats
+// (float16, float32, float64) anywhere.
+func HasFloatDictionary(sc *arrow.Schema) bool { return hasFloatDict(sc) }
+
+// FloatDictionaries returns the dictionaries (nil: none) of every
+// dictionary of floats in rec, at any depth, in a fixed order; they are
+// not retained.
+func FloatDictionaries(rec arrow.RecordBatch) []arrow.ArrayData {
+	var out []arrow.ArrayData
+	for _, c := range rec.Columns() {
+		floatDicts(c.Data(), func(dict arrow.ArrayData) { out = append(out, dict) })
+	}
+	return out
+}
+
+// SameFloatDictionaries reports whether two lists of FloatDictionaries
+// hold the same values bit for bit (0.0 is not -0.0; a NaN is the same as
+// a NaN of the same payload only). arrow-go's IPC writer (v18.8) does not
+// send a batch's dictionary again when it is equal to the last one sent
+// within an absolute tolerance of 1e-5, NaNs all equal: a writer of float
+// dictionaries must check that itself.
+func SameFloatDictionaries(a, b []arrow.ArrayData) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !sameFloatBits(a[i], b[i], true) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameFloatBits reports whether two dictionaries of floats hold the same
+// values bit for bit (nil: no values), and, unless nanOK, none of them
+// NaN.
+func sameFloatBits(a, b arrow.ArrayData, nanOK bool) bool {
+	la, lb := 0, 0
+	if a != nil {
+		la = a.Len()
+	}
+	if b != nil {
+		lb = b.Len()
+	}
+	if la != lb || (la > 0 && !arrow.TypeEqual(a.DataType(), b.DataType())) {
+		return false
+	}
+	if la == 0 {
+		return true
+	}
+	x, y := array.MakeFromData(a), array.MakeFromData(b)
+	defer x.Release()
+	defer y.Release()
+	for i := range la {
+		if x.IsNull(i) != y.IsNull(i) {
+			return false
+		}
+		if x.IsNull(i) {
+			continue
+		}
+		var u, v uint64
+		var nan bool
+		switch xa := x.(type) {
+		case *array.Float64:
+			u, v = math.Float64bits(xa.Value(i)), math.Float64bits(y.(*array.Float64).Value(i))
+			nan = math.IsNaN(xa.Value(i))
+		case *array.Float32:
+			u, v = uint64(math.Float32bits(xa.Value(i))), uint64(math.Float32bits(y.(*array.Float32).Value(i)))
+			nan = xa.Value(i) != xa.Value(i)
+		case *array.Float16:
+			u, v = uint64(xa.Value(i).Uint16()), uint64(y.(*array.Float16).Value(i).Uint16())
+			nan = xa.Value(i).IsNaN()
+		default:
+			return false
+		}
+		if (nan && !nanOK) || u != v {
+			return false
+		}
+	}
+	return true
 }
 
 // dictGuard keeps, for a Parquet row group being written, the distinct
