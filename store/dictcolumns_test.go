@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -154,5 +156,111 @@ func TestFloatDictionaryAppendsBitExact(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOrderedDictionaryKeepsOrder: an ordered dictionary whose batches
+// carry different dictionaries (growing categories), in one put or in
+// appends, reads back, joined or not, before and after compact, each batch
+// with a dictionary in the order put. One put's file was written plain and
+// read back in order of first appearance, and joining unified dictionaries
+// in that order too, which put "medium" after "large" (red team round 10's
+// d04).
+func TestOrderedDictionaryKeepsOrder(t *testing.T) {
+	order := []string{"small", "medium", "large", "xl"}
+	rank := map[string]int{}
+	for i, v := range order {
+		rank[v] = i
+	}
+	for _, it := range []arrow.DataType{arrow.PrimitiveTypes.Int8, arrow.PrimitiveTypes.Int32} {
+		dt := &arrow.DictionaryType{IndexType: it, ValueType: arrow.BinaryTypes.String, Ordered: true}
+		sc := arrow.NewSchema([]arrow.Field{{Name: "size", Type: dt, Nullable: true}, {Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, nil)
+		mk := func(dict []string, idx []int32) arrow.RecordBatch {
+			vb := array.NewStringBuilder(memory.DefaultAllocator)
+			vb.AppendValues(dict, nil)
+			vals := vb.NewArray()
+			vb.Release()
+			ib := array.NewInt32Builder(memory.DefaultAllocator)
+			ib.AppendValues(idx, nil)
+			wide := ib.NewArray()
+			ib.Release()
+			ia, err := compute.CastArray(context.Background(), wide, compute.SafeCastOptions(it))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wide.Release()
+			col := array.NewDictionaryArray(dt, ia, vals)
+			vals.Release()
+			ia.Release()
+			n := array.MakeArrayOfNull(memory.DefaultAllocator, arrow.PrimitiveTypes.Int64, col.Len())
+			defer n.Release()
+			defer col.Release()
+			return array.NewRecordBatch(sc, []arrow.Array{col, n}, int64(col.Len()))
+		}
+		for pi, puts := range [][][]arrow.RecordBatch{
+			// one put, two batches (the reproducer's)
+			{{mk(order[:3], []int32{2, 0}), mk(order, []int32{1, 3})}},
+			// appends
+			{{mk([]string{"small", "large"}, []int32{1, 0})}, {mk(order[:3], []int32{1, 2})}},
+			// one put, then an append, with dictionaries that join out of order
+			{{mk([]string{"medium", "xl"}, []int32{1}), mk([]string{"small", "large"}, []int32{0})}, {mk(order, []int32{2, 1})}},
+		} {
+			t.Run(fmt.Sprintf("%s/%d", it, pi), func(t *testing.T) {
+				s, _ := newTestStore(t)
+				keys := []string{"shop", "sizes"}
+				var want []string
+				for i, recs := range puts {
+					for _, rec := range recs {
+						d := rec.Column(0).(*array.Dictionary)
+						for j := 0; j < d.Len(); j++ {
+							want = append(want, strings.Clone(d.Dictionary().(*array.String).Value(d.GetValueIndex(j))))
+						}
+					}
+					rdr, _ := array.NewRecordReader(sc, recs)
+					for _, rec := range recs {
+						rec.Release()
+					}
+					mode := ModeWrite
+					if i > 0 {
+						mode = ModeAppend
+					}
+					put(t, s, mode, keys, rdr, PutOptions{})
+				}
+				for _, step := range []string{"read", "compact"} {
+					if step == "compact" {
+						if _, err := s.Compact(context.Background(), keys, CompactOptions{}); err != nil {
+							t.Fatal(err)
+						}
+					}
+					for _, join := range []bool{false, true} {
+						rdr, err := s.Read(context.Background(), keys, ReadOptions{Join: join})
+						if err != nil {
+							t.Fatal(err)
+						}
+						var got []string
+						for rdr.Next() {
+							d := rdr.RecordBatch().Column(0).(*array.Dictionary)
+							dict := d.Dictionary().(*array.String)
+							for j := 1; j < dict.Len(); j++ {
+								if rank[dict.Value(j-1)] > rank[dict.Value(j)] {
+									t.Errorf("%s, join %v: a batch's ordered dictionary %v is out of order", step, join, dict)
+								}
+							}
+							for j := 0; j < d.Len(); j++ {
+								got = append(got, strings.Clone(dict.Value(d.GetValueIndex(j))))
+							}
+						}
+						err = rdr.Err()
+						rdr.Release()
+						if err != nil {
+							t.Fatal(err)
+						}
+						if !slices.Equal(got, want) {
+							t.Fatalf("%s, join %v: read %v, want %v", step, join, got, want)
+						}
+					}
+				}
+			})
+		}
 	}
 }

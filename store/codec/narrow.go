@@ -370,23 +370,25 @@ func narrowDicts(d arrow.ArrayData, fn func(dict arrow.ArrayData, room int)) {
 // they unify into. Dictionaries of floats are joined only when they are
 // bit for bit the same and hold no NaN: Concatenate takes dictionaries
 // equal by == (0.0 and -0.0) for the same, and its unifier takes every NaN
-// for one (red team round 10's d01). The zero of a *DictionaryFit (nil)
+// for one (red team round 10's d01). Ordered dictionaries are joined only
+// when they are the same: the unifier orders values by first appearance,
+// which is not the order of each (d04). The zero of a *DictionaryFit (nil)
 // fits everything.
 type DictionaryFit struct {
 	load, add []int
-	floats    bool
-	first     []arrow.ArrayData // the float dictionaries of the first batch since Reset
+	kept      bool              // the schema has float or ordered dictionaries
+	first     []arrow.ArrayData // their dictionaries in the first batch since Reset
 	started   bool
 }
 
 // NewDictionaryFit returns a DictionaryFit for batches of sc; nil when sc
-// has no narrow dictionary and no dictionary of floats.
+// has no narrow dictionary, no dictionary of floats and no ordered one.
 func NewDictionaryFit(sc *arrow.Schema) *DictionaryFit {
-	floats := hasFloatDict(sc)
-	if !hasNarrowDict(sc) && !floats {
+	kept := hasKeptDict(sc)
+	if !hasNarrowDict(sc) && !kept {
 		return nil
 	}
-	return &DictionaryFit{floats: floats}
+	return &DictionaryFit{kept: kept}
 }
 
 // Reset starts a new joined batch.
@@ -404,7 +406,7 @@ func (f *DictionaryFit) Add(rec arrow.RecordBatch) bool {
 	if f == nil {
 		return true
 	}
-	if f.floats && !f.sameFloats(rec) {
+	if f.kept && !f.sameKept(rec) {
 		return false
 	}
 	f.add = f.add[:0]
@@ -429,25 +431,125 @@ func (f *DictionaryFit) Add(rec arrow.RecordBatch) bool {
 	return fits
 }
 
-// sameFloats reports whether the float dictionaries of rec are those of
-// the first batch since Reset, bit for bit and without NaN (the first
-// batch: true, and they are kept).
-func (f *DictionaryFit) sameFloats(rec arrow.RecordBatch) bool {
+// sameKept reports whether the float and ordered dictionaries of rec are
+// those of the first batch since Reset: floats bit for bit and without
+// NaN, others equal (the first batch: true, and they are kept).
+func (f *DictionaryFit) sameKept(rec arrow.RecordBatch) bool {
 	if !f.started {
 		f.started = true
 		for _, c := range rec.Columns() {
-			floatDicts(c.Data(), func(dict arrow.ArrayData) { f.first = append(f.first, dict) })
+			keptDicts(c.Data(), func(dict arrow.ArrayData, _ bool) { f.first = append(f.first, dict) })
 		}
 		return true
 	}
 	k, same := 0, true
 	for _, c := range rec.Columns() {
-		floatDicts(c.Data(), func(dict arrow.ArrayData) {
-			same = same && k < len(f.first) && sameFloatBits(f.first[k], dict, false)
+		keptDicts(c.Data(), func(dict arrow.ArrayData, float bool) {
+			if !same || k >= len(f.first) {
+				same = false
+				return
+			}
+			if float {
+				same = sameFloatBits(f.first[k], dict, false)
+			} else {
+				same = sameDictValues(f.first[k], dict)
+			}
 			k++
 		})
 	}
 	return same && k == len(f.first)
+}
+
+// sameDictValues reports whether two dictionaries (nil: none) hold the
+// same values in the same order.
+func sameDictValues(a, b arrow.ArrayData) bool {
+	if a == nil || b == nil || a.Len() == 0 || b.Len() == 0 {
+		return (a == nil || a.Len() == 0) && (b == nil || b.Len() == 0)
+	}
+	x, y := array.MakeFromData(a), array.MakeFromData(b)
+	defer x.Release()
+	defer y.Release()
+	return array.Equal(x, y)
+}
+
+// hasKeptDict reports whether sc has a dictionary of floats or an ordered
+// dictionary anywhere.
+func hasKeptDict(sc *arrow.Schema) bool {
+	var has func(dt arrow.DataType) bool
+	has = func(dt arrow.DataType) bool {
+		switch t := dt.(type) {
+		case *arrow.DictionaryType:
+			return t.Ordered || isFloatType(t.ValueType)
+		case arrow.NestedType:
+			for _, c := range t.Fields() {
+				if has(c.Type) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, fd := range sc.Fields() {
+		if has(fd.Type) {
+			return true
+		}
+	}
+	return false
+}
+
+// keptDicts calls fn with the dictionary (nil: none) of every dictionary
+// of floats (float true) or ordered dictionary in d, at any depth, in a
+// fixed order.
+func keptDicts(d arrow.ArrayData, fn func(dict arrow.ArrayData, float bool)) {
+	if t, ok := d.DataType().(*arrow.DictionaryType); ok && (t.Ordered || isFloatType(t.ValueType)) {
+		dict := d.Dictionary()
+		if !present(dict) {
+			dict = nil
+		}
+		fn(dict, isFloatType(t.ValueType))
+	}
+	for _, c := range d.Children() {
+		keptDicts(c, fn)
+	}
+}
+
+// hasOrderedDict reports whether sc has an ordered dictionary anywhere.
+func hasOrderedDict(sc *arrow.Schema) bool {
+	var has func(dt arrow.DataType) bool
+	has = func(dt arrow.DataType) bool {
+		switch t := dt.(type) {
+		case *arrow.DictionaryType:
+			return t.Ordered
+		case arrow.NestedType:
+			for _, c := range t.Fields() {
+				if has(c.Type) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, fd := range sc.Fields() {
+		if has(fd.Type) {
+			return true
+		}
+	}
+	return false
+}
+
+// orderedDicts calls fn with the dictionary (nil: none) of every ordered
+// dictionary in d, at any depth, in a fixed order.
+func orderedDicts(d arrow.ArrayData, fn func(dict arrow.ArrayData)) {
+	if t, ok := d.DataType().(*arrow.DictionaryType); ok && t.Ordered {
+		dict := d.Dictionary()
+		if !present(dict) {
+			dict = nil
+		}
+		fn(dict)
+	}
+	for _, c := range d.Children() {
+		orderedDicts(c, fn)
+	}
 }
 
 // hasFloatDict reports whether sc has a dictionary of floats anywhere.

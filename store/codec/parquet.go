@@ -143,8 +143,8 @@ type ParquetFile struct {
 	// narrow: the schema has dictionaries of narrow indices, read wide
 	// and narrowed again batch by batch (narrow.go).
 	narrow bool
-	// nested: some are nested in other types, which are read one row
-	// group at a time (groupChain).
+	// nested: some are nested in other types, or the schema has ordered
+	// dictionaries: read one row group at a time (groupChain).
 	nested bool
 }
 
@@ -211,7 +211,14 @@ func (f *ParquetFile) declare(sc, origin *arrow.Schema) *arrow.Schema {
 		}
 	}
 	md := sc.Metadata()
-	return arrow.NewSchema(fields, &md)
+	out := arrow.NewSchema(fields, &md)
+	if hasOrderedDict(out) {
+		// Each row group has its own dictionary (FileWriter starts one
+		// when an ordered dictionary changes); pqarrow joins the row
+		// groups a batch spans in order of first appearance.
+		f.nested = true
+	}
+	return out
 }
 
 // Footer is the file's footer.

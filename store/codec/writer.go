@@ -49,8 +49,12 @@ type FileWriter struct {
 	// guard ends a row group before its narrow dictionaries overflow
 	// (nil without them).
 	guard *dictGuard
-	err   error // the first error; the file is unusable after it
-	done  bool
+	// ordered: the schema has ordered dictionaries; groupDicts are their
+	// dictionaries in the open row group (retained).
+	ordered    bool
+	groupDicts []arrow.ArrayData
+	err        error // the first error; the file is unusable after it
+	done       bool
 }
 
 // NewFileWriter starts a file of schema sc on w. For Parquet the schema is
@@ -83,6 +87,7 @@ func NewFileWriter(w io.Writer, sc *arrow.Schema, o WriterOptions) (*FileWriter,
 		}
 		fw.pqs = pqs
 		fw.guard = newDictGuard(sc)
+		fw.ordered = hasOrderedDict(sc)
 		fw.popts = o
 		fw.popts.Metadata = nil
 		keys := make([]string, 0, len(o.Metadata))
@@ -195,6 +200,17 @@ func (fw *FileWriter) writeParquet(rec arrow.RecordBatch) error {
 		if err := fw.start(rec); err != nil {
 			return err
 		}
+	}
+	if fw.ordered && !fw.sameOrdered(rec) {
+		// A row group's column chunk has one dictionary, which keeps
+		// the order of an ordered dictionary; a batch whose dictionary
+		// differs starts another, where pqarrow would write it plain and
+		// the reader rebuild it in order of first appearance (red team
+		// round 10's d04).
+		if err := fw.newRowGroup(nil); err != nil {
+			return err
+		}
+		fw.keepOrdered(rec)
 	}
 	if fw.guard != nil {
 		rec.Retain()
@@ -589,10 +605,57 @@ func (fw *FileWriter) Close() error {
 	if fw.guard != nil {
 		fw.guard.release()
 	}
+	fw.dropOrdered()
 	if err := fw.pw.Close(); err != nil {
 		return fw.fail(err)
 	}
 	return nil
+}
+
+// sameOrdered reports whether rec's ordered dictionaries are those of the
+// open row group (true for the file's first batch, whose are kept).
+func (fw *FileWriter) sameOrdered(rec arrow.RecordBatch) bool {
+	var cur []arrow.ArrayData
+	for _, c := range rec.Columns() {
+		orderedDicts(c.Data(), func(dict arrow.ArrayData) { cur = append(cur, dict) })
+	}
+	if fw.groupDicts == nil {
+		fw.keepOrdered(rec)
+		return true
+	}
+	if len(cur) != len(fw.groupDicts) {
+		return false
+	}
+	for i := range cur {
+		if !sameDictValues(cur[i], fw.groupDicts[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// keepOrdered makes rec's ordered dictionaries those of the open row
+// group.
+func (fw *FileWriter) keepOrdered(rec arrow.RecordBatch) {
+	fw.dropOrdered()
+	fw.groupDicts = []arrow.ArrayData{}
+	for _, c := range rec.Columns() {
+		orderedDicts(c.Data(), func(dict arrow.ArrayData) {
+			if dict != nil {
+				dict.Retain()
+			}
+			fw.groupDicts = append(fw.groupDicts, dict)
+		})
+	}
+}
+
+func (fw *FileWriter) dropOrdered() {
+	for _, d := range fw.groupDicts {
+		if d != nil {
+			d.Release()
+		}
+	}
+	fw.groupDicts = nil
 }
 
 // Abort frees what the writer holds without finishing the file; what was
@@ -603,6 +666,7 @@ func (fw *FileWriter) Abort() {
 	if fw.guard != nil {
 		fw.guard.release()
 	}
+	fw.dropOrdered()
 	if fw.err == nil && !fw.done {
 		fw.err = errors.New("codec: file aborted")
 	}
