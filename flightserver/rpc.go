@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/store/codec"
 	"github.com/quiverdb/quiver/store/ipccache"
 )
 
@@ -350,6 +351,20 @@ func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServ
 			err = fail(ctx, fmt.Errorf("close stream of %s: %w", req.Path(), cerr))
 		}
 	}()
+	// arrow-go's IPC writer does not send a dictionary again when it is
+	// equal to the last one sent within 1e-5 (NaNs all equal): a batch
+	// whose float dictionaries differ from the last batch's, bit for bit,
+	// goes through a new writer, which sends every dictionary anew (red
+	// team round 10's d01: 0.0 read back as -0.0).
+	var sentFloats []arrow.ArrayData
+	floats := codec.HasFloatDictionary(rdr.Schema())
+	defer func() {
+		for _, d := range sentFloats {
+			if d != nil {
+				d.Release()
+			}
+		}
+	}()
 	limit := s.sendTarget()
 	for rdr.Next() {
 		if err := ctx.Err(); err != nil {
@@ -364,6 +379,30 @@ func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServ
 			rec := rdr.RecordBatch()
 			if rec == nil {
 				break // rdr.Err says why
+			}
+			if floats {
+				cur := codec.FloatDictionaries(rec)
+				if sentFloats != nil && !codec.SameFloatDictionaries(sentFloats, cur) {
+					if err := w.Close(); err != nil {
+						return fail(ctx, fmt.Errorf("send %s: %w", req.Path(), err))
+					}
+					pw.skip = 1 // the new writer's schema
+					w = ipc.NewWriterWithPayloadWriter(pw, ipc.WithSchema(rdr.Schema()), ipc.WithAllocator(s.opts.mem))
+				}
+				for _, d := range sentFloats {
+					if d != nil {
+						d.Release()
+					}
+				}
+				sentFloats = cur
+				if sentFloats == nil {
+					sentFloats = []arrow.ArrayData{}
+				}
+				for _, d := range sentFloats {
+					if d != nil {
+						d.Retain()
+					}
+				}
 			}
 			write := w.Write
 			if direct {

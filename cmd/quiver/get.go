@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	arrowcsv "github.com/apache/arrow-go/v18/arrow/csv"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -21,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quiverdb/quiver/client"
+	"github.com/quiverdb/quiver/store/codec"
 	"github.com/quiverdb/quiver/store/filter"
 )
 
@@ -403,9 +405,23 @@ func newSink(format string, w io.Writer, schema *arrow.Schema, mem memory.Alloca
 			close: pw.Close,
 		}, nil
 	case outCSV:
-		cw := arrowcsv.NewWriter(w, schema, arrowcsv.WithHeader(true), arrowcsv.WithNullWriter(""))
+		csvSchema, err := csvSchemaOf(schema)
+		if err != nil {
+			return nil, err
+		}
+		cw := arrowcsv.NewWriter(w, csvSchema, arrowcsv.WithHeader(true), arrowcsv.WithNullWriter(""))
+		ctx := compute.WithAllocator(context.Background(), mem)
 		return &sink{
-			write: func(rec arrow.RecordBatch) error { return rebind(rec, cw.Write) },
+			write: func(rec arrow.RecordBatch) error {
+				return rebind(rec, func(rec arrow.RecordBatch) error {
+					dense, err := csvBatch(ctx, rec, csvSchema)
+					if err != nil {
+						return err
+					}
+					defer dense.Release()
+					return cw.Write(dense)
+				})
+			},
 			close: cw.Flush,
 		}, nil
 	case outArrow:
@@ -425,4 +441,89 @@ func newSink(format string, w io.Writer, schema *arrow.Schema, mem memory.Alloca
 		}, nil
 	}
 	return nil, fmt.Errorf("unknown output format %q", format)
+}
+
+// csvSchemaOf is schema as arrow-go's CSV writer can write it: every
+// dictionary (at any depth) replaced by its value type, whose values the
+// writer formats. A column of a type it has no text form for (structs,
+// maps, times, durations, …) is an error naming it; the writer panics on
+// them (red team round 10's d07: on every dictionary column).
+func csvSchemaOf(schema *arrow.Schema) (*arrow.Schema, error) {
+	fields := schema.Fields()
+	var bad []string
+	for i, f := range fields {
+		dt, ok := csvType(f.Type)
+		if !ok {
+			bad = append(bad, fmt.Sprintf("%q (%s)", f.Name, f.Type))
+			continue
+		}
+		fields[i].Type = dt
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("columns %s cannot be written as CSV; use --format parquet or arrow, or leave them out with --columns", strings.Join(bad, ", "))
+	}
+	md := schema.Metadata()
+	return arrow.NewSchema(fields, &md), nil
+}
+
+// csvType is dt with its dictionaries decoded, and whether arrow-go's CSV
+// writer (v18.8) formats it: the types of its transformColToStringArr.
+func csvType(dt arrow.DataType) (arrow.DataType, bool) {
+	switch t := dt.(type) {
+	case *arrow.DictionaryType:
+		return csvType(t.ValueType)
+	case *arrow.BooleanType, *arrow.Int8Type, *arrow.Int16Type, *arrow.Int32Type, *arrow.Int64Type,
+		*arrow.Uint8Type, *arrow.Uint16Type, *arrow.Uint32Type, *arrow.Uint64Type,
+		*arrow.Float16Type, *arrow.Float32Type, *arrow.Float64Type, *arrow.StringType, *arrow.LargeStringType,
+		*arrow.Date32Type, *arrow.Date64Type, *arrow.TimestampType, *arrow.Decimal128Type, *arrow.Decimal256Type,
+		*arrow.BinaryType, *arrow.LargeBinaryType, *arrow.FixedSizeBinaryType, *arrow.NullType:
+		return dt, true
+	case *arrow.ListType:
+		elem, ok := csvType(t.Elem())
+		f := t.ElemField()
+		f.Type = elem
+		return arrow.ListOfField(f), ok
+	case *arrow.LargeListType:
+		elem, ok := csvType(t.Elem())
+		f := t.ElemField()
+		f.Type = elem
+		return arrow.LargeListOfField(f), ok
+	case *arrow.FixedSizeListType:
+		elem, ok := csvType(t.Elem())
+		f := t.ElemField()
+		f.Type = elem
+		return arrow.FixedSizeListOfField(t.Len(), f), ok
+	case arrow.ExtensionType:
+		// formatted by the extension's ValueStr
+		return dt, true
+	}
+	return dt, false
+}
+
+// csvBatch returns rec (retained) with its columns decoded to the types of
+// csvSchema (csvSchemaOf).
+func csvBatch(ctx context.Context, rec arrow.RecordBatch, csvSchema *arrow.Schema) (arrow.RecordBatch, error) {
+	if rec.Schema().Equal(csvSchema) {
+		rec.Retain()
+		return rec, nil
+	}
+	mem := compute.GetAllocator(ctx)
+	cols := make([]arrow.Array, rec.NumCols())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for i, c := range rec.Columns() {
+		full := codec.CompleteDictionaries(c, mem)
+		dense, err := codec.ConformArray(ctx, full, csvSchema.Field(i).Type)
+		full.Release()
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", csvSchema.Field(i).Name, err)
+		}
+		cols[i] = dense
+	}
+	return array.NewRecordBatch(csvSchema, cols, rec.NumRows()), nil
 }

@@ -3,6 +3,7 @@ package codec
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -279,12 +280,68 @@ func dictionaryEncode(ctx context.Context, dt *arrow.DictionaryType, vals arrow.
 	if !dictionaryBuildable(dt.ValueType) {
 		return nil, fmt.Errorf("cannot dictionary-encode %s", dt.ValueType)
 	}
+	if isFloatType(dt.ValueType) {
+		return encodeFloats(ctx, dt, vals)
+	}
 	b := array.NewDictionaryBuilder(compute.GetAllocator(ctx), dt)
 	defer b.Release()
 	if err := b.AppendArray(vals); err != nil {
 		return nil, err
 	}
 	return b.NewArray(), nil
+}
+
+// encodeFloats dictionary-encodes floats by their bits, in order of first
+// appearance: arrow-go's memo table takes 0.0 and -0.0 apart but every NaN
+// for the same, so its dictionary changed NaN payloads (red team round
+// 10's d01).
+func encodeFloats(ctx context.Context, dt *arrow.DictionaryType, vals arrow.Array) (arrow.Array, error) {
+	mem := compute.GetAllocator(ctx)
+	var bitsOf func(i int) uint64
+	switch a := vals.(type) {
+	case *array.Float64:
+		bitsOf = func(i int) uint64 { return math.Float64bits(a.Value(i)) }
+	case *array.Float32:
+		bitsOf = func(i int) uint64 { return uint64(math.Float32bits(a.Value(i))) }
+	case *array.Float16:
+		bitsOf = func(i int) uint64 { return uint64(a.Value(i).Uint16()) }
+	default:
+		return nil, fmt.Errorf("cannot dictionary-encode %s as floats", vals.DataType())
+	}
+	seen := map[uint64]int64{}
+	first := array.NewInt64Builder(mem)
+	defer first.Release()
+	idx := array.NewInt64Builder(mem)
+	defer idx.Release()
+	idx.Reserve(vals.Len())
+	for i := 0; i < vals.Len(); i++ {
+		if vals.IsNull(i) {
+			idx.AppendNull()
+			continue
+		}
+		k, ok := seen[bitsOf(i)]
+		if !ok {
+			k = int64(first.Len())
+			seen[bitsOf(i)] = k
+			first.Append(int64(i))
+		}
+		idx.Append(k)
+	}
+	wide := idx.NewArray()
+	defer wide.Release()
+	indices, err := compute.CastArray(ctx, wide, compute.SafeCastOptions(dt.IndexType))
+	if err != nil {
+		return nil, err
+	}
+	defer indices.Release()
+	take := first.NewArray()
+	defer take.Release()
+	dict, err := compute.TakeArray(ctx, vals, take)
+	if err != nil {
+		return nil, err
+	}
+	defer dict.Release()
+	return array.NewDictionaryArray(dt, indices, dict), nil
 }
 
 // dictionaryBuildable lists the value types array.NewDictionaryBuilder

@@ -2,9 +2,11 @@ package codec
 
 import (
 	"hash/maphash"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // dictSample is how many values of a column dictionaryPays looks at, and
@@ -95,4 +97,76 @@ func dictionaryPays(arr arrow.Array) bool {
 		}
 	}
 	return sampled < 32 || dups*16 > sampled*(16-dictDistinct)
+}
+
+// CompleteDictionaries returns arr (retained) with every dictionary array
+// in it, at any depth, given an empty dictionary where it has none and an
+// empty index buffer where it has none. pqarrow (v18.8) reads a dictionary
+// of no values (a list<dictionary> whose lists are all empty or null) with
+// no dictionary, and Arrow IPC gives no buffer to no indices;
+// array.Concatenate (joining a read's batches), Take and pqarrow's
+// dictionary encoder dereference them (red team round 10's d09 and d10).
+// A dictionary array of no rows is also given an empty validity bitmap
+// (see incompleteDict).
+func CompleteDictionaries(arr arrow.Array, mem memory.Allocator) arrow.Array {
+	if !incompleteDict(arr.Data()) {
+		arr.Retain()
+		return arr
+	}
+	d := completeDicts(arr.Data(), mem)
+	defer d.Release()
+	return array.MakeFromData(d)
+}
+
+// incompleteDict reports whether d holds, at any depth, a dictionary array
+// without its dictionary or without its index buffer, or of no rows and
+// no validity bitmap: array.Concatenate (v18.8) transposes such indices
+// with its AVX2 kernel, which takes the address of their first element and
+// of the first of an empty dictionary's transposition, and panics.
+func incompleteDict(d arrow.ArrayData) bool {
+	if d.DataType().ID() == arrow.DICTIONARY {
+		if b := d.Buffers(); !present(d.Dictionary()) || len(b) < 2 || b[1] == nil || (d.Len() == 0 && b[0] == nil) {
+			return true
+		}
+	}
+	for _, c := range d.Children() {
+		if incompleteDict(c) {
+			return true
+		}
+	}
+	return false
+}
+
+func completeDicts(d arrow.ArrayData, mem memory.Allocator) arrow.ArrayData {
+	if !incompleteDict(d) {
+		d.Retain()
+		return d
+	}
+	kids := make([]arrow.ArrayData, len(d.Children()))
+	for i, c := range d.Children() {
+		kids[i] = completeDicts(c, mem)
+	}
+	bufs := d.Buffers()
+	dt, isDict := d.DataType().(*arrow.DictionaryType)
+	if isDict {
+		bufs = indexBuffers(d)
+		if d.Len() == 0 && bufs[0] == nil {
+			bufs = slices.Clone(bufs)
+			bufs[0] = memory.NewBufferBytes(make([]byte, 0, 8))
+		}
+	}
+	nd := array.NewData(d.DataType(), d.Len(), bufs, kids, d.NullN(), d.Offset())
+	for _, k := range kids {
+		k.Release()
+	}
+	if isDict {
+		if dict := d.Dictionary(); present(dict) {
+			nd.SetDictionary(dict)
+		} else {
+			empty := array.MakeArrayOfNull(mem, dt.ValueType, 0)
+			nd.SetDictionary(empty.Data())
+			empty.Release()
+		}
+	}
+	return nd
 }

@@ -3,6 +3,7 @@ package codec
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync/atomic"
 
@@ -376,7 +377,13 @@ func narrowDicts(d arrow.ArrayData, fn func(dict arrow.ArrayData, room int)) {
 //     string and binary views, booleans, nulls, nested values): batches
 //     with such a dictionary join only when it equals the first batch's
 //     (array.Concatenate then keeps it as it is; red team round 10's d05
-//     and d06).
+//     and d06);
+//   - takes dictionaries of floats equal by == (0.0 and -0.0) for the
+//     same, and every NaN for one: they join only when they are the first
+//     batch's bit for bit and hold no NaN (d01);
+//   - orders a unified dictionary by first appearance, which is not the
+//     order of each: ordered dictionaries join only when they equal the
+//     first batch's (d04).
 //
 // The first batch after Reset always joins (it is alone). It holds the
 // first batch's dictionaries of such types until Reset. The zero of a
@@ -399,11 +406,11 @@ func NewDictionaryFit(sc *arrow.Schema) *DictionaryFit {
 }
 
 // joinRisk reports whether dt has, at any depth, a narrow dictionary or a
-// dictionary arrow-go cannot unify.
+// dictionary that joins only when it is the first batch's (keptDict).
 func joinRisk(dt arrow.DataType) bool {
 	switch t := dt.(type) {
 	case *arrow.DictionaryType:
-		return indexRoom(t.IndexType) > 0 || !dictionaryUnifiable(t.ValueType)
+		return indexRoom(t.IndexType) > 0 || keptDict(t)
 	case arrow.ExtensionType:
 		return joinRisk(t.StorageType())
 	case arrow.NestedType:
@@ -422,6 +429,25 @@ func joinRisk(dt arrow.DataType) bool {
 // but for nulls (no memo table: a nil-pointer panic).
 func dictionaryUnifiable(dt arrow.DataType) bool {
 	return dt.ID() != arrow.NULL && dictionaryBuildable(dt)
+}
+
+// sameDictValues reports whether two dictionaries (nil: none) hold the
+// same values in the same order.
+func sameDictValues(a, b arrow.ArrayData) bool {
+	if a == nil || b == nil || a.Len() == 0 || b.Len() == 0 {
+		return (a == nil || a.Len() == 0) && (b == nil || b.Len() == 0)
+	}
+	x, y := array.MakeFromData(a), array.MakeFromData(b)
+	defer x.Release()
+	defer y.Release()
+	return array.Equal(x, y)
+}
+
+// keptDict reports whether batches with a dictionary of type t join only
+// when it is the first batch's: arrow-go cannot unify its values, or would
+// change them (floats) or their order (ordered dictionaries).
+func keptDict(t *arrow.DictionaryType) bool {
+	return !dictionaryUnifiable(t.ValueType) || t.Ordered || isFloatType(t.ValueType)
 }
 
 // unifyRoom is how many values arrow-go's unifier lets a dictionary of
@@ -471,15 +497,17 @@ func (f *DictionaryFit) Add(rec arrow.RecordBatch) bool {
 	first := f.n == 0
 	f.add = f.add[:0]
 	fits := true
-	k := 0 // non-unifiable dictionaries seen
+	k := 0 // kept dictionaries seen
 	for _, c := range rec.Columns() {
 		eachDict(c.Data(), func(t *arrow.DictionaryType, dict arrow.ArrayData) {
-			if !dictionaryUnifiable(t.ValueType) {
+			if keptDict(t) {
 				if first {
 					if dict != nil {
 						dict.Retain()
 					}
 					f.firsts = append(f.firsts, dict)
+				} else if fits && isFloatType(t.ValueType) {
+					fits = f.firsts[k] != nil && dict != nil && sameFloatBits(f.firsts[k], dict, false)
 				} else if fits {
 					fits = sameDict(f.firsts[k], dict)
 				}
@@ -523,6 +551,174 @@ func sameDict(a, b arrow.ArrayData) bool {
 	defer x.Release()
 	defer y.Release()
 	return array.Equal(x, y)
+}
+
+// hasOrderedDict reports whether sc has an ordered dictionary anywhere.
+func hasOrderedDict(sc *arrow.Schema) bool {
+	var has func(dt arrow.DataType) bool
+	has = func(dt arrow.DataType) bool {
+		switch t := dt.(type) {
+		case *arrow.DictionaryType:
+			return t.Ordered
+		case arrow.NestedType:
+			for _, c := range t.Fields() {
+				if has(c.Type) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, fd := range sc.Fields() {
+		if has(fd.Type) {
+			return true
+		}
+	}
+	return false
+}
+
+// orderedDicts calls fn with the dictionary (nil: none) of every ordered
+// dictionary in d, at any depth, in a fixed order.
+func orderedDicts(d arrow.ArrayData, fn func(dict arrow.ArrayData)) {
+	if t, ok := d.DataType().(*arrow.DictionaryType); ok && t.Ordered {
+		dict := d.Dictionary()
+		if !present(dict) {
+			dict = nil
+		}
+		fn(dict)
+	}
+	for _, c := range d.Children() {
+		orderedDicts(c, fn)
+	}
+}
+
+// hasFloatDict reports whether sc has a dictionary of floats anywhere.
+func hasFloatDict(sc *arrow.Schema) bool {
+	var has func(dt arrow.DataType) bool
+	has = func(dt arrow.DataType) bool {
+		switch t := dt.(type) {
+		case *arrow.DictionaryType:
+			return isFloatType(t.ValueType)
+		case arrow.NestedType:
+			for _, c := range t.Fields() {
+				if has(c.Type) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, fd := range sc.Fields() {
+		if has(fd.Type) {
+			return true
+		}
+	}
+	return false
+}
+
+func isFloatType(dt arrow.DataType) bool {
+	switch dt.ID() {
+	case arrow.FLOAT16, arrow.FLOAT32, arrow.FLOAT64:
+		return true
+	}
+	return false
+}
+
+// floatDicts calls fn with the dictionary (nil: none) of every dictionary
+// of floats in d, at any depth, in a fixed order.
+func floatDicts(d arrow.ArrayData, fn func(dict arrow.ArrayData)) {
+	if t, ok := d.DataType().(*arrow.DictionaryType); ok && isFloatType(t.ValueType) {
+		dict := d.Dictionary()
+		if !present(dict) {
+			dict = nil
+		}
+		fn(dict)
+	}
+	for _, c := range d.Children() {
+		floatDicts(c, fn)
+	}
+}
+
+// HasFloatDictionary reports whether sc has a dictionary of floats
+// (float16, float32, float64) anywhere.
+func HasFloatDictionary(sc *arrow.Schema) bool { return hasFloatDict(sc) }
+
+// FloatDictionaries returns the dictionaries (nil: none) of every
+// dictionary of floats in rec, at any depth, in a fixed order; they are
+// not retained.
+func FloatDictionaries(rec arrow.RecordBatch) []arrow.ArrayData {
+	var out []arrow.ArrayData
+	for _, c := range rec.Columns() {
+		floatDicts(c.Data(), func(dict arrow.ArrayData) { out = append(out, dict) })
+	}
+	return out
+}
+
+// SameFloatDictionaries reports whether two lists of FloatDictionaries
+// hold the same values bit for bit (0.0 is not -0.0; a NaN is the same as
+// a NaN of the same payload only). arrow-go's IPC writer (v18.8) does not
+// send a batch's dictionary again when it is equal to the last one sent
+// within an absolute tolerance of 1e-5, NaNs all equal: a writer of float
+// dictionaries must check that itself.
+func SameFloatDictionaries(a, b []arrow.ArrayData) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !sameFloatBits(a[i], b[i], true) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameFloatBits reports whether two dictionaries of floats hold the same
+// values bit for bit (nil: no values), and, unless nanOK, none of them
+// NaN.
+func sameFloatBits(a, b arrow.ArrayData, nanOK bool) bool {
+	la, lb := 0, 0
+	if a != nil {
+		la = a.Len()
+	}
+	if b != nil {
+		lb = b.Len()
+	}
+	if la != lb || (la > 0 && !arrow.TypeEqual(a.DataType(), b.DataType())) {
+		return false
+	}
+	if la == 0 {
+		return true
+	}
+	x, y := array.MakeFromData(a), array.MakeFromData(b)
+	defer x.Release()
+	defer y.Release()
+	for i := range la {
+		if x.IsNull(i) != y.IsNull(i) {
+			return false
+		}
+		if x.IsNull(i) {
+			continue
+		}
+		var u, v uint64
+		var nan bool
+		switch xa := x.(type) {
+		case *array.Float64:
+			u, v = math.Float64bits(xa.Value(i)), math.Float64bits(y.(*array.Float64).Value(i))
+			nan = math.IsNaN(xa.Value(i))
+		case *array.Float32:
+			u, v = uint64(math.Float32bits(xa.Value(i))), uint64(math.Float32bits(y.(*array.Float32).Value(i)))
+			nan = xa.Value(i) != xa.Value(i)
+		case *array.Float16:
+			u, v = uint64(xa.Value(i).Uint16()), uint64(y.(*array.Float16).Value(i).Uint16())
+			nan = xa.Value(i).IsNaN()
+		default:
+			return false
+		}
+		if (nan && !nanOK) || u != v {
+			return false
+		}
+	}
+	return true
 }
 
 // dictGuard keeps, for a Parquet row group being written, the distinct

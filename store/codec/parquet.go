@@ -143,8 +143,8 @@ type ParquetFile struct {
 	// narrow: the schema has dictionaries of narrow indices, read wide
 	// and narrowed again batch by batch (narrow.go).
 	narrow bool
-	// nested: some are nested in other types, which are read one row
-	// group at a time (groupChain).
+	// nested: some are nested in other types, or the schema has ordered
+	// dictionaries: read one row group at a time (groupChain).
 	nested bool
 }
 
@@ -211,7 +211,14 @@ func (f *ParquetFile) declare(sc, origin *arrow.Schema) *arrow.Schema {
 		}
 	}
 	md := sc.Metadata()
-	return arrow.NewSchema(fields, &md)
+	out := arrow.NewSchema(fields, &md)
+	if hasOrderedDict(out) {
+		// Each row group has its own dictionary (FileWriter starts one
+		// when an ordered dictionary changes); pqarrow joins the row
+		// groups a batch spans in order of first appearance.
+		f.nested = true
+	}
+	return out
 }
 
 // Footer is the file's footer.
@@ -332,7 +339,7 @@ func (f *ParquetFile) records(ctx context.Context, cols []string, rowGroups []in
 		src[i] = idx[0]
 		fields[i] = f.declared(stripField(rsc.Field(idx[0])))
 	}
-	r := &projectReader{rrs: []array.RecordReader{rr}, src: src, schema: arrow.NewSchema(fields, &md), want: want}
+	r := &projectReader{rrs: []array.RecordReader{rr}, src: src, schema: arrow.NewSchema(fields, &md), want: want, mem: f.o.mem()}
 	r.narrowing(ctx, f)
 	r.refs.Store(1)
 	return r, nil
@@ -342,7 +349,7 @@ func (f *ParquetFile) records(ctx context.Context, cols []string, rowGroups []in
 // column, all made with the same batch size over the same row groups, so
 // their batches line up row for row.
 func (f *ParquetFile) columnReaders(ctx context.Context, cols []string, rowGroups []int, direct []int, md *arrow.Metadata, want int64) (array.RecordReader, error) {
-	r := &projectReader{src: make([]int, len(cols)), workers: max(1, f.o.Parallel), want: want}
+	r := &projectReader{src: make([]int, len(cols)), workers: max(1, f.o.Parallel), want: want, mem: f.o.mem()}
 	r.narrowing(ctx, f)
 	fields := make([]arrow.Field, len(cols))
 	for i, name := range cols {
@@ -501,6 +508,7 @@ type projectReader struct {
 	narrow bool
 	ctx    context.Context
 	queue  []arrow.RecordBatch
+	mem    memory.Allocator // of the file's reads
 }
 
 // narrowing makes r narrow the dictionaries f reads wide.
@@ -583,6 +591,10 @@ func (r *projectReader) Next() (ok bool) {
 	if r.got += rows; r.got > r.want {
 		r.err = fmt.Errorf("the file's pages hold more than the %d rows its footer says", r.want)
 		return false
+	}
+	for i, c := range cols {
+		cols[i] = CompleteDictionaries(c, r.mem)
+		c.Release()
 	}
 	if r.narrow {
 		recs, err := narrowBatch(r.ctx, r.schema, cols, rows)

@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/csv"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -47,8 +49,12 @@ type FileWriter struct {
 	// guard ends a row group before its narrow dictionaries overflow
 	// (nil without them).
 	guard *dictGuard
-	err   error // the first error; the file is unusable after it
-	done  bool
+	// ordered: the schema has ordered dictionaries; groupDicts are their
+	// dictionaries in the open row group (retained).
+	ordered    bool
+	groupDicts []arrow.ArrayData
+	err        error // the first error; the file is unusable after it
+	done       bool
 }
 
 // NewFileWriter starts a file of schema sc on w. For Parquet the schema is
@@ -81,6 +87,7 @@ func NewFileWriter(w io.Writer, sc *arrow.Schema, o WriterOptions) (*FileWriter,
 		}
 		fw.pqs = pqs
 		fw.guard = newDictGuard(sc)
+		fw.ordered = hasOrderedDict(sc)
 		fw.popts = o
 		fw.popts.Metadata = nil
 		keys := make([]string, 0, len(o.Metadata))
@@ -193,6 +200,17 @@ func (fw *FileWriter) writeParquet(rec arrow.RecordBatch) error {
 		if err := fw.start(rec); err != nil {
 			return err
 		}
+	}
+	if fw.ordered && !fw.sameOrdered(rec) {
+		// A row group's column chunk has one dictionary, which keeps
+		// the order of an ordered dictionary; a batch whose dictionary
+		// differs starts another, where pqarrow would write it plain and
+		// the reader rebuild it in order of first appearance (red team
+		// round 10's d04).
+		if err := fw.newRowGroup(nil); err != nil {
+			return err
+		}
+		fw.keepOrdered(rec)
 	}
 	if fw.guard != nil {
 		rec.Retain()
@@ -356,13 +374,25 @@ func rebaseDictionaries(arr arrow.Array, mem memory.Allocator) (arrow.Array, err
 		arr.Retain()
 		return arr, nil
 	}
-	if dict, ok := arr.(*array.Dictionary); ok {
-		vals, err := array.Concatenate([]arrow.Array{dict.Dictionary()}, mem)
-		if err != nil {
-			return nil, err
+	if dt, ok := arr.DataType().(*arrow.DictionaryType); ok {
+		var vals arrow.Array
+		switch dict := d.Dictionary(); {
+		case !present(dict):
+			// pqarrow reads a dictionary of no values (a list<dictionary>
+			// of only empty lists) with none at all.
+			vals = array.MakeArrayOfNull(mem, dt.ValueType, 0)
+		case dict.NullN() > 0:
+			return foldDictNulls(arr.(*array.Dictionary), mem)
+		default:
+			dv := array.MakeFromData(dict)
+			defer dv.Release()
+			var err error
+			if vals, err = array.Concatenate([]arrow.Array{dv}, mem); err != nil {
+				return nil, err
+			}
 		}
 		defer vals.Release()
-		nd := array.NewData(arr.DataType(), d.Len(), d.Buffers(), nil, d.NullN(), d.Offset())
+		nd := array.NewData(arr.DataType(), d.Len(), indexBuffers(d), nil, d.NullN(), d.Offset())
 		nd.SetDictionary(vals.Data())
 		defer nd.Release()
 		return array.MakeFromData(nd), nil
@@ -391,12 +421,91 @@ func rebaseDictionaries(arr arrow.Array, mem memory.Allocator) (arrow.Array, err
 	return array.MakeFromData(nd), nil
 }
 
-// needsDictRebase reports whether d holds, at any depth, a dictionary whose
-// values are sliced or are strings or binaries whose offsets do not start
-// at zero.
+// foldDictNulls returns d with the nulls of its dictionary's values moved
+// into its indices: a row whose index points at a null value becomes a
+// null row, and the dictionary keeps only its valid values (in their
+// order). Arrow allows a null in either place and means the same; Parquet
+// has only the one. pqarrow's FileWriter refuses such a dictionary, and
+// WriteArrowToColumn (columnWriter, and a later batch whose dictionary
+// differs) wrote the value under the null: "", 0, 1970-01-01 (red team
+// round 10's d08).
+func foldDictNulls(d *array.Dictionary, mem memory.Allocator) (arrow.Array, error) {
+	dt := d.DataType().(*arrow.DictionaryType)
+	vals := d.Dictionary()
+	remap := make([]int64, vals.Len())
+	keep := array.NewInt64Builder(mem)
+	defer keep.Release()
+	for j := range remap {
+		if vals.IsNull(j) {
+			remap[j] = -1
+			continue
+		}
+		remap[j] = int64(keep.Len())
+		keep.Append(int64(j))
+	}
+	idx := array.NewInt64Builder(mem)
+	defer idx.Release()
+	idx.Reserve(d.Len())
+	for i := 0; i < d.Len(); i++ {
+		if d.IsNull(i) {
+			idx.AppendNull()
+			continue
+		}
+		j := d.GetValueIndex(i)
+		if j < 0 || j >= len(remap) || remap[j] < 0 {
+			idx.AppendNull()
+			continue
+		}
+		idx.Append(remap[j])
+	}
+	ctx := compute.WithAllocator(context.Background(), mem)
+	wide := idx.NewArray()
+	defer wide.Release()
+	narrow, err := compute.CastArray(ctx, wide, compute.SafeCastOptions(dt.IndexType))
+	if err != nil {
+		return nil, err
+	}
+	defer narrow.Release()
+	take := keep.NewArray()
+	defer take.Release()
+	kept, err := compute.TakeArray(ctx, vals, take)
+	if err != nil {
+		return nil, err
+	}
+	defer kept.Release()
+	// Take copies the values it keeps: their offsets start at zero.
+	return array.NewDictionaryArray(dt, narrow, kept), nil
+}
+
+// indexBuffers returns the buffers of d, a dictionary array, with an empty
+// index buffer where it has none: Arrow IPC gives none to a batch of no
+// indices (a list<dictionary> of only empty lists), and pqarrow's
+// dictionary encoder (v18.8) dereferences it (red team round 10's d10).
+func indexBuffers(d arrow.ArrayData) []*memory.Buffer {
+	bufs := d.Buffers()
+	if len(bufs) > 1 && bufs[1] != nil {
+		return bufs
+	}
+	bufs = slices.Clone(bufs)
+	for len(bufs) < 2 {
+		bufs = append(bufs, nil)
+	}
+	bufs[1] = memory.NewBufferBytes(make([]byte, 0, 8))
+	return bufs
+}
+
+// needsDictRebase reports whether d holds, at any depth, a dictionary
+// that is missing, has no index buffer, or whose values are sliced, hold
+// nulls (foldDictNulls) or are strings or binaries whose offsets do not
+// start at zero.
 func needsDictRebase(d arrow.ArrayData) bool {
+	if d.DataType().ID() == arrow.DICTIONARY {
+		if b := d.Buffers(); !present(d.Dictionary()) || len(b) < 2 || b[1] == nil {
+			return true
+		}
+	}
 	if dict := d.Dictionary(); present(dict) {
-		if dict.Offset() != 0 {
+		if dict.Offset() != 0 || dict.NullN() > 0 {
 			return true
 		}
 		switch dict.DataType().ID() {
@@ -496,10 +605,57 @@ func (fw *FileWriter) Close() error {
 	if fw.guard != nil {
 		fw.guard.release()
 	}
+	fw.dropOrdered()
 	if err := fw.pw.Close(); err != nil {
 		return fw.fail(err)
 	}
 	return nil
+}
+
+// sameOrdered reports whether rec's ordered dictionaries are those of the
+// open row group (true for the file's first batch, whose are kept).
+func (fw *FileWriter) sameOrdered(rec arrow.RecordBatch) bool {
+	var cur []arrow.ArrayData
+	for _, c := range rec.Columns() {
+		orderedDicts(c.Data(), func(dict arrow.ArrayData) { cur = append(cur, dict) })
+	}
+	if fw.groupDicts == nil {
+		fw.keepOrdered(rec)
+		return true
+	}
+	if len(cur) != len(fw.groupDicts) {
+		return false
+	}
+	for i := range cur {
+		if !sameDictValues(cur[i], fw.groupDicts[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// keepOrdered makes rec's ordered dictionaries those of the open row
+// group.
+func (fw *FileWriter) keepOrdered(rec arrow.RecordBatch) {
+	fw.dropOrdered()
+	fw.groupDicts = []arrow.ArrayData{}
+	for _, c := range rec.Columns() {
+		orderedDicts(c.Data(), func(dict arrow.ArrayData) {
+			if dict != nil {
+				dict.Retain()
+			}
+			fw.groupDicts = append(fw.groupDicts, dict)
+		})
+	}
+}
+
+func (fw *FileWriter) dropOrdered() {
+	for _, d := range fw.groupDicts {
+		if d != nil {
+			d.Release()
+		}
+	}
+	fw.groupDicts = nil
 }
 
 // Abort frees what the writer holds without finishing the file; what was
@@ -510,6 +666,7 @@ func (fw *FileWriter) Abort() {
 	if fw.guard != nil {
 		fw.guard.release()
 	}
+	fw.dropOrdered()
 	if fw.err == nil && !fw.done {
 		fw.err = errors.New("codec: file aborted")
 	}
