@@ -27,11 +27,14 @@ import (
 //
 // So the writer gives each row group one dictionary per byte-array
 // dictionary leaf (dictUnifier): a batch whose values are all in it gets
-// its indices transposed onto it; a batch with values it lacks starts a
-// new row group, whose dictionary is that batch's with its duplicates
-// merged and its unused values dropped (unless they are few, dictSlack).
-// pqarrow then never falls back, and no file holds values it does not use
-// beyond that slack. As a last bound, a batch whose dictionary columns
+// its indices transposed onto it; a batch with values it lacks is written
+// as it is if its values are few, dense, with the row group's so far
+// (cheapDense: pqarrow falls back to PLAIN for the rest of the column
+// chunk, at a bounded cost), else starts a new row group, whose dictionary
+// is that batch's with its duplicates merged and its unused values dropped
+// (unless they are few, dictSlack). pqarrow then never expands more than
+// a bounded multiple of what was sent, and no file holds dictionary values
+// it does not use beyond that slack. As a last bound, a batch whose dictionary columns
 // would still be written dense (fixed-size binary values, which pqarrow
 // always casts) is written in slices of at most denseWriteBytes of values.
 
@@ -99,6 +102,11 @@ type dictLeaf struct {
 	trans []int32
 	// same: src is vals' own source, whole and in order.
 	same bool
+	// dense: the batch being written goes as it is, which makes pqarrow
+	// write the row group's column chunk PLAIN from then on (plain).
+	dense, plain bool
+	// The batch's dense and sent bytes (denseSent), and the row group's.
+	bDense, bSent, rgDense, rgSent int64
 }
 
 func (l *dictLeaf) release() {
@@ -108,7 +116,9 @@ func (l *dictLeaf) release() {
 	if l.src != nil {
 		l.src.Release()
 	}
-	*l = dictLeaf{}
+	// The batch being written stays counted: it may start the next row
+	// group.
+	*l = dictLeaf{bDense: l.bDense, bSent: l.bSent}
 }
 
 // dictUnifier keeps the dictionaries of a row group being written (see
@@ -149,12 +159,54 @@ func (u *dictUnifier) fits(rec arrow.RecordBatch) bool {
 		eachUnifiable(c.Data(), func(d arrow.ArrayData) {
 			l := u.leaf(k)
 			k++
-			if ok && l.vals != nil {
-				ok = l.transposable(d)
+			l.dense = false
+			l.bDense, l.bSent = denseSent(d)
+			switch {
+			case !ok || l.vals == nil && !l.plain:
+			case !l.plain && l.transposable(d):
+			case l.cheapDense():
+				l.dense = true
+			default:
+				ok = false
 			}
 		})
 	}
 	return ok
+}
+
+// cheapDense reports whether the batch may be written as it is, dense,
+// rather than start a row group: batches that each bring a few new small
+// values (a dictionary made per batch) do not then cut a row group each.
+// pqarrow's fallback to PLAIN re-encodes the values of the row group's
+// unfinished page too, so the bound is on the row group's dense values
+// with the batch's: at most 16 KiB, or 4 times the bytes of the
+// dictionaries and indices sent for them.
+func (l *dictLeaf) cheapDense() bool {
+	dense, sent := l.rgDense+l.bDense, l.rgSent+l.bSent
+	return l.bDense >= 0 && dense <= max(16<<10, 4*sent)
+}
+
+// denseSent is the bytes of a dictionary leaf's values, dense (-1 if an
+// index is out of bounds), and of its dictionary's values and indices.
+func denseSent(d arrow.ArrayData) (dense, sent int64) {
+	arr, dict := dictOf(d)
+	defer arr.Release()
+	defer dict.Release()
+	val := binValues(dict)
+	sent = int64(d.Len()) * int64(d.DataType().(*arrow.DictionaryType).IndexType.(arrow.FixedWidthDataType).BitWidth()/8)
+	for j := range dict.Len() {
+		sent += int64(len(val(j)))
+	}
+	for i := 0; i < arr.Len(); i++ {
+		if arr.IsValid(i) {
+			j := arr.GetValueIndex(i)
+			if j < 0 || j >= dict.Len() {
+				return -1, sent
+			}
+			dense += int64(len(val(j)))
+		}
+	}
+	return dense, sent
 }
 
 // apply returns rec with each dictionary leaf on its row group's
@@ -197,6 +249,13 @@ func (u *dictUnifier) applyData(d arrow.ArrayData, k *int, errp *error) arrow.Ar
 		}
 		l := u.leaf(*k)
 		*k++
+		l.rgDense += max(0, l.bDense)
+		l.rgSent += l.bSent
+		if l.dense {
+			l.plain = true
+			d.Retain()
+			return d
+		}
 		if l.vals == nil {
 			if err := l.set(d, u.mem); err != nil {
 				*errp = err

@@ -181,6 +181,9 @@ func TestDictionaryColumnsWrittenBounded(t *testing.T) {
 			{[]int{0, 2}, eight[:4]},
 		}, used: big, rowGroups: 1},
 		{name: "duplicate values in a dictionary", dt: bin32, batches: []batchSpec{{[]int{0, 1, 2}, [][]byte{one[0], one[0], other[0]}}, {repeat(1, 64), [][]byte{other[0], one[0]}}}, used: 2 * big, rowGroups: 1},
+		{name: "big references, then a new small value (d02 reversed)", dt: bin32, batches: []batchSpec{{repeat(0, 64), one}, {[]int{0}, small[:1]}}, used: big + 8},
+		{name: "big references in a second row group, then a new small value", dt: bin32, batches: []batchSpec{{[]int{0}, small[:1]}, {repeat(0, 64), one}, {[]int{0}, small[1:2]}}, used: big + 16},
+		{name: "a small dictionary made per batch: written as it is, one row group", dt: str32, batches: []batchSpec{{count(100), small[:100]}, {count(100), small[100:200]}, {count(100), small[200:300]}}, used: 300 * 8, rowGroups: 1},
 		{name: "fixed-size binary, written dense in bounded writes", dt: fsb, batches: []batchSpec{{repeat(0, 64), [][]byte{eight[0]}}}, used: 64 * big / 4},
 	}
 	for _, tc := range tests {
