@@ -105,7 +105,8 @@ type dictLeaf struct {
 	// dense: the batch being written goes as it is, which makes pqarrow
 	// write the row group's column chunk PLAIN from then on (plain).
 	dense, plain bool
-	// The batch's dense and sent bytes (denseSent), and the row group's.
+	// The batch's dense and sent bytes (denseSent; dense bounded from
+	// above, exact where it decides), and the row group's.
 	bDense, bSent, rgDense, rgSent int64
 }
 
@@ -160,11 +161,11 @@ func (u *dictUnifier) fits(rec arrow.RecordBatch) bool {
 			l := u.leaf(k)
 			k++
 			l.dense = false
-			l.bDense, l.bSent = denseSent(d)
+			l.bDense, l.bSent = denseSent(d, false)
 			switch {
 			case !ok || l.vals == nil && !l.plain:
 			case !l.plain && l.transposable(d):
-			case l.cheapDense():
+			case l.cheapDense(d):
 				l.dense = true
 			default:
 				ok = false
@@ -181,22 +182,28 @@ func (u *dictUnifier) fits(rec arrow.RecordBatch) bool {
 // unfinished page too, so the bound is on the row group's dense values
 // with the batch's: at most 16 KiB, or 4 times the bytes of the
 // dictionaries and indices sent for them.
-func (l *dictLeaf) cheapDense() bool {
-	dense, sent := l.rgDense+l.bDense, l.rgSent+l.bSent
-	return l.bDense >= 0 && dense <= max(16<<10, 4*sent)
+func (l *dictLeaf) cheapDense(d arrow.ArrayData) bool {
+	limit := max(16<<10, 4*(l.rgSent+l.bSent))
+	if l.rgDense+l.bDense <= limit {
+		return true
+	}
+	l.bDense, _ = denseSent(d, true)
+	return l.bDense >= 0 && l.rgDense+l.bDense <= limit
 }
 
-// denseSent is the bytes of a dictionary leaf's values, dense (-1 if an
-// index is out of bounds), and of its dictionary's values and indices.
-func denseSent(d arrow.ArrayData) (dense, sent int64) {
+// denseSent is a bound on the bytes of a dictionary leaf's values, dense
+// (its valid rows times its dictionary's longest value; exact when exact
+// is set, -1 if an index is out of bounds), and the bytes of its
+// dictionary's values and indices.
+func denseSent(d arrow.ArrayData, exact bool) (dense, sent int64) {
 	arr, dict := dictOf(d)
 	defer arr.Release()
 	defer dict.Release()
-	val := binValues(dict)
-	sent = int64(d.Len()) * int64(d.DataType().(*arrow.DictionaryType).IndexType.(arrow.FixedWidthDataType).BitWidth()/8)
-	for j := range dict.Len() {
-		sent += int64(len(val(j)))
+	sent = int64(d.Len())*int64(d.DataType().(*arrow.DictionaryType).IndexType.(arrow.FixedWidthDataType).BitWidth()/8) + valueBytes(dict)
+	if !exact {
+		return int64(arr.Len()-arr.NullN()) * longest(dict), sent
 	}
+	val := binValues(dict)
 	for i := 0; i < arr.Len(); i++ {
 		if arr.IsValid(i) {
 			j := arr.GetValueIndex(i)
@@ -207,6 +214,40 @@ func denseSent(d arrow.ArrayData) (dense, sent int64) {
 		}
 	}
 	return dense, sent
+}
+
+// longest is the length of the longest value of a string or binary array.
+func longest(a arrow.Array) int64 {
+	var n int64
+	switch v := a.(type) {
+	case interface{ ValueOffsets() []int32 }:
+		o := v.ValueOffsets()
+		for i := 1; i < len(o); i++ {
+			n = max(n, int64(o[i]-o[i-1]))
+		}
+	case interface{ ValueOffsets() []int64 }:
+		o := v.ValueOffsets()
+		for i := 1; i < len(o); i++ {
+			n = max(n, o[i]-o[i-1])
+		}
+	}
+	return n
+}
+
+// valueBytes is the bytes of the values of a string or binary array.
+func valueBytes(a arrow.Array) int64 {
+	if a.Len() == 0 {
+		return 0
+	}
+	switch v := a.(type) {
+	case interface{ ValueOffsets() []int32 }:
+		o := v.ValueOffsets()
+		return int64(o[len(o)-1] - o[0])
+	case interface{ ValueOffsets() []int64 }:
+		o := v.ValueOffsets()
+		return o[len(o)-1] - o[0]
+	}
+	return 0
 }
 
 // apply returns rec with each dictionary leaf on its row group's
