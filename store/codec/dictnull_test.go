@@ -11,9 +11,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-// dictOf builds a dictionary array of index type it from JSON indices and
+// makeDict builds a dictionary array of index type it from JSON indices and
 // JSON dictionary values of type vt.
-func dictOf(t testing.TB, mem memory.Allocator, it, vt arrow.DataType, idx, vals string) arrow.Array {
+func makeDict(t testing.TB, mem memory.Allocator, it, vt arrow.DataType, idx, vals string) arrow.Array {
 	t.Helper()
 	ia, _, err := array.FromJSON(mem, it, strings.NewReader(idx))
 	if err != nil {
@@ -106,7 +106,7 @@ func TestDictionaryNullValues(t *testing.T) {
 							var recs []arrow.RecordBatch
 							var sc *arrow.Schema
 							for _, b := range [][2]string{{c.i1, c.v1}, {c.i2, c.v2}} {
-								d := dictOf(t, mem, it, c.vt, b[0], b[1])
+								d := makeDict(t, mem, it, c.vt, b[0], b[1])
 								col := nestDict(mem, shape, d)
 								d.Release()
 								fields := []arrow.Field{{Name: "c", Type: col.DataType(), Nullable: true}}
@@ -160,7 +160,7 @@ func TestDictionaryOfNoRows(t *testing.T) {
 					if v == "missing" {
 						v = `[]`
 					}
-					d := dictOf(t, mem, arrow.PrimitiveTypes.Int32, str, `[]`, v)
+					d := makeDict(t, mem, arrow.PrimitiveTypes.Int32, str, `[]`, v)
 					if b := d.Data().Buffers(); len(b) > 1 && b[1] != nil {
 						t.Fatalf("the indices have a buffer: the case is not the one tested")
 					}

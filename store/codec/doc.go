@@ -24,6 +24,10 @@
 //     WriterProperties), a FileWriter that encodes Parquet or CSV to any
 //     io.Writer while hashing and counting what it writes, Parquet footers and
 //     readers (ReadFooter, OpenParquet) and the CSV reader (NewCSVReader).
+//   - Dictionary columns written with one dictionary per row group
+//     (dictwrite.go): batches transposed onto it or a new row group, so
+//     that pqarrow never expands a dictionary into dense pages, and files
+//     hold only the dictionary values their rows use.
 //   - CSV type inference (CSVInference), one rule for the store's CSV
 //     profiles and for `quiver put` of CSV files: the types polars infers
 //     (int64, float64, bool, else string; an empty field is null).

@@ -53,8 +53,11 @@ type FileWriter struct {
 	// dictionaries in the open row group (retained).
 	ordered    bool
 	groupDicts []arrow.ArrayData
-	err        error // the first error; the file is unusable after it
-	done       bool
+	// dicts gives each row group one dictionary per byte-array
+	// dictionary column (nil without them; see dictwrite.go).
+	dicts *dictUnifier
+	err   error // the first error; the file is unusable after it
+	done  bool
 }
 
 // NewFileWriter starts a file of schema sc on w. For Parquet the schema is
@@ -88,6 +91,7 @@ func NewFileWriter(w io.Writer, sc *arrow.Schema, o WriterOptions) (*FileWriter,
 		fw.pqs = pqs
 		fw.guard = newDictGuard(sc)
 		fw.ordered = hasOrderedDict(sc)
+		fw.dicts = newDictUnifier(sc, fw.mem)
 		fw.popts = o
 		fw.popts.Metadata = nil
 		keys := make([]string, 0, len(o.Metadata))
@@ -246,16 +250,59 @@ func (fw *FileWriter) writeParquet(rec arrow.RecordBatch) error {
 		} else {
 			part.Retain()
 		}
+		if fw.dicts != nil {
+			if part, err = fw.unifyDictionaries(part); err != nil {
+				return err
+			}
+		}
 		part, err = parquetSafe(part, fw.mem)
 		if err != nil {
 			return fw.fail(err)
 		}
-		err = fw.pw.WriteBuffered(part)
+		err = fw.writeBounded(part)
 		part.Release()
 		if err != nil {
 			return fw.fail(err)
 		}
 		off += n
+	}
+	return nil
+}
+
+// unifyDictionaries returns rec (whose reference it takes over) with its
+// byte-array dictionaries on the open row group's, starting a new row
+// group first when rec uses values the open one's lack.
+func (fw *FileWriter) unifyDictionaries(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	if !fw.dicts.fits(rec) {
+		if err := fw.newRowGroup(rec); err != nil {
+			rec.Release()
+			return nil, err
+		}
+	}
+	out, err := fw.dicts.apply(rec)
+	if err != nil {
+		return nil, fw.fail(err)
+	}
+	return out, nil
+}
+
+// writeBounded passes rec to the encoder, in slices when its dictionary
+// columns that pqarrow writes dense would otherwise make one write (and
+// one page) of more than denseWriteBytes (see denseCuts).
+func (fw *FileWriter) writeBounded(rec arrow.RecordBatch) error {
+	cuts := denseCuts(rec)
+	if cuts == nil {
+		return fw.pw.WriteBuffered(rec)
+	}
+	from := int64(0)
+	for _, to := range append(cuts, rec.NumRows()) {
+		part := rec.NewSlice(from, to)
+		err := fw.pw.WriteBuffered(part)
+		part.Release()
+		if err != nil {
+			return err
+		}
+		from = to
 	}
 	return nil
 }
@@ -269,6 +316,9 @@ func (fw *FileWriter) newRowGroup(rec arrow.RecordBatch) error {
 		if err := fw.pw.NewBufferedRowGroupChecked(); err != nil {
 			return fw.fail(err)
 		}
+	}
+	if fw.dicts != nil {
+		fw.dicts.reset()
 	}
 	if fw.guard != nil {
 		fw.guard.reset()
@@ -606,6 +656,9 @@ func (fw *FileWriter) Close() error {
 		fw.guard.release()
 	}
 	fw.dropOrdered()
+	if fw.dicts != nil {
+		fw.dicts.reset()
+	}
 	if err := fw.pw.Close(); err != nil {
 		return fw.fail(err)
 	}
@@ -667,6 +720,9 @@ func (fw *FileWriter) Abort() {
 		fw.guard.release()
 	}
 	fw.dropOrdered()
+	if fw.dicts != nil {
+		fw.dicts.reset()
+	}
 	if fw.err == nil && !fw.done {
 		fw.err = errors.New("codec: file aborted")
 	}

@@ -71,12 +71,32 @@ def main():
                              pa.array(range(nparts))], names=["c", "p"])
         res = put(c, "big/parts", [b], b.schema, partition_by=["p"])
         stored = sum(f["bytes"] for f in res["files"])
-        print("put %.1f MiB, stored %.1f MiB in %d files" % (b.nbytes / 2**20, stored / 2**20, len(res["files"])))
-        if stored > 4 * b.nbytes:
-            bad.append("stored %.0f MiB for a %.0f MiB put" % (stored / 2**20, b.nbytes / 2**20))
+        # Each partition's row uses one 1 MiB value, which its file must
+        # hold: 64 MiB is the least any per-partition file layout stores
+        # (the check as first written, 4x the batch's 8 MiB, could not be
+        # met); the bug stored the whole 8 MiB dictionary in every file.
+        used = nparts * (1 << 20)
+        print("put %.1f MiB, rows use %.1f MiB, stored %.1f MiB in %d files" % (b.nbytes / 2**20, used / 2**20, stored / 2**20, len(res["files"])))
+        if stored > 1.25 * used:
+            bad.append("stored %.0f MiB for a %.0f MiB put whose rows use %.0f MiB" % (stored / 2**20, b.nbytes / 2**20, used / 2**20))
         t = get(c, "big/parts").sort_by("p")
         if t.column("c").to_pylist() != pa.Table.from_batches([b]).column("c").to_pylist():
             bad.append("values differ")
+
+        # Growing dictionaries: batch i carries i+1 values of 1 MiB and
+        # one row using the newest (what IPC delta dictionaries give).
+        nb = 24
+        grow = [os.urandom(1 << 20) for _ in range(nb)]
+        batches = [pa.record_batch([D(pa.array([i], pa.int32()), pa.array(grow[:i + 1], pa.binary())),
+                                    pa.array([i % 4])], names=["c", "p"]) for i in range(nb)]
+        res = put(c, "big/grow", batches, batches[0].schema, partition_by=["p"])
+        stored = sum(f["bytes"] for f in res["files"])
+        print("growing dictionaries: rows use %d MiB, stored %.1f MiB" % (nb, stored / 2**20))
+        if stored > 1.25 * nb * (1 << 20):
+            bad.append("growing dictionaries: stored %.0f MiB for %d MiB of values" % (stored / 2**20, nb))
+        t = get(c, "big/grow")
+        if sorted(t.column("c").to_pylist()) != sorted(grow):
+            bad.append("growing dictionaries: values differ")
     finally:
         p.terminate(); p.wait(10); shutil.rmtree(d, ignore_errors=True)
     if bad:
