@@ -16,9 +16,6 @@ import (
 	arrowcsv "github.com/apache/arrow-go/v18/arrow/csv"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/spf13/cobra"
 
 	"github.com/quiverdb/quiver/client"
@@ -376,6 +373,10 @@ func fetch(ctx context.Context, cl *client.Client, plan *client.Plan, parallel i
 	return rdr.Err()
 }
 
+// getRowGroupBytes is the size at which `quiver get -o x.parquet` ends a
+// row group (the store's default too).
+const getRowGroupBytes = 16 << 20
+
 // sink writes batches in one output format.
 type sink struct {
 	write func(arrow.RecordBatch) error
@@ -395,14 +396,28 @@ func newSink(format string, w io.Writer, schema *arrow.Schema, mem memory.Alloca
 	}
 	switch format {
 	case outParquet:
-		props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd), parquet.WithAllocator(mem))
-		pw, err := pqarrow.NewFileWriter(schema, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+		// Quiver's own file writer, as the store's puts use it: one
+		// dictionary per row group, dictionary nulls and empty
+		// dictionaries written as pyarrow reads them, row groups ended at
+		// a size (pqarrow's writer alone keeps the whole file as one
+		// buffered row group).
+		fw, err := codec.NewFileWriter(w, schema, codec.WriterOptions{Compression: codec.CompressionZstd, Allocator: mem})
 		if err != nil {
 			return nil, err
 		}
 		return &sink{
-			write: func(rec arrow.RecordBatch) error { return rebind(rec, pw.WriteBuffered) },
-			close: pw.Close,
+			write: func(rec arrow.RecordBatch) error {
+				return rebind(rec, func(rec arrow.RecordBatch) error {
+					if err := fw.Write(rec); err != nil {
+						return err
+					}
+					if fw.RowGroupBytes() >= getRowGroupBytes {
+						return fw.EndRowGroup()
+					}
+					return nil
+				})
+			},
+			close: fw.Close,
 		}, nil
 	case outCSV:
 		csvSchema, err := csvSchemaOf(schema)

@@ -553,13 +553,14 @@ func sameDict(a, b arrow.ArrayData) bool {
 	return array.Equal(x, y)
 }
 
-// hasOrderedDict reports whether sc has an ordered dictionary anywhere.
-func hasOrderedDict(sc *arrow.Schema) bool {
+// hasDict reports whether sc has, at any depth, a dictionary type for
+// which pred is true.
+func hasDict(sc *arrow.Schema, pred func(*arrow.DictionaryType) bool) bool {
 	var has func(dt arrow.DataType) bool
 	has = func(dt arrow.DataType) bool {
 		switch t := dt.(type) {
 		case *arrow.DictionaryType:
-			return t.Ordered
+			return pred(t)
 		case arrow.NestedType:
 			for _, c := range t.Fields() {
 				if has(c.Type) {
@@ -569,74 +570,46 @@ func hasOrderedDict(sc *arrow.Schema) bool {
 		}
 		return false
 	}
-	for _, fd := range sc.Fields() {
-		if has(fd.Type) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(sc.Fields(), func(f arrow.Field) bool { return has(f.Type) })
+}
+
+// hasOrderedDict reports whether sc has an ordered dictionary anywhere.
+func hasOrderedDict(sc *arrow.Schema) bool {
+	return hasDict(sc, func(t *arrow.DictionaryType) bool { return t.Ordered })
+}
+
+// hasFloatDict reports whether sc has a dictionary of floats anywhere.
+func hasFloatDict(sc *arrow.Schema) bool {
+	return hasDict(sc, func(t *arrow.DictionaryType) bool { return isFloatType(t.ValueType) })
 }
 
 // orderedDicts calls fn with the dictionary (nil: none) of every ordered
 // dictionary in d, at any depth, in a fixed order.
 func orderedDicts(d arrow.ArrayData, fn func(dict arrow.ArrayData)) {
-	if t, ok := d.DataType().(*arrow.DictionaryType); ok && t.Ordered {
-		dict := d.Dictionary()
-		if !present(dict) {
-			dict = nil
+	eachDict(d, func(t *arrow.DictionaryType, dict arrow.ArrayData) {
+		if t.Ordered {
+			fn(dict)
 		}
-		fn(dict)
-	}
-	for _, c := range d.Children() {
-		orderedDicts(c, fn)
-	}
+	})
 }
 
-// hasFloatDict reports whether sc has a dictionary of floats anywhere.
-func hasFloatDict(sc *arrow.Schema) bool {
-	var has func(dt arrow.DataType) bool
-	has = func(dt arrow.DataType) bool {
-		switch t := dt.(type) {
-		case *arrow.DictionaryType:
-			return isFloatType(t.ValueType)
-		case arrow.NestedType:
-			for _, c := range t.Fields() {
-				if has(c.Type) {
-					return true
-				}
-			}
+// floatDicts calls fn with the dictionary (nil: none) of every dictionary
+// of floats in d, at any depth, in a fixed order.
+func floatDicts(d arrow.ArrayData, fn func(dict arrow.ArrayData)) {
+	eachDict(d, func(t *arrow.DictionaryType, dict arrow.ArrayData) {
+		if isFloatType(t.ValueType) {
+			fn(dict)
 		}
-		return false
-	}
-	for _, fd := range sc.Fields() {
-		if has(fd.Type) {
-			return true
-		}
-	}
-	return false
+	})
 }
 
+// isFloatType reports whether dt is float16, float32 or float64.
 func isFloatType(dt arrow.DataType) bool {
 	switch dt.ID() {
 	case arrow.FLOAT16, arrow.FLOAT32, arrow.FLOAT64:
 		return true
 	}
 	return false
-}
-
-// floatDicts calls fn with the dictionary (nil: none) of every dictionary
-// of floats in d, at any depth, in a fixed order.
-func floatDicts(d arrow.ArrayData, fn func(dict arrow.ArrayData)) {
-	if t, ok := d.DataType().(*arrow.DictionaryType); ok && isFloatType(t.ValueType) {
-		dict := d.Dictionary()
-		if !present(dict) {
-			dict = nil
-		}
-		fn(dict)
-	}
-	for _, c := range d.Children() {
-		floatDicts(c, fn)
-	}
 }
 
 // HasFloatDictionary reports whether sc has a dictionary of floats
