@@ -21,43 +21,11 @@ Expected: DoGet returns the rows of both puts with the declared schema
 (dictionary<int8, large_string>), or the append is refused with a clear
 error and nothing committed.
 """
-import os, sys, json, subprocess, tempfile, shutil, glob
-import numpy as np
-import pyarrow as pa, pyarrow.flight as fl, pyarrow.parquet as pq
+import os, sys
+import pyarrow as pa, pyarrow.flight as fl
 
-QUIVER = os.environ.get("QUIVER", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bin", "quiver"))
-
-
-def start_server():
-    d = tempfile.mkdtemp(prefix="quiver_rt_", dir="/tmp")
-    data = os.path.join(d, "data")
-    p = subprocess.Popen([QUIVER, "serve", "--data-dir", data, "--addr", "127.0.0.1:0"],
-                         stdout=subprocess.PIPE, stderr=open(os.path.join(d, "server.log"), "w"), text=True)
-    line = p.stdout.readline()
-    addr = line.strip().split(" on ")[-1]
-    return p, d, data, fl.connect("grpc://" + addr)
-
-
-def put(client, path, batches, schema, mode="write", **kw):
-    cmd = dict(path=path, mode=mode, **kw)
-    w, r = client.do_put(fl.FlightDescriptor.for_command(json.dumps(cmd)), schema)
-    for b in batches:
-        w.write_batch(b)
-    w.done_writing()
-    res = r.read()
-    w.close()
-    return json.loads(res.to_pybytes())
-
-
-def get(client, path, **t):
-    t["path"] = path
-    return client.do_get(fl.Ticket(json.dumps(t).encode())).read_all()
-
-
-def latest_files(data, path):
-    prof = os.path.join(data, path)
-    v = json.load(open(os.path.join(prof, "manifest.json")))["latest_data_dir"]
-    return sorted(glob.glob(os.path.join(prof, v, "**", "*.parquet"), recursive=True))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dlib import start_server, stop_server, put, get, report
 
 
 def main():
@@ -81,10 +49,8 @@ def main():
             print("DoGet failed:", str(e)[:200])
             bad.append("acknowledged data unreadable by DoGet")
     finally:
-        p.terminate(); p.wait(10); shutil.rmtree(d, ignore_errors=True)
-    if bad:
-        print("BUG:", "; ".join(bad)); return 1
-    print("OK"); return 0
+        stop_server(p, d)
+    return report(bad)
 
 
 if __name__ == "__main__":

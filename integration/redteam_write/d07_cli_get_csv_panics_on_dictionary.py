@@ -16,58 +16,21 @@ columns to CSV; crash instead of an error; path-revealing stack trace).
 Expected: CSV with the dictionary values decoded (as for a string column),
 or a one-line `quiver: …` error with a non-zero status; never a panic.
 """
-import os, sys, json, subprocess, tempfile, shutil, glob
-import numpy as np
-import pyarrow as pa, pyarrow.flight as fl, pyarrow.parquet as pq
+import os, sys, subprocess
+import pyarrow as pa
 
-QUIVER = os.environ.get("QUIVER", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bin", "quiver"))
-
-
-def start_server():
-    d = tempfile.mkdtemp(prefix="quiver_rt_", dir="/tmp")
-    data = os.path.join(d, "data")
-    p = subprocess.Popen([QUIVER, "serve", "--data-dir", data, "--addr", "127.0.0.1:0"],
-                         stdout=subprocess.PIPE, stderr=open(os.path.join(d, "server.log"), "w"), text=True)
-    line = p.stdout.readline()
-    addr = line.strip().split(" on ")[-1]
-    SERVER_ADDR.append(addr)
-    return p, d, data, fl.connect("grpc://" + addr)
-
-
-SERVER_ADDR = []
-
-
-def put(client, path, batches, schema, mode="write", **kw):
-    cmd = dict(path=path, mode=mode, **kw)
-    w, r = client.do_put(fl.FlightDescriptor.for_command(json.dumps(cmd)), schema)
-    for b in batches:
-        w.write_batch(b)
-    w.done_writing()
-    res = r.read()
-    w.close()
-    return json.loads(res.to_pybytes())
-
-
-def get(client, path, **t):
-    t["path"] = path
-    return client.do_get(fl.Ticket(json.dumps(t).encode())).read_all()
-
-
-def latest_files(data, path):
-    prof = os.path.join(data, path)
-    v = json.load(open(os.path.join(prof, "manifest.json")))["latest_data_dir"]
-    return sorted(glob.glob(os.path.join(prof, v, "**", "*.parquet"), recursive=True))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dlib import QUIVER, serve, stop_server, put, report
 
 
 def main():
-    p, d, data, c = start_server()
+    p, d, data, c, addr = serve()
     bad = []
     try:
         D = pa.DictionaryArray.from_arrays
         b = pa.record_batch([D(pa.array([0, 1, 0], pa.int32()), pa.array(["eu", "us"])), pa.array([1, 2, 3])],
                             names=["region", "x"])
         put(c, "sales/orders", [b], b.schema)
-        addr = SERVER_ADDR[0]
         out = os.path.join(d, "o.csv")
         for args in (["get", "sales/orders"], ["get", "sales/orders", "-o", out]):
             r = subprocess.run([QUIVER, *args, "--server", addr], capture_output=True, text=True, timeout=60)
@@ -78,10 +41,8 @@ def main():
             elif r.returncode == 0 and not ("eu" in text and "us" in text):
                 bad.append("%s: CSV lacks the values" % " ".join(args))
     finally:
-        p.terminate(); p.wait(10); shutil.rmtree(d, ignore_errors=True)
-    if bad:
-        print("BUG:", "; ".join(bad)); return 1
-    print("OK"); return 0
+        stop_server(p, d)
+    return report(bad)
 
 
 if __name__ == "__main__":

@@ -16,43 +16,11 @@ panic on every read; an everyday shape — a tags column on a day without tags).
 Expected: DoGet returns the rows ([["a"], []] with their p), or the put is
 refused with a clear error and nothing committed.
 """
-import os, sys, json, subprocess, tempfile, shutil, glob
-import numpy as np
-import pyarrow as pa, pyarrow.flight as fl, pyarrow.parquet as pq
+import os, sys
+import pyarrow as pa, pyarrow.flight as fl
 
-QUIVER = os.environ.get("QUIVER", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bin", "quiver"))
-
-
-def start_server():
-    d = tempfile.mkdtemp(prefix="quiver_rt_", dir="/tmp")
-    data = os.path.join(d, "data")
-    p = subprocess.Popen([QUIVER, "serve", "--data-dir", data, "--addr", "127.0.0.1:0"],
-                         stdout=subprocess.PIPE, stderr=open(os.path.join(d, "server.log"), "w"), text=True)
-    line = p.stdout.readline()
-    addr = line.strip().split(" on ")[-1]
-    return p, d, data, fl.connect("grpc://" + addr)
-
-
-def put(client, path, batches, schema, mode="write", **kw):
-    cmd = dict(path=path, mode=mode, **kw)
-    w, r = client.do_put(fl.FlightDescriptor.for_command(json.dumps(cmd)), schema)
-    for b in batches:
-        w.write_batch(b)
-    w.done_writing()
-    res = r.read()
-    w.close()
-    return json.loads(res.to_pybytes())
-
-
-def get(client, path, **t):
-    t["path"] = path
-    return client.do_get(fl.Ticket(json.dumps(t).encode())).read_all()
-
-
-def latest_files(data, path):
-    prof = os.path.join(data, path)
-    v = json.load(open(os.path.join(prof, "manifest.json")))["latest_data_dir"]
-    return sorted(glob.glob(os.path.join(prof, v, "**", "*.parquet"), recursive=True))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dlib import start_server, stop_server, put, get, compact, report
 
 
 def main():
@@ -72,7 +40,7 @@ def main():
         for label in ("DoGet", "after compact"):
             if label == "after compact":
                 try:
-                    list(c.do_action(fl.Action("compact", json.dumps({"path": "blog/posts"}).encode())))
+                    compact(c, "blog/posts")
                 except (fl.FlightError, pa.ArrowException) as e:
                     print("compact failed:", str(e)[:150])
                     bad.append("compact failed")
@@ -87,10 +55,8 @@ def main():
                 print(label, "failed:", str(e)[:150])
                 bad.append(label + " unreadable")
     finally:
-        p.terminate(); p.wait(10); shutil.rmtree(d, ignore_errors=True)
-    if bad:
-        print("BUG:", "; ".join(bad)); return 1
-    print("OK"); return 0
+        stop_server(p, d)
+    return report(bad)
 
 
 if __name__ == "__main__":
