@@ -210,3 +210,37 @@ func TestPartitionedPutHeapBounded(t *testing.T) {
 		t.Errorf("heap grew by %d KiB over %d batches (%d files)", grew>>10, batches-4, len(c.Files))
 	}
 }
+
+// TestHeldRowsCharged: batches that each give one row to every one of
+// thousands of partitions are held, and so are a heldRows per partition
+// and batch, which cost more than the rows: they are charged to the
+// budget with the batches, so the heap stays near the budget (it grew
+// without bound before: red team round 11's r01).
+func TestHeldRowsCharged(t *testing.T) {
+	if testing.Short() {
+		t.Skip("heap measurement")
+	}
+	const batches, parts, budget = 300, 1000, 8 << 20
+	s, _ := newTestStore(t, WithPutMemory(budget))
+	var base, peak uint64
+	rdr := spread(batches, parts, 1, 8, func(i int) {
+		if i%10 != 0 && i != 2 {
+			return
+		}
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		if i == 2 {
+			base = ms.HeapAlloc
+		}
+		peak = max(peak, ms.HeapAlloc)
+	})
+	c := put(t, s, ModeWrite, []string{"held"}, rdr, PutOptions{PartitionBy: []string{"k"}})
+	if c.Rows != batches*parts {
+		t.Fatalf("rows %d", c.Rows)
+	}
+	t.Logf("heap grew by %d KiB (budget %d KiB, %d files)", (int64(peak)-int64(base))>>10, budget>>10, len(c.Files))
+	if grew := int64(peak) - int64(base); grew > 2*budget {
+		t.Errorf("heap grew by %d KiB during the put, budget %d KiB", grew>>10, budget>>10)
+	}
+}

@@ -906,6 +906,12 @@ type heldBatch struct {
 	refs  int
 }
 
+// heldRowsBytes is what a heldRows costs in memory (its struct and its
+// share of the slice that lists it), charged to the budget with the
+// batches: a put of thousands of one-row parts per batch holds more of
+// these than of its batches' bytes (red team round 11).
+const heldRowsBytes = 64
+
 // heldRows are rows of a held batch, ascending.
 type heldRows struct {
 	b    *heldBatch
@@ -953,7 +959,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 	}
 	var order []*sink
 	var held []*heldBatch // batches held, oldest first
-	var heldBytes int64   // the bytes of those not yet released
+	var heldBytes int64   // the bytes of those not yet released, and of the heldRows naming their rows
 	done := len(st.files) // files of earlier stream calls stay on failure
 	var total, charged int64
 	defer func() {
@@ -1182,7 +1188,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 				return err
 			}
 			k.held = k.held[1:]
-			heldBytes -= h.b.unref()
+			heldBytes -= heldRowsBytes + h.b.unref()
 		}
 		k.held, k.heldBytes = nil, 0
 		charge()
@@ -1292,7 +1298,9 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			// not pay for a writer of their own holds them (the batch
 			// stays until the last of them is written); any other
 			// partition's rows are written now.
-			bytes, n := util.TotalRecordSize(rec), g.Data.NumRows()
+			// (A held batch also keeps the row numbers of its parts, 4
+			// bytes a row.)
+			bytes, n := util.TotalRecordSize(rec)+4*g.Data.NumRows(), g.Data.NumRows()
 			rec.Release()
 			released = true
 			hb := &heldBatch{rec: g.Data, bytes: bytes, refs: 1} // (this loop's own reference)
@@ -1314,6 +1322,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 					k.used = tick
 					k.held = append(k.held, heldRows{b: hb, rows: part.Rows})
 					k.heldBytes += share
+					heldBytes += heldRowsBytes
 					hb.refs++
 					continue
 				}
