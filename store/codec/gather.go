@@ -52,9 +52,34 @@ func gatherBatch(ctx context.Context, sc *arrow.Schema, rec arrow.RecordBatch, i
 			cols[i] = taken
 		}
 	}
+	for i := range cols {
+		cols[i] = asType(cols[i], sc.Field(i).Type)
+	}
 	out := array.NewRecordBatch(sc, cols, int64(len(idx)))
 	release()
 	return out, nil
+}
+
+// asType returns a (its reference taken) labelled with dt, an equal type
+// that may be another instance: arrow.TypeEqual compares dictionary types
+// with reflect.DeepEqual, which finds two equal timestamp types different
+// once one of them has cached its time zone (GetZone), so a column of
+// dictionaries of timestamps could fail array.NewRecordBatch's check
+// against its own schema and panic (red team round 11 r02).
+func asType(a arrow.Array, dt arrow.DataType) arrow.Array {
+	if a.DataType() == dt {
+		return a
+	}
+	d := a.Data()
+	var out arrow.ArrayData
+	if dict := d.Dictionary(); dict != nil {
+		out = array.NewDataWithDictionary(dt, d.Len(), d.Buffers(), d.NullN(), d.Offset(), dict.(*array.Data))
+	} else {
+		out = array.NewData(dt, d.Len(), d.Buffers(), d.Children(), d.NullN(), d.Offset())
+	}
+	a.Release()
+	defer out.Release()
+	return array.MakeFromData(out)
 }
 
 // gather returns the rows idx of arr as a new array, or nil for a layout

@@ -356,11 +356,21 @@ func GroupByPartition(ctx context.Context, rec arrow.RecordBatch, by []string) (
 	for p := range parts {
 		parts[p].Rows = order[start[p]:start[p+1]:start[p+1]]
 	}
+	// The columns are labelled with the schema's own type instances:
+	// slices and gathers of them are then checked against the schema by
+	// identity, not by arrow.TypeEqual, which can find equal dictionary
+	// types different (asType).
 	cols := make([]arrow.Array, len(keep))
 	for i, c := range keep {
-		cols[i] = rec.Column(c)
+		col := rec.Column(c)
+		col.Retain()
+		cols[i] = asType(col, fileSchema.Field(i).Type)
 	}
-	return &Grouped{Data: array.NewRecordBatch(fileSchema, cols, int64(n)), Parts: parts}, nil
+	data := array.NewRecordBatch(fileSchema, cols, int64(n))
+	for _, c := range cols {
+		c.Release()
+	}
+	return &Grouped{Data: data, Parts: parts}, nil
 }
 
 // groupIDs numbers the distinct combinations of the columns idx of rec in

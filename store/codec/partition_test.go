@@ -412,3 +412,62 @@ func TestConstantColumnRepeats(t *testing.T) {
 		}
 	}
 }
+
+// TestTakeRowsDictionaryOfTimestamps: gathering the rows of a dictionary
+// of timestamps gives a column whose type arrow.TypeEqual may find
+// different from its schema's (reflect.DeepEqual, once one of two equal
+// timestamp types has cached its time zone): the batch is labelled with
+// the schema's types, not refused by a panic (red team round 11 r02).
+func TestTakeRowsDictionaryOfTimestamps(t *testing.T) {
+	ctx := context.Background()
+	for _, tz := range []string{"", "UTC", "Europe/Paris"} {
+		// The schema's types and the columns' are equal, other instances
+		// (as a batch decoded from IPC and a version's schema are).
+		schemaOf := func(ts *arrow.TimestampType) *arrow.Schema {
+			dt := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: ts}
+			return arrow.NewSchema([]arrow.Field{{Name: "p", Type: arrow.PrimitiveTypes.Int64}, {Name: "ts", Type: dt, Nullable: true}}, nil)
+		}
+		ts := &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: tz}
+		sc := schemaOf(ts)
+		colType := schemaOf(&arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: tz}).Field(1).Type.(*arrow.DictionaryType)
+		vb := array.NewTimestampBuilder(memory.DefaultAllocator, colType.ValueType.(*arrow.TimestampType))
+		vb.AppendValues([]arrow.Timestamp{1577836800000000, 1609459200000000, 1640995200000000}, nil)
+		vals := vb.NewArray()
+		vb.Release()
+		ib := array.NewInt8Builder(memory.DefaultAllocator)
+		ib.AppendValues([]int8{0, 1, 0, 2}, []bool{true, true, false, true})
+		idx := ib.NewArray()
+		ib.Release()
+		dict := array.NewDictionaryArray(colType, idx, vals)
+		idx.Release()
+		vals.Release()
+		pb := array.NewInt64Builder(memory.DefaultAllocator)
+		pb.AppendValues([]int64{1, 2, 1, 1}, nil)
+		ps := pb.NewArray()
+		pb.Release()
+		rec := array.NewRecordBatch(sc, []arrow.Array{ps, dict}, 4)
+		ps.Release()
+		dict.Release()
+		g, err := GroupByPartition(ctx, rec, []string{"p"})
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Then the schema's timestamp type caches its zone; the column's
+		// does not.
+		if _, err := ts.GetZone(); err != nil {
+			t.Fatal(err)
+		}
+		for _, part := range g.Parts {
+			b, shared, err := TakeRows(ctx, g.Data, part.Rows)
+			if err != nil {
+				t.Fatalf("%q: %v", tz, err)
+			}
+			if part.Dir == "p=1" && (shared || b.NumRows() != 3) {
+				t.Errorf("%q: part p=1: %d rows, shared %v", tz, b.NumRows(), shared)
+			}
+			b.Release()
+		}
+		g.Release()
+	}
+}
