@@ -72,8 +72,8 @@ func asType(a arrow.Array, dt arrow.DataType) arrow.Array {
 	}
 	d := a.Data()
 	var out arrow.ArrayData
-	if dict := d.Dictionary(); dict != nil {
-		out = array.NewDataWithDictionary(dt, d.Len(), d.Buffers(), d.NullN(), d.Offset(), dict.(*array.Data))
+	if dict, ok := d.Dictionary().(*array.Data); ok && dict != nil { // (a nil *Data is a non-nil ArrayData)
+		out = array.NewDataWithDictionary(dt, d.Len(), d.Buffers(), d.NullN(), d.Offset(), dict)
 	} else {
 		out = array.NewData(dt, d.Len(), d.Buffers(), d.Children(), d.NullN(), d.Offset())
 	}
