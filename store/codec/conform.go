@@ -104,6 +104,12 @@ func (c *Conformer) Apply(ctx context.Context, rec arrow.RecordBatch) (arrow.Rec
 	if err := checkNulls(c.target, cols); err != nil {
 		return nil, err
 	}
+	// Labelled with the target's own type instances, so that every later
+	// batch made of these columns and a schema derived from the target is
+	// checked by identity, not by arrow.TypeEqual (asType).
+	for i := range cols {
+		cols[i] = asType(cols[i], c.target.Field(i).Type)
+	}
 	return array.NewRecordBatch(c.target, cols, rec.NumRows()), nil
 }
 
