@@ -127,34 +127,21 @@ func TestFloatDictionaryAppendsBitExact(t *testing.T) {
 				}
 				put(t, s, mode, keys, rdr, PutOptions{})
 			}
-			for _, step := range []string{"read", "compact"} {
-				if step == "compact" {
-					if _, err := s.Compact(context.Background(), keys, CompactOptions{}); err != nil {
-						t.Fatal(err)
+			readEachWay(t, s, keys, func(step string, join bool, rdr array.RecordReader) {
+				var got []uint64
+				for rdr.Next() {
+					d := rdr.RecordBatch().Column(0).(*array.Dictionary)
+					for i := 0; i < d.Len(); i++ {
+						got = append(got, math.Float64bits(d.Dictionary().(*array.Float64).Value(d.GetValueIndex(i))))
 					}
 				}
-				for _, join := range []bool{false, true} {
-					rdr, err := s.Read(context.Background(), keys, ReadOptions{Join: join})
-					if err != nil {
-						t.Fatal(err)
-					}
-					var got []uint64
-					for rdr.Next() {
-						d := rdr.RecordBatch().Column(0).(*array.Dictionary)
-						for i := 0; i < d.Len(); i++ {
-							got = append(got, math.Float64bits(d.Dictionary().(*array.Float64).Value(d.GetValueIndex(i))))
-						}
-					}
-					err = rdr.Err()
-					rdr.Release()
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !slices.Equal(got, vals) {
-						t.Fatalf("%s (join %v): bits %x, want %x", step, join, got, vals)
-					}
+				if err := rdr.Err(); err != nil {
+					t.Fatal(err)
 				}
-			}
+				if !slices.Equal(got, vals) {
+					t.Fatalf("%s (join %v): bits %x, want %x", step, join, got, vals)
+				}
+			})
 		})
 	}
 }
@@ -226,41 +213,49 @@ func TestOrderedDictionaryKeepsOrder(t *testing.T) {
 					}
 					put(t, s, mode, keys, rdr, PutOptions{})
 				}
-				for _, step := range []string{"read", "compact"} {
-					if step == "compact" {
-						if _, err := s.Compact(context.Background(), keys, CompactOptions{}); err != nil {
-							t.Fatal(err)
-						}
-					}
-					for _, join := range []bool{false, true} {
-						rdr, err := s.Read(context.Background(), keys, ReadOptions{Join: join})
-						if err != nil {
-							t.Fatal(err)
-						}
-						var got []string
-						for rdr.Next() {
-							d := rdr.RecordBatch().Column(0).(*array.Dictionary)
-							dict := d.Dictionary().(*array.String)
-							for j := 1; j < dict.Len(); j++ {
-								if rank[dict.Value(j-1)] > rank[dict.Value(j)] {
-									t.Errorf("%s, join %v: a batch's ordered dictionary %v is out of order", step, join, dict)
-								}
-							}
-							for j := 0; j < d.Len(); j++ {
-								got = append(got, strings.Clone(dict.Value(d.GetValueIndex(j))))
+				readEachWay(t, s, keys, func(step string, join bool, rdr array.RecordReader) {
+					var got []string
+					for rdr.Next() {
+						d := rdr.RecordBatch().Column(0).(*array.Dictionary)
+						dict := d.Dictionary().(*array.String)
+						for j := 1; j < dict.Len(); j++ {
+							if rank[dict.Value(j-1)] > rank[dict.Value(j)] {
+								t.Errorf("%s, join %v: a batch's ordered dictionary %v is out of order", step, join, dict)
 							}
 						}
-						err = rdr.Err()
-						rdr.Release()
-						if err != nil {
-							t.Fatal(err)
-						}
-						if !slices.Equal(got, want) {
-							t.Fatalf("%s, join %v: read %v, want %v", step, join, got, want)
+						for j := 0; j < d.Len(); j++ {
+							got = append(got, strings.Clone(dict.Value(d.GetValueIndex(j))))
 						}
 					}
-				}
+					if err := rdr.Err(); err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(got, want) {
+						t.Fatalf("%s, join %v: read %v, want %v", step, join, got, want)
+					}
+				})
 			})
+		}
+	}
+}
+
+// readEachWay calls fn with a read of keys, not joined and joined, then
+// again after a compaction of keys; the reader is released after fn.
+func readEachWay(t *testing.T, s *Store, keys []string, fn func(step string, join bool, rdr array.RecordReader)) {
+	t.Helper()
+	for _, step := range []string{"read", "compact"} {
+		if step == "compact" {
+			if _, err := s.Compact(context.Background(), keys, CompactOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, join := range []bool{false, true} {
+			rdr, err := s.Read(context.Background(), keys, ReadOptions{Join: join})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fn(step, join, rdr)
+			rdr.Release()
 		}
 	}
 }
