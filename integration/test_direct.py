@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers import action, assert_tables_equal, get, profile_dir, put
-from typecases import BUGS, CASES, LIMITS
+from typecases import BUGS, CASES, DIRECT_LIMITS, LIMITS
 
 ORDER_SCHEMA = pa.schema(
     [("id", pa.int64()), ("region", pa.string()), ("year", pa.int32()), ("amount", pa.float64()), ("note", pa.large_string())]
@@ -188,7 +188,7 @@ def _shape(t: pa.DataType):
     return (t.id, getattr(t, "list_size", None), tuple(_shape(t.field(i).type) for i in range(t.num_fields)))
 
 
-@pytest.mark.parametrize("name", [n for n in CASES if n not in LIMITS and n not in BUGS and CASES[n].num_columns == 1])
+@pytest.mark.parametrize("name", [n for n in CASES if n not in LIMITS and n not in BUGS and n not in DIRECT_LIMITS and CASES[n].num_columns == 1])
 def test_pyarrow_reads_each_type_from_disk(server, client, name):
     """Every type that round-trips through Quiver is also read by pyarrow
     straight from the file, with the same values and type, up to what
