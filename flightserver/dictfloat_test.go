@@ -2,7 +2,6 @@ package flightserver
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"slices"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -47,21 +45,7 @@ func floatDictBatch(t *testing.T, f32 bool, bits uint64) arrow.RecordBatch {
 // putMode puts rec into path with mode (write or append).
 func putMode(t *testing.T, c flight.Client, path, mode string, rec arrow.RecordBatch) {
 	t.Helper()
-	stream, err := c.DoPut(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd, _ := json.Marshal(map[string]string{"path": path, "mode": mode})
-	w := flight.NewRecordWriter(stream, ipc.WithSchema(rec.Schema()))
-	w.SetFlightDescriptor(&flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: cmd})
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	_ = w.Close()
-	_ = stream.CloseSend()
-	if _, err := stream.Recv(); err != nil {
-		t.Fatal(err)
-	}
+	putCmd(t, c, map[string]any{"path": path, "mode": mode}, rec)
 }
 
 // TestDoGetFloatDictionariesBitExact: batches whose float dictionaries
