@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quiverdb/quiver/catalog"
+	"github.com/quiverdb/quiver/internal/ipcdict"
 )
 
 // PutOptions are the options of one put (docs/protocol.md, CMD
@@ -189,8 +191,11 @@ func (c *Client) putOnce(ctx context.Context, cmd []byte, open Opener) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	w := flight.NewRecordWriter(stream, ipc.WithSchema(schema), ipc.WithAllocator(c.opts.mem))
-	w.SetFlightDescriptor(&flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: cmd})
+	// ipcdict's writer, not flight's: arrow-go's IPC writer does not send
+	// a float dictionary within 1e-5 of the last one sent, and the server
+	// would store the earlier batch's values (0.0 as -0.0).
+	w := ipcdict.NewWriter(&putPayloads{stream: stream, desc: &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: cmd}},
+		schema, false, ipc.WithAllocator(c.opts.mem))
 	sendErr := func() error {
 		for rdr.Next() {
 			if err := c.sendBatch(w, schema, rdr.RecordBatch()); err != nil {
@@ -243,7 +248,7 @@ func (c *Client) putOnce(ctx context.Context, cmd []byte, open Opener) ([]byte, 
 // sendBatch writes rec with the stream's schema (a reader's batches may
 // differ from its schema in nullability or metadata only, which the IPC
 // writer would refuse) in slices small enough for one message each.
-func (c *Client) sendBatch(w *flight.Writer, schema *arrow.Schema, rec arrow.RecordBatch) error {
+func (c *Client) sendBatch(w *ipcdict.Writer, schema *arrow.Schema, rec arrow.RecordBatch) error {
 	if !rec.Schema().Equal(schema) {
 		if err := sameTypes(schema, rec.Schema()); err != nil {
 			return &ReaderError{Err: err}
@@ -267,6 +272,32 @@ func (c *Client) sendBatch(w *flight.Writer, schema *arrow.Schema, rec arrow.Rec
 		}
 	}
 	return nil
+}
+
+// putPayloads sends an IPC writer's payloads as the messages of a DoPut,
+// the descriptor with the first.
+type putPayloads struct {
+	stream flight.FlightService_DoPutClient
+	desc   *flight.FlightDescriptor
+	fd     flight.FlightData
+	buf    bytes.Buffer
+}
+
+func (p *putPayloads) Start() error { return nil }
+func (p *putPayloads) Close() error { return nil }
+
+func (p *putPayloads) WritePayload(pl ipc.Payload) error {
+	m := pl.Meta()
+	defer m.Release()
+	p.buf.Reset()
+	if err := pl.SerializeBody(&p.buf); err != nil {
+		return err
+	}
+	p.fd.FlightDescriptor, p.desc = p.desc, nil
+	p.fd.DataHeader, p.fd.DataBody = m.Bytes(), p.buf.Bytes()
+	err := p.stream.Send(&p.fd)
+	p.fd = flight.FlightData{}
+	return err
 }
 
 // guardedReader is Put's view of the caller's reader: it notes whether a

@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quiverdb/quiver/catalog"
-	"github.com/quiverdb/quiver/store/codec"
+	"github.com/quiverdb/quiver/internal/ipcdict"
 	"github.com/quiverdb/quiver/store/ipccache"
 )
 
@@ -344,25 +344,13 @@ func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServ
 	// buffers (sendCodec); with them the IPC writer sends the dictionary
 	// messages that must come first.
 	direct := ipccache.Cacheable(rdr.Schema())
-	pw := &payloadSender{out: out, skip: 1}
-	w := ipc.NewWriterWithPayloadWriter(pw, ipc.WithSchema(rdr.Schema()), ipc.WithAllocator(s.opts.mem))
+	// ipcdict's writer: arrow-go's does not send a float dictionary
+	// within 1e-5 of the last one sent (red team round 10's d01: 0.0
+	// read back as -0.0).
+	w := ipcdict.NewWriter(&payloadSender{out: out}, rdr.Schema(), true, ipc.WithAllocator(s.opts.mem))
 	defer func() {
 		if cerr := w.Close(); cerr != nil && err == nil {
 			err = fail(ctx, fmt.Errorf("close stream of %s: %w", req.Path(), cerr))
-		}
-	}()
-	// arrow-go's IPC writer does not send a dictionary again when it is
-	// equal to the last one sent within 1e-5 (NaNs all equal): a batch
-	// whose float dictionaries differ from the last batch's, bit for bit,
-	// goes through a new writer, which sends every dictionary anew (red
-	// team round 10's d01: 0.0 read back as -0.0).
-	var sentFloats []arrow.ArrayData
-	floats := codec.HasFloatDictionary(rdr.Schema())
-	defer func() {
-		for _, d := range sentFloats {
-			if d != nil {
-				d.Release()
-			}
 		}
 	}()
 	limit := s.sendTarget()
@@ -379,30 +367,6 @@ func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServ
 			rec := rdr.RecordBatch()
 			if rec == nil {
 				break // rdr.Err says why
-			}
-			if floats {
-				cur := codec.FloatDictionaries(rec)
-				if sentFloats != nil && !codec.SameFloatDictionaries(sentFloats, cur) {
-					if err := w.Close(); err != nil {
-						return fail(ctx, fmt.Errorf("send %s: %w", req.Path(), err))
-					}
-					pw.skip = 1 // the new writer's schema
-					w = ipc.NewWriterWithPayloadWriter(pw, ipc.WithSchema(rdr.Schema()), ipc.WithAllocator(s.opts.mem))
-				}
-				for _, d := range sentFloats {
-					if d != nil {
-						d.Release()
-					}
-				}
-				sentFloats = cur
-				if sentFloats == nil {
-					sentFloats = []arrow.ArrayData{}
-				}
-				for _, d := range sentFloats {
-					if d != nil {
-						d.Retain()
-					}
-				}
 			}
 			write := w.Write
 			if direct {
@@ -447,24 +411,18 @@ func (s *Server) sendBatch(out *sendCounter, rec arrow.RecordBatch, hold func())
 	return out.sendMessage(m)
 }
 
-// payloadSender sends an IPC writer's payloads as Flight messages,
-// dropping the first skip of them (the schema, sent already). The body is
+// payloadSender sends an IPC writer's payloads as Flight messages. The body is
 // gathered into one reused buffer: gRPC has copied it when Send returns.
 type payloadSender struct {
-	out  flight.DataStreamWriter
-	skip int
-	fd   flight.FlightData
-	buf  bytes.Buffer
+	out flight.DataStreamWriter
+	fd  flight.FlightData
+	buf bytes.Buffer
 }
 
 func (p *payloadSender) Start() error { return nil }
 func (p *payloadSender) Close() error { return nil }
 
 func (p *payloadSender) WritePayload(pl ipc.Payload) error {
-	if p.skip > 0 {
-		p.skip--
-		return nil
-	}
 	m := pl.Meta()
 	defer m.Release()
 	p.buf.Reset()

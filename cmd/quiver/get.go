@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quiverdb/quiver/client"
+	"github.com/quiverdb/quiver/internal/ipcdict"
 	"github.com/quiverdb/quiver/store/codec"
 	"github.com/quiverdb/quiver/store/filter"
 )
@@ -444,18 +445,52 @@ func newSink(format string, w io.Writer, schema *arrow.Schema, mem memory.Alloca
 		if err != nil {
 			return nil, err
 		}
+		// The file format holds one dictionary per column; arrow-go's
+		// writer refuses another one, except a float dictionary within
+		// 1e-5 of the first, which it takes for the same (the file would
+		// read back other values): the guard refuses that too.
+		guard := ipcdict.NewFileGuard(schema)
 		return &sink{
-			write: func(rec arrow.RecordBatch) error { return rebind(rec, fw.Write) },
-			close: fw.Close,
+			write: func(rec arrow.RecordBatch) error {
+				return rebind(rec, func(rec arrow.RecordBatch) error {
+					err := guard.Check(rec)
+					if err == nil {
+						err = fw.Write(rec)
+					}
+					if err != nil && (errors.Is(err, ipcdict.ErrReplaced) || strings.Contains(err.Error(), "Dictionary replacement")) {
+						return fmt.Errorf("a dictionary column's dictionary changes between batches, and the Arrow IPC file format holds one dictionary per column: use --format arrows or parquet")
+					}
+					return err
+				})
+			},
+			close: func() error { guard.Release(); return fw.Close() },
 		}, nil
 	case outArrows:
-		sw := ipc.NewWriter(w, ipc.WithSchema(schema), ipc.WithAllocator(mem))
+		// ipcdict's writer sends float dictionaries bit for bit (arrow-go's
+		// skips one within 1e-5 of the last it wrote).
+		sw := ipcdict.NewWriter(streamPayloads{w}, schema, false, ipc.WithAllocator(mem))
 		return &sink{
 			write: func(rec arrow.RecordBatch) error { return rebind(rec, sw.Write) },
 			close: sw.Close,
 		}, nil
 	}
 	return nil, fmt.Errorf("unknown output format %q", format)
+}
+
+// streamPayloads writes IPC payloads to w as an IPC stream, ended by the
+// end-of-stream marker.
+type streamPayloads struct{ w io.Writer }
+
+func (p streamPayloads) Start() error { return nil }
+
+func (p streamPayloads) WritePayload(pl ipc.Payload) error {
+	_, err := pl.WritePayload(p.w)
+	return err
+}
+
+func (p streamPayloads) Close() error {
+	_, err := p.w.Write([]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0})
+	return err
 }
 
 // csvSchemaOf is schema as arrow-go's CSV writer can write it: every

@@ -9,6 +9,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
+
+	"github.com/quiverdb/quiver/internal/ipcdict"
 )
 
 // Conformer converts batches of one incoming schema to a target schema (a
@@ -286,7 +288,7 @@ func dictionaryEncode(ctx context.Context, dt *arrow.DictionaryType, vals arrow.
 	if !dictionaryBuildable(dt.ValueType) {
 		return nil, fmt.Errorf("cannot dictionary-encode %s", dt.ValueType)
 	}
-	if isFloatType(dt.ValueType) {
+	if ipcdict.IsFloat(dt.ValueType) {
 		return encodeFloats(ctx, dt, vals)
 	}
 	b := array.NewDictionaryBuilder(compute.GetAllocator(ctx), dt)

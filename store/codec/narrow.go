@@ -3,7 +3,6 @@ package codec
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"sync/atomic"
 
@@ -12,6 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/quiverdb/quiver/internal/ipcdict"
 )
 
 // Narrow dictionaries. Parquet has no dictionary type: a dictionary column
@@ -447,7 +448,7 @@ func sameDictValues(a, b arrow.ArrayData) bool {
 // when it is the first batch's: arrow-go cannot unify its values, or would
 // change them (floats) or their order (ordered dictionaries).
 func keptDict(t *arrow.DictionaryType) bool {
-	return !dictionaryUnifiable(t.ValueType) || t.Ordered || isFloatType(t.ValueType)
+	return !dictionaryUnifiable(t.ValueType) || t.Ordered || ipcdict.IsFloat(t.ValueType)
 }
 
 // unifyRoom is how many values arrow-go's unifier lets a dictionary of
@@ -506,8 +507,8 @@ func (f *DictionaryFit) Add(rec arrow.RecordBatch) bool {
 						dict.Retain()
 					}
 					f.firsts = append(f.firsts, dict)
-				} else if fits && isFloatType(t.ValueType) {
-					fits = f.firsts[k] != nil && dict != nil && sameFloatBits(f.firsts[k], dict, false)
+				} else if fits && ipcdict.IsFloat(t.ValueType) {
+					fits = f.firsts[k] != nil && dict != nil && ipcdict.SameFloatBits(f.firsts[k], dict, false)
 				} else if fits {
 					fits = sameDict(f.firsts[k], dict)
 				}
@@ -578,11 +579,6 @@ func hasOrderedDict(sc *arrow.Schema) bool {
 	return hasDict(sc, func(t *arrow.DictionaryType) bool { return t.Ordered })
 }
 
-// hasFloatDict reports whether sc has a dictionary of floats anywhere.
-func hasFloatDict(sc *arrow.Schema) bool {
-	return hasDict(sc, func(t *arrow.DictionaryType) bool { return isFloatType(t.ValueType) })
-}
-
 // orderedDicts calls fn with the dictionary (nil: none) of every ordered
 // dictionary in d, at any depth, in a fixed order.
 func orderedDicts(d arrow.ArrayData, fn func(dict arrow.ArrayData)) {
@@ -591,107 +587,6 @@ func orderedDicts(d arrow.ArrayData, fn func(dict arrow.ArrayData)) {
 			fn(dict)
 		}
 	})
-}
-
-// floatDicts calls fn with the dictionary (nil: none) of every dictionary
-// of floats in d, at any depth, in a fixed order.
-func floatDicts(d arrow.ArrayData, fn func(dict arrow.ArrayData)) {
-	eachDict(d, func(t *arrow.DictionaryType, dict arrow.ArrayData) {
-		if isFloatType(t.ValueType) {
-			fn(dict)
-		}
-	})
-}
-
-// isFloatType reports whether dt is float16, float32 or float64.
-func isFloatType(dt arrow.DataType) bool {
-	switch dt.ID() {
-	case arrow.FLOAT16, arrow.FLOAT32, arrow.FLOAT64:
-		return true
-	}
-	return false
-}
-
-// HasFloatDictionary reports whether sc has a dictionary of floats
-// (float16, float32, float64) anywhere.
-func HasFloatDictionary(sc *arrow.Schema) bool { return hasFloatDict(sc) }
-
-// FloatDictionaries returns the dictionaries (nil: none) of every
-// dictionary of floats in rec, at any depth, in a fixed order; they are
-// not retained.
-func FloatDictionaries(rec arrow.RecordBatch) []arrow.ArrayData {
-	var out []arrow.ArrayData
-	for _, c := range rec.Columns() {
-		floatDicts(c.Data(), func(dict arrow.ArrayData) { out = append(out, dict) })
-	}
-	return out
-}
-
-// SameFloatDictionaries reports whether two lists of FloatDictionaries
-// hold the same values bit for bit (0.0 is not -0.0; a NaN is the same as
-// a NaN of the same payload only). arrow-go's IPC writer (v18.8) does not
-// send a batch's dictionary again when it is equal to the last one sent
-// within an absolute tolerance of 1e-5, NaNs all equal: a writer of float
-// dictionaries must check that itself.
-func SameFloatDictionaries(a, b []arrow.ArrayData) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !sameFloatBits(a[i], b[i], true) {
-			return false
-		}
-	}
-	return true
-}
-
-// sameFloatBits reports whether two dictionaries of floats hold the same
-// values bit for bit (nil: no values), and, unless nanOK, none of them
-// NaN.
-func sameFloatBits(a, b arrow.ArrayData, nanOK bool) bool {
-	la, lb := 0, 0
-	if a != nil {
-		la = a.Len()
-	}
-	if b != nil {
-		lb = b.Len()
-	}
-	if la != lb || (la > 0 && !arrow.TypeEqual(a.DataType(), b.DataType())) {
-		return false
-	}
-	if la == 0 {
-		return true
-	}
-	x, y := array.MakeFromData(a), array.MakeFromData(b)
-	defer x.Release()
-	defer y.Release()
-	for i := range la {
-		if x.IsNull(i) != y.IsNull(i) {
-			return false
-		}
-		if x.IsNull(i) {
-			continue
-		}
-		var u, v uint64
-		var nan bool
-		switch xa := x.(type) {
-		case *array.Float64:
-			u, v = math.Float64bits(xa.Value(i)), math.Float64bits(y.(*array.Float64).Value(i))
-			nan = math.IsNaN(xa.Value(i))
-		case *array.Float32:
-			u, v = uint64(math.Float32bits(xa.Value(i))), uint64(math.Float32bits(y.(*array.Float32).Value(i)))
-			nan = xa.Value(i) != xa.Value(i)
-		case *array.Float16:
-			u, v = uint64(xa.Value(i).Uint16()), uint64(y.(*array.Float16).Value(i).Uint16())
-			nan = xa.Value(i).IsNaN()
-		default:
-			return false
-		}
-		if (nan && !nanOK) || u != v {
-			return false
-		}
-	}
-	return true
 }
 
 // dictGuard keeps, for a Parquet row group being written, the distinct
