@@ -51,8 +51,26 @@ func class(size int) (int, int) {
 
 // Allocate returns size zeroed bytes.
 func (a *poolAllocator) Allocate(size int) []byte {
+	b, reused := a.take(size)
+	if reused {
+		clear(b)
+	}
+	return b
+}
+
+// AllocateUnzeroed returns size bytes whose contents are undefined (a
+// reused buffer's bytes are not cleared), for memory the caller overwrites
+// whole before reading it: Parquet page buffers (codec.UnzeroedAllocator).
+func (a *poolAllocator) AllocateUnzeroed(size int) []byte {
+	b, _ := a.take(size)
+	return b
+}
+
+// take returns size bytes: a free buffer of their class (reused), or new
+// zeroed memory.
+func (a *poolAllocator) take(size int) (b []byte, reused bool) {
 	if size < 1<<minPoolShift || size > 1<<maxPoolShift {
-		return memory.DefaultAllocator.Allocate(size)
+		return memory.DefaultAllocator.Allocate(size), false
 	}
 	c, capacity := class(size)
 	a.mu.Lock()
@@ -62,11 +80,21 @@ func (a *poolAllocator) Allocate(size int) []byte {
 		a.free[c] = a.free[c][:n-1]
 		a.held -= cap(b)
 		a.mu.Unlock()
-		clear(b)
-		return b
+		return b, true
 	}
 	a.mu.Unlock()
-	return make([]byte, size, capacity)
+	return make([]byte, size, capacity), false
+}
+
+// ReallocateUnzeroed is Reallocate without clearing the bytes added.
+func (a *poolAllocator) ReallocateUnzeroed(size int, b []byte) []byte {
+	if size <= cap(b) && pooled(b) {
+		return b[:size]
+	}
+	nb := a.AllocateUnzeroed(size)
+	copy(nb, b)
+	a.Free(b)
+	return nb
 }
 
 // Reallocate grows (or shrinks) b to size, in place when its capacity

@@ -125,6 +125,38 @@ func (o ReadOptions) mem() memory.Allocator {
 	return o.Allocator
 }
 
+// UnzeroedAllocator is an allocator that can also hand out memory it has
+// not cleared (the store's read pool): what a Parquet reader allocates for
+// its pages is overwritten whole before it is read (compressed bytes read
+// from the file, a page decompressed into it and checked for its length),
+// so clearing it first was wasted work — 4% of a full read's CPU.
+type UnzeroedAllocator interface {
+	memory.Allocator
+	// AllocateUnzeroed is Allocate without clearing reused memory.
+	AllocateUnzeroed(size int) []byte
+	// ReallocateUnzeroed is Reallocate (b's contents kept) without
+	// clearing the bytes added.
+	ReallocateUnzeroed(size int, b []byte) []byte
+}
+
+// pageAllocator is the allocator of a Parquet reader's page buffers: mem,
+// unzeroed when it can be.
+func pageAllocator(mem memory.Allocator) memory.Allocator {
+	if u, ok := mem.(UnzeroedAllocator); ok {
+		return pageMem{u}
+	}
+	return mem
+}
+
+// pageMem allocates page buffers without clearing them.
+type pageMem struct{ u UnzeroedAllocator }
+
+func (m pageMem) Allocate(size int) []byte { return m.u.AllocateUnzeroed(size) }
+
+func (m pageMem) Reallocate(size int, b []byte) []byte { return m.u.ReallocateUnzeroed(size, b) }
+
+func (m pageMem) Free(b []byte) { m.u.Free(b) }
+
 // smallParquetFile is the size up to which a file's column chunks are
 // read whole rather than through a buffer.
 const smallParquetFile = 2 << 20
@@ -153,7 +185,7 @@ type ParquetFile struct {
 // r's ReadAt only (it is never seeked), so several files may share one
 // handle. Errors mean the file is not valid Parquet.
 func OpenParquet(r io.ReaderAt, size int64, o ReadOptions) (*ParquetFile, error) {
-	props := parquet.NewReaderProperties(o.mem())
+	props := parquet.NewReaderProperties(pageAllocator(o.mem()))
 	// A large file's column chunks are read through small buffers, so
 	// that decoding a row group does not hold it whole (every column's
 	// buffer is alive at once; the pages it decompresses are what must

@@ -84,8 +84,17 @@ func (z zstdCodec) EncodeLevel(dst, src []byte, level int) []byte {
 }
 
 // DecodeWithError implements compress.ErrorCodec.
+//
+// The page is decoded into dst's memory (copied there if the decoder
+// gave it other memory, which it does only when dst is too small): the
+// Parquet reader keeps dst as the page, and its memory is not cleared
+// beforehand (UnzeroedAllocator).
 func (z zstdCodec) DecodeWithError(dst, src []byte) ([]byte, error) {
-	return compress.Decode(z.Codec, dst, src)
+	out, err := compress.Decode(z.Codec, dst, src)
+	if err == nil && len(out) > 0 && len(out) <= cap(dst) && &out[0] != &dst[:1][0] {
+		out = dst[:copy(dst[:len(out)], out)]
+	}
+	return out, err
 }
 
 // NewReader implements compress.StreamingCodec.
