@@ -285,6 +285,14 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 		now := s.opts.now().UTC()
 		for _, i := range order {
 			st := batch[i].st
+			if err := batch[i].ctx.Err(); err != nil {
+				// Its client went away while the cycle waited for the
+				// lock (red team round 12's c01: Ctrl-C after the last
+				// batch, a lock held by another writer): nothing of it
+				// is committed. From here on the commit is under way.
+				res[i].err = err
+				continue
+			}
 			if st.o.RequestID != "" {
 				id := st.o.requestKey()
 				ps.mu.Lock()

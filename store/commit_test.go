@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -184,4 +185,93 @@ func TestFailedSplitWriteLeavesNothing(t *testing.T) {
 		t.Fatalf("got %v, want ENOSPC", err)
 	}
 	assertOnlyClaims(t, before, hashTree(t, dir), 0)
+}
+
+// lockWaitFS reports, once, a failed create of a profile's manifest lock:
+// a commit cycle is waiting for the lock.
+type lockWaitFS struct {
+	fsys.FS
+	once    sync.Once
+	waiting chan struct{}
+}
+
+func (f *lockWaitFS) CreateExclusive(ctx context.Context, name string, data []byte) error {
+	err := f.FS.CreateExclusive(ctx, name, data)
+	if errors.Is(err, fsys.ErrExist) && strings.HasSuffix(name, lockName) {
+		f.once.Do(func() { close(f.waiting) })
+	}
+	return err
+}
+
+// TestCancelledWhileWaitingForLockCommitsNothing: a put whose client goes
+// away while its commit cycle waits for the manifest lock (held by another
+// writer) commits nothing once the lock is free (red team round 12's c01:
+// `quiver put` interrupted after its last batch was told "interrupted",
+// and the server committed the put anyway).
+func TestCancelledWhileWaitingForLockCommitsNothing(t *testing.T) {
+	for _, mode := range []Mode{ModeAppend, ModeWrite} {
+		t.Run(string(mode), func(t *testing.T) {
+			dir := t.TempDir()
+			l, err := fsys.NewLocal(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs := &lockWaitFS{FS: l, waiting: make(chan struct{})}
+			s, _ := newTestStore(t, WithFS(fs), WithLockTimeout(time.Minute))
+			k := []string{"c"}
+			put(t, s, ModeWrite, k, ids(0, 1, 2), PutOptions{})
+			records := func() int {
+				n := 0
+				if err := s.Lineage(context.Background(), k, func(*CommitRecord) error { n++; return nil }); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			before := records()
+			// Another writer (pyrosome: an empty lock) holds the lock.
+			lock := filepath.Join(dir, "c", lockName)
+			if err := os.WriteFile(lock, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				rdr := ids(10, 11)
+				defer rdr.Release()
+				_, err := s.Put(ctx, k, rdr, PutOptions{Mode: mode})
+				done <- err
+			}()
+			select {
+			case <-fs.waiting:
+			case err := <-done:
+				t.Fatalf("the put returned before waiting for the lock: %v", err)
+			case <-time.After(30 * time.Second):
+				t.Fatal("the put never tried the lock")
+			}
+			cancel()
+			if err := os.Remove(lock); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("put: %v, want context.Canceled", err)
+			}
+			if n := records(); n != before {
+				t.Fatalf("%d records after the cancelled put, want %d", n, before)
+			}
+			if got := readIDs(t, s, k, -1); !slices.Equal(got, []int64{0, 1, 2}) {
+				t.Fatalf("read %v after the cancelled put", got)
+			}
+			// Nothing of it is left either: no data file, no version.
+			var left []string
+			_ = filepath.WalkDir(filepath.Join(dir, "c"), func(p string, d os.DirEntry, err error) error {
+				if rel, _ := filepath.Rel(filepath.Join(dir, "c"), p); strings.HasPrefix(rel, "v1") || rel == filepath.Join("v0", "1.parquet") {
+					left = append(left, rel)
+				}
+				return nil
+			})
+			if len(left) > 0 {
+				t.Fatalf("the cancelled put left %v", left)
+			}
+		})
+	}
 }

@@ -176,3 +176,36 @@ func TestPutRetriesWithItsRequestID(t *testing.T) {
 		t.Fatalf("--retries 0: %v, stderr %q", err, stderr)
 	}
 }
+
+// TestInterruptedPutNamesItsRequestID: a put interrupted (its context
+// cancelled, as by Ctrl-C) while the server waits for a lock another
+// writer holds commits nothing, and its message names the request id to
+// re-run it with (red team round 12's c01: "interrupted", and the put
+// committed anyway once the lock was free).
+func TestInterruptedPutNamesItsRequestID(t *testing.T) {
+	addr, dir := testServer(t)
+	a := writeCSV(t, "a.csv", "id\n1\n")
+	mustRun(t, "put", "--server", addr, "--progress=never", "a/b", a)
+	lock := filepath.Join(dir, "a", "b", "manifest.json.write_lock")
+	if err := os.WriteFile(lock, nil, 0o600); err != nil { // pyrosome's lock: owner unknown
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	root := newRoot(&out, &errOut)
+	root.SetArgs([]string{"put", "--server", addr, "--progress=never", "--request-id", "job-9", "a/b", a})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, cancel)
+	err := root.ExecuteContext(ctx)
+	if err == nil || !strings.HasPrefix(err.Error(), "interrupted") || !strings.Contains(err.Error(), "--request-id job-9") {
+		t.Fatalf("interrupted put: %v", err)
+	}
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	// Once the lock is free, a later put commits after anything the
+	// interrupted one left queued: the profile holds the two others only.
+	mustRun(t, "put", "--server", addr, "--progress=never", "a/b", writeCSV(t, "c.csv", "id\n3\n"))
+	if got := mustRun(t, "get", "--server", addr, "--format", "csv", "a/b"); got != "id\n1\n3\n" {
+		t.Fatalf("after the interrupted put: %q", got)
+	}
+}

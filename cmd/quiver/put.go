@@ -162,6 +162,13 @@ func runPut(ctx context.Context, p *putFlags, profile string, files []string, st
 		fmt.Fprintf(stderr, "quiver: %v; retrying in %s (request id %s)\n", clientError(err, &p.conn), wait, opts.RequestID)
 	}}
 	rec, err := cl.PutFrom(ctx, profile, open, opts)
+	if err != nil && ctx.Err() != nil {
+		// Interrupted. A put whose client goes away before its commit
+		// commits nothing, but once the server has all of it the commit
+		// may be under way when the signal comes: say how to find out,
+		// and how to re-run it without writing it twice.
+		return fmt.Errorf("interrupted: if the server had received all the data the put may still have committed (see `quiver versions %s`); re-running it with --request-id %s never writes it twice", profile, opts.RequestID)
+	}
 	if err != nil {
 		return err
 	}
