@@ -210,13 +210,54 @@ func OpenParquet(r io.ReaderAt, size int64, o ReadOptions) (*ParquetFile, error)
 		pr.Close()
 		return nil, fmt.Errorf("the file's Arrow schema: %w", err)
 	}
-	sc = StripFieldIDs(sc)
+	sc = StripFieldIDs(naiveInt96(pr, fr.Manifest, sc))
 	pf := &ParquetFile{pr: pr, fr: fr, footer: footerOf(pr), o: o}
 	pf.schema = pf.declare(sc, fr.Manifest.OriginSchema)
 	if pf.narrow {
 		widenManifest(fr.Manifest)
 	}
 	return pf, nil
+}
+
+// naiveInt96 reads the top-level INT96 columns whose stored Arrow schema
+// declares a timestamp without a time zone as that type, as pyarrow does:
+// pqarrow reads INT96 (what Spark, Hive and Impala write, and pyarrow with
+// use_deprecated_int96_timestamps) as timestamp[ns, UTC] whatever the file
+// declares, so a put of such a file froze a zone-aware type that appends
+// of the same data then did not match (red team round 12's c05). The
+// values are the same integers either way; the manifest's field is what
+// the column's reader labels its arrays with. sc is the schema pqarrow
+// reads; the one returned has those columns relabelled.
+func naiveInt96(pr *file.Reader, m *pqarrow.SchemaManifest, sc *arrow.Schema) *arrow.Schema {
+	origin := m.OriginSchema
+	if origin == nil || origin.NumFields() != len(m.Fields) || sc.NumFields() != len(m.Fields) {
+		return sc
+	}
+	var fields []arrow.Field
+	for i := range m.Fields {
+		sf := &m.Fields[i]
+		if !sf.IsLeaf() || sf.Field == nil || origin.Field(i).Name != sf.Field.Name ||
+			pr.MetaData().Schema.Column(sf.ColIndex).PhysicalType() != parquet.Types.Int96 {
+			continue
+		}
+		ot, ok1 := origin.Field(i).Type.(*arrow.TimestampType)
+		it, ok2 := sf.Field.Type.(*arrow.TimestampType)
+		if !ok1 || !ok2 || ot.Unit != it.Unit || ot.TimeZone != "" || it.TimeZone == "" {
+			continue
+		}
+		f := *sf.Field
+		f.Type = &arrow.TimestampType{Unit: ot.Unit}
+		sf.Field = &f
+		if fields == nil {
+			fields = sc.Fields()
+		}
+		fields[i].Type = f.Type
+	}
+	if fields == nil {
+		return sc
+	}
+	md := sc.Metadata()
+	return arrow.NewSchema(fields, &md)
 }
 
 // declare returns sc, the schema pqarrow reads, with the narrow
