@@ -9,51 +9,14 @@ package store
 import (
 	"context"
 	"math/rand/v2"
-	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/quiverdb/quiver/internal/memtest"
 )
-
-// peakMem records the most bytes held at once through it.
-type peakMem struct {
-	mem       memory.Allocator
-	mu        sync.Mutex
-	cur, peak int64
-}
-
-func (p *peakMem) add(n int) {
-	p.mu.Lock()
-	p.cur += int64(n)
-	p.peak = max(p.peak, p.cur)
-	p.mu.Unlock()
-}
-
-func (p *peakMem) Allocate(size int) []byte {
-	b := p.mem.Allocate(size)
-	p.add(len(b))
-	return b
-}
-
-func (p *peakMem) Reallocate(size int, b []byte) []byte {
-	old := len(b)
-	b = p.mem.Reallocate(size, b)
-	p.add(len(b) - old)
-	return b
-}
-
-func (p *peakMem) Free(b []byte) {
-	p.add(-len(b))
-	p.mem.Free(b)
-}
-
-func (p *peakMem) resetPeak() {
-	p.mu.Lock()
-	p.peak = p.cur
-	p.mu.Unlock()
-}
 
 var dictPutSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "c", Type: &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.Binary}, Nullable: true},
@@ -155,7 +118,7 @@ func TestDictionaryColumnsStoredBounded(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			pm := &peakMem{mem: memory.NewGoAllocator()}
+			pm := memtest.NewPeak()
 			mem := memory.NewCheckedAllocator(pm)
 			t.Cleanup(func() { mem.AssertSize(t, 0) })
 			s, err := Open(dir, WithAllocator(mem), WithLockTimeout(2e9))
@@ -177,7 +140,7 @@ func TestDictionaryColumnsStoredBounded(t *testing.T) {
 						want[xs.Value(i)] = vals.Value(d.GetValueIndex(i))
 					}
 				}
-				pm.resetPeak()
+				pm.ResetMax()
 				rdr, err := array.NewRecordReader(dictPutSchema, ps.batches)
 				if err != nil {
 					t.Fatal(err)
@@ -186,17 +149,17 @@ func TestDictionaryColumnsStoredBounded(t *testing.T) {
 				for _, b := range ps.batches {
 					b.Release()
 				}
-				if limit := int64(4*sent + 8*mib); pm.peak > limit {
-					t.Errorf("the put held %d bytes at its peak for %d bytes of values sent (limit %d)", pm.peak, sent, limit)
+				if limit := int64(4*sent + 8*mib); pm.Max() > limit {
+					t.Errorf("the put held %d bytes at its peak for %d bytes of values sent (limit %d)", pm.Max(), sent, limit)
 				}
 			}
 			if tc.compact {
-				pm.resetPeak()
+				pm.ResetMax()
 				if last, err = s.Compact(context.Background(), []string{"d"}, CompactOptions{}); err != nil {
 					t.Fatal(err)
 				}
-				if limit := int64(4*tc.used + 8*mib); pm.peak > limit {
-					t.Errorf("compaction held %d bytes at its peak for files of %d bytes of values (limit %d)", pm.peak, tc.used, limit)
+				if limit := int64(4*tc.used + 8*mib); pm.Max() > limit {
+					t.Errorf("compaction held %d bytes at its peak for files of %d bytes of values (limit %d)", pm.Max(), tc.used, limit)
 				}
 			}
 			var stored int64

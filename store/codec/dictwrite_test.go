@@ -3,46 +3,15 @@ package codec
 import (
 	"bytes"
 	"math/rand/v2"
-	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
+
+	"github.com/quiverdb/quiver/internal/memtest"
 )
-
-// peakAllocator records the most bytes held at once.
-type peakAllocator struct {
-	mem       memory.Allocator
-	mu        sync.Mutex
-	cur, peak int64
-}
-
-func (p *peakAllocator) add(n int) {
-	p.mu.Lock()
-	p.cur += int64(n)
-	p.peak = max(p.peak, p.cur)
-	p.mu.Unlock()
-}
-
-func (p *peakAllocator) Allocate(size int) []byte {
-	b := p.mem.Allocate(size)
-	p.add(len(b))
-	return b
-}
-
-func (p *peakAllocator) Reallocate(size int, b []byte) []byte {
-	old := len(b)
-	b = p.mem.Reallocate(size, b)
-	p.add(len(b) - old)
-	return b
-}
-
-func (p *peakAllocator) Free(b []byte) {
-	p.add(-len(b))
-	p.mem.Free(b)
-}
 
 // randBytes is n random bytes (incompressible: a dense copy shows in the
 // file's size).
@@ -237,15 +206,15 @@ func TestDictionaryColumnsWrittenBounded(t *testing.T) {
 					rec.Release()
 				}
 			}()
-			peak := &peakAllocator{mem: memory.NewGoAllocator()}
+			peak := memtest.NewPeak()
 			for _, serial := range []bool{false, true} {
-				peak.peak = peak.cur
+				peak.ResetMax()
 				b := writeFile(t, sc, WriterOptions{Allocator: peak, Serial: serial}, recs...)
 				// The encoder holds the row group's dictionary pages
 				// and little else; a dense copy of the values would be
 				// 64 MiB.
-				if limit := int64(4*sent + 4<<20); peak.peak > limit {
-					t.Errorf("serial=%v: the writer held %d bytes at its peak for %d bytes of dictionary values sent (limit %d)", serial, peak.peak, sent, limit)
+				if limit := int64(4*sent + 4<<20); peak.Max() > limit {
+					t.Errorf("serial=%v: the writer held %d bytes at its peak for %d bytes of dictionary values sent (limit %d)", serial, peak.Max(), sent, limit)
 				}
 				if limit := tc.used + tc.used/4 + 64<<10; len(b) > limit {
 					t.Errorf("serial=%v: file of %d bytes for %d bytes of values used (limit %d)", serial, len(b), tc.used, limit)
