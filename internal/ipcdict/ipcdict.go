@@ -2,6 +2,7 @@ package ipcdict
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 
@@ -249,47 +250,123 @@ func SameFloatBits(a, b arrow.ArrayData, nanOK bool) bool {
 	return true
 }
 
-// ErrReplaced is returned by a FileGuard when a float dictionary changes
-// between batches in a way arrow-go's IPC file writer would not see.
-var ErrReplaced = errors.New("a dictionary of floats changes between batches, and the Arrow IPC file format holds one dictionary per column")
+// ErrReplaced is returned by a FileGuard when a column's dictionary
+// changes between batches.
+var ErrReplaced = errors.New("its dictionary changes between batches, and the Arrow IPC file format holds one dictionary per column")
 
-// FileGuard checks the batches given to an IPC file writer: the format
-// holds one dictionary per field, and arrow-go's file writer takes a float
-// dictionary within 1e-5 of the first for the same one (writing nothing,
-// so the file reads back other values) where it refuses any other change.
+// FileGuard checks the batches given to an IPC file writer, which holds
+// one dictionary per field: arrow-go's file writer refuses a changed
+// dictionary with an error naming no column, and takes a float dictionary
+// within 1e-5 of the first for the same one (writing nothing, so the file
+// would read back other values). The guard refuses both first, naming the
+// column.
 type FileGuard struct {
-	first []arrow.ArrayData
+	schema *arrow.Schema
+	// first holds, per top-level column, the dictionaries (at any depth)
+	// of the first batch, retained; nil until the first batch.
+	first [][]arrow.ArrayData
 	on    bool
 }
 
 // NewFileGuard returns a guard for a file of schema.
-func NewFileGuard(schema *arrow.Schema) *FileGuard { return &FileGuard{on: HasFloat(schema)} }
+func NewFileGuard(schema *arrow.Schema) *FileGuard {
+	on := slices.ContainsFunc(schema.Fields(), func(f arrow.Field) bool { return hasDict(f.Type) })
+	return &FileGuard{schema: schema, on: on}
+}
 
-// Check returns ErrReplaced when rec's float dictionaries are not, bit for
-// bit, those of the first batch checked.
+// hasDict reports whether dt is or holds a dictionary type.
+func hasDict(dt arrow.DataType) bool {
+	switch t := dt.(type) {
+	case *arrow.DictionaryType:
+		return true
+	case arrow.NestedType:
+		return slices.ContainsFunc(t.Fields(), func(f arrow.Field) bool { return hasDict(f.Type) })
+	}
+	return false
+}
+
+// dicts returns the dictionaries (nil: none) of every dictionary in d, at
+// any depth, in a fixed order; they are not retained.
+func dicts(d arrow.ArrayData) []arrow.ArrayData {
+	var out []arrow.ArrayData
+	var walk func(d arrow.ArrayData)
+	walk = func(d arrow.ArrayData) {
+		if _, ok := d.DataType().(*arrow.DictionaryType); ok {
+			dict := d.Dictionary()
+			if ad, ok := dict.(*array.Data); ok && ad == nil {
+				dict = nil
+			}
+			out = append(out, dict)
+			return
+		}
+		for _, c := range d.Children() {
+			walk(c)
+		}
+	}
+	walk(d)
+	return out
+}
+
+// Check returns an error wrapping ErrReplaced, naming the column, when one
+// of rec's dictionaries is not that of the first batch checked (floats
+// compared bit for bit).
 func (g *FileGuard) Check(rec arrow.RecordBatch) error {
 	if !g.on {
 		return nil
 	}
-	cur := Floats(rec)
-	if g.first == nil {
-		g.first = make([]arrow.ArrayData, len(cur))
-		for i, d := range cur {
-			if d != nil {
-				d.Retain()
-			}
-			g.first[i] = d
-		}
-		return nil
+	first := g.first == nil
+	if first {
+		g.first = make([][]arrow.ArrayData, rec.NumCols())
 	}
-	if !SameFloats(g.first, cur) {
-		return ErrReplaced
+	for i, c := range rec.Columns() {
+		cur := dicts(c.Data())
+		if first {
+			for _, d := range cur {
+				if d != nil {
+					d.Retain()
+				}
+			}
+			g.first[i] = cur
+			continue
+		}
+		for k, d := range cur {
+			if !sameDict(g.first[i][k], d) {
+				return fmt.Errorf("column %q: %w", g.schema.Field(i).Name, ErrReplaced)
+			}
+		}
 	}
 	return nil
 }
 
+// sameDict reports whether two dictionaries hold the same values: bit for
+// bit for floats, by value for the others (nil: no values).
+func sameDict(a, b arrow.ArrayData) bool {
+	if a == b {
+		return true
+	}
+	if (a != nil && IsFloat(a.DataType())) || (b != nil && IsFloat(b.DataType())) {
+		return SameFloatBits(a, b, true)
+	}
+	la, lb := 0, 0
+	if a != nil {
+		la = a.Len()
+	}
+	if b != nil {
+		lb = b.Len()
+	}
+	if la == 0 || lb == 0 {
+		return la == lb
+	}
+	x, y := array.MakeFromData(a), array.MakeFromData(b)
+	defer x.Release()
+	defer y.Release()
+	return array.Equal(x, y)
+}
+
 // Release releases the dictionaries the guard holds.
 func (g *FileGuard) Release() {
-	release(g.first)
+	for _, ds := range g.first {
+		release(ds)
+	}
 	g.first = nil
 }

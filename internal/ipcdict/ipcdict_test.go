@@ -2,6 +2,7 @@ package ipcdict
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -133,4 +134,52 @@ func bitsOf(rec arrow.RecordBatch) string {
 		}
 	}
 	return sb.String()
+}
+
+// TestFileGuard: the guard passes batches whose dictionaries are those of
+// the first (the same values in new arrays included) and refuses, naming
+// the column, a string dictionary that changes, a nested one, and a float
+// one that differs only in the sign of zero.
+func TestFileGuard(t *testing.T) {
+	str := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}
+	f64 := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.PrimitiveTypes.Float64}
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "s", Type: str, Nullable: true},
+		{Name: "l", Type: arrow.ListOf(str), Nullable: true},
+		{Name: "f", Type: f64, Nullable: true},
+		{Name: "x", Type: arrow.PrimitiveTypes.Int64},
+	}, nil)
+	first := `[{"s": "a", "l": ["p"], "f": 0.0, "x": 1}]`
+	cases := []struct {
+		name, rows, col string
+	}{
+		{"same values", `[{"s": "a", "l": ["p"], "f": 0.0, "x": 2}]`, ""},
+		{"string dictionary changed", `[{"s": "b", "l": ["p"], "f": 0.0, "x": 2}]`, "s"},
+		{"nested dictionary changed", `[{"s": "a", "l": ["q"], "f": 0.0, "x": 2}]`, "l"},
+		{"float sign of zero", `[{"s": "a", "l": ["p"], "f": -0.0, "x": 2}]`, "f"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer mem.AssertSize(t, 0)
+			g := NewFileGuard(sc)
+			defer g.Release()
+			for i, js := range []string{first, tc.rows} {
+				rec, _, err := array.RecordFromJSON(mem, sc, strings.NewReader(js))
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = g.Check(rec)
+				rec.Release()
+				switch {
+				case i == 0 || tc.col == "":
+					if err != nil {
+						t.Fatalf("batch %d: %v", i, err)
+					}
+				case !errors.Is(err, ErrReplaced) || !strings.Contains(err.Error(), `column "`+tc.col+`"`):
+					t.Fatalf("batch %d: %v, want ErrReplaced naming column %q", i, err, tc.col)
+				}
+			}
+		})
+	}
 }
