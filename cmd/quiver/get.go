@@ -13,7 +13,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
-	arrowcsv "github.com/apache/arrow-go/v18/arrow/csv"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/spf13/cobra"
@@ -425,7 +424,9 @@ func newSink(format string, w io.Writer, schema *arrow.Schema, mem memory.Alloca
 		if err != nil {
 			return nil, err
 		}
-		cw := arrowcsv.NewWriter(w, csvSchema, arrowcsv.WithHeader(true), arrowcsv.WithNullWriter(""))
+		// Quiver's own writer, not arrow-go's: that one writes "" and null
+		// alike, and no header without a row.
+		cw := newCSVWriter(w, csvSchema)
 		ctx := compute.WithAllocator(context.Background(), mem)
 		return &sink{
 			write: func(rec arrow.RecordBatch) error {
@@ -438,7 +439,7 @@ func newSink(format string, w io.Writer, schema *arrow.Schema, mem memory.Alloca
 					return cw.Write(dense)
 				})
 			},
-			close: cw.Flush,
+			close: cw.Close,
 		}, nil
 	case outArrow:
 		fw, err := ipc.NewFileWriter(w, ipc.WithSchema(schema), ipc.WithAllocator(mem))
@@ -493,11 +494,12 @@ func (p streamPayloads) Close() error {
 	return err
 }
 
-// csvSchemaOf is schema as arrow-go's CSV writer can write it: every
+// csvSchemaOf is schema as the CSV writer (csvWriter) writes it: every
 // dictionary (at any depth) replaced by its value type, whose values the
 // writer formats. A column of a type it has no text form for (structs,
-// maps, times, durations, …) is an error naming it; the writer panics on
-// them (red team round 10's d07: on every dictionary column).
+// maps, times, durations, …) is an error naming it; arrow-go's writer,
+// used before, panicked on them (red team round 10's d07: on every
+// dictionary column).
 func csvSchemaOf(schema *arrow.Schema) (*arrow.Schema, error) {
 	fields := schema.Fields()
 	var bad []string
@@ -516,8 +518,9 @@ func csvSchemaOf(schema *arrow.Schema) (*arrow.Schema, error) {
 	return arrow.NewSchema(fields, &md), nil
 }
 
-// csvType is dt with its dictionaries decoded, and whether arrow-go's CSV
-// writer (v18.8) formats it: the types of its transformColToStringArr.
+// csvType is dt with its dictionaries decoded, and whether csvWriter
+// formats it: the types of arrow-go's transformColToStringArr (v18.8),
+// whose formats it keeps.
 func csvType(dt arrow.DataType) (arrow.DataType, bool) {
 	switch t := dt.(type) {
 	case *arrow.DictionaryType:
