@@ -25,9 +25,12 @@ const (
 	// fail.
 	DefaultMaxRecvMsgSize = 256 << 20
 	// DefaultMaxBatchBytes is the size above which a put slices a batch
-	// into several messages, well under the server's receive limit (256
-	// MiB by default) whatever the reader's batches.
-	DefaultMaxBatchBytes = 32 << 20
+	// into several messages: 4 MiB, the size the server's DoGet messages
+	// keep under, well under its receive limit (--max-recv-msg-size, 128
+	// MiB by default) and under one an operator lowered it to, whatever
+	// the reader's batches. Puts are no slower for it (the messages of
+	// one stream are pipelined).
+	DefaultMaxBatchBytes = 4 << 20
 	// DefaultParallel is how many endpoints ReadParallel fetches at once
 	// when asked for 0.
 	DefaultParallel = 4
@@ -110,7 +113,11 @@ func WithInsecureSkipVerify() Option {
 func WithMaxRecvMsgSize(n int) Option { return func(o *options) { o.maxRecv = n } }
 
 // WithMaxBatchBytes sets the size above which a put slices a batch
-// (default DefaultMaxBatchBytes).
+// (default DefaultMaxBatchBytes; 0 or less: never). Slices are cut by row
+// count in proportion to the batch's size, so a slice of rows much wider
+// than the batch's average can be larger; a single row is never cut. A
+// message over the server's limit fails the put with a
+// *MessageTooLargeError.
 func WithMaxBatchBytes(n int64) Option { return func(o *options) { o.maxBatchBytes = n } }
 
 // WithDialOptions adds gRPC dial options (interceptors, a custom dialer,

@@ -561,7 +561,7 @@ func TestPutSlicesLargeBatches(t *testing.T) {
 		maxBytes int64
 		messages int // schema + batches
 	}{
-		{0, 2},       // default (32 MiB): the schema and one batch
+		{0, 2},       // default (4 MiB): the schema and one batch
 		{1 << 20, 2}, // the batch is far smaller
 		{1000, 0},    // the batch (~14 kB) in many slices
 	}
@@ -592,6 +592,70 @@ func TestPutSlicesLargeBatches(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPutOverServerMessageLimit: against a server whose message limit was
+// lowered to 8 MiB, a 21 MB batch goes in with the default slicing (red
+// team round 12's c06: the default of 32 MiB sent it whole, and the put
+// failed with grpc-go's bare "received message larger than max"); when
+// the slices are still too large, the put fails with a
+// *MessageTooLargeError that keeps ResourceExhausted and names the
+// sizes, the server's flag and a fix, and commits nothing.
+func TestPutOverServerMessageLimit(t *testing.T) {
+	const limit = 8 << 20
+	s := startServer(t, flightserver.WithMaxRecvMsgSize(limit))
+	big := batch(0, 1_500_000) // 14 bytes a row
+	defer big.Release()
+	cases := []struct {
+		name     string
+		maxBytes int64  // WithMaxBatchBytes; -1: the default
+		want     string // a part of the error; "": the put goes in
+	}{
+		{"default", -1, ""},
+		{"under the limit", 6 << 20, ""},
+		{"not sliced", 0, "did not slice batches"},
+		{"over the limit", limit + 1<<20, "too close to the server's limit or over it"},
+		{"far over the limit", 32 << 20, "too close to the server's limit or over it"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var opts []client.Option
+			if tc.maxBytes >= 0 {
+				opts = append(opts, client.WithMaxBatchBytes(tc.maxBytes))
+			}
+			c := connect(t, s.addr, opts...)
+			path := "big/" + strings.ReplaceAll(tc.name, " ", "-")
+			res, err := c.Put(ctxT(t), path, reader(t, retained(big)), client.PutOptions{})
+			if tc.want == "" {
+				if err != nil || res.Rows != big.NumRows() {
+					t.Fatalf("put: %+v %v", res, err)
+				}
+				return
+			}
+			var e *client.MessageTooLargeError
+			if !errors.As(err, &e) {
+				t.Fatalf("put: %v (%T), want a *MessageTooLargeError", err, err)
+			}
+			if status.Code(err) != codes.ResourceExhausted || e.Limit != limit || e.Size <= limit || e.MaxBatchBytes != max(tc.maxBytes, 0) {
+				t.Fatalf("put: code %s, %+v", status.Code(err), e)
+			}
+			msg := status.Convert(err).Message()
+			for _, part := range []string{tc.want, "--max-recv-msg-size", fmt.Sprintf("over its limit of %d bytes", limit), "nothing was committed"} {
+				if !strings.Contains(msg, part) {
+					t.Errorf("status message %q lacks %q", msg, part)
+				}
+			}
+			if _, err := c.Read(ctxT(t), client.ReadRequest{Path: path}); status.Code(err) != codes.NotFound {
+				t.Fatalf("read of the refused put's profile: %v, want NotFound", err)
+			}
+		})
+	}
+}
+
+// retained is rec retained once more, for a reader that releases it.
+func retained(rec arrow.RecordBatch) arrow.RecordBatch {
+	rec.Retain()
+	return rec
 }
 
 func TestTLS(t *testing.T) {

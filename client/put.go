@@ -89,7 +89,8 @@ func newRequestID(prefix string) string {
 
 // Put streams rdr into the profile at path as one put and returns its
 // commit record. Batches are sent with rdr's schema, sliced so that no
-// message exceeds WithMaxBatchBytes. Nothing is committed unless the whole
+// message exceeds WithMaxBatchBytes (a message the server refuses as too
+// large fails the put with a *MessageTooLargeError). Nothing is committed unless the whole
 // stream arrives: if rdr fails (a *ReaderError) or ctx ends, the stream is
 // cancelled. The caller keeps ownership of rdr.
 //
@@ -224,7 +225,8 @@ func (c *Client) putOnce(ctx context.Context, cmd []byte, open Opener) ([]byte, 
 		return nil, fmt.Errorf("%w: the put ended without a result", ErrUnexpectedResult)
 	}
 	if err != nil {
-		return nil, err // the server's verdict on the put, if it failed
+		// the server's verdict on the put, if it failed
+		return nil, messageTooLarge(err, c.opts.maxBatchBytes)
 	}
 	if sendErr != nil {
 		return nil, sendErr

@@ -53,17 +53,18 @@ func (c *connFlags) tokenValue() string {
 	return os.Getenv("QUIVER_TOKEN")
 }
 
-// connect makes the client the flags describe. Flag errors name the flag;
-// the connection itself is made lazily (an unreachable server shows up as
-// Unavailable on the first call).
-func (c *connFlags) connect(ctx context.Context) (*client.Client, error) {
+// connect makes the client the flags describe, with extra options (a
+// command's own) after them. Flag errors name the flag; the connection
+// itself is made lazily (an unreachable server shows up as Unavailable on
+// the first call).
+func (c *connFlags) connect(ctx context.Context, extra ...client.Option) (*client.Client, error) {
 	if _, _, err := client.ParseAddress(c.server); err != nil {
 		if errors.Is(err, client.ErrEmptyAddress) {
 			return nil, errors.New("--server is empty")
 		}
 		return nil, fmt.Errorf("--server %q: want host:port, grpc://host:port or grpc+tls://host:port", c.server)
 	}
-	opts := []client.Option{client.WithMaxBatchBytes(maxSendBatch)}
+	var opts []client.Option
 	if tok := c.tokenValue(); tok != "" {
 		opts = append(opts, client.WithToken(tok))
 	}
@@ -91,7 +92,7 @@ func (c *connFlags) connect(ctx context.Context) (*client.Client, error) {
 		}
 		opts = append(opts, client.WithClientCertificate(cert))
 	}
-	return client.Connect(ctx, c.server, opts...)
+	return client.Connect(ctx, c.server, append(opts, extra...)...)
 }
 
 // clientError turns an error into the one line a person should read: for a

@@ -13,7 +13,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
-	arrowcsv "github.com/apache/arrow-go/v18/arrow/csv"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/spf13/cobra"
@@ -56,7 +55,15 @@ func newGet(stdout, stderr io.Writer) *cobra.Command {
 With -o FILE the format follows the extension (.parquet, .csv,
 .arrow/.feather/.ipc, .arrows for an IPC stream) or --format; the file appears
 complete or not at all. Without -o, a terminal gets a table of the first rows
-and the total row count; a pipe gets CSV (or --format).
+and the total row count; a pipe gets CSV (or --format). On stdout (-o - or a
+pipe) a read that fails part-way exits non-zero and leaves the output
+unfinished, so that no reader takes it for the whole result: no Parquet or
+Arrow file footer, an Arrow stream ended by an incomplete message. CSV has
+no end to leave off: check the exit status.
+
+CSV has a header line (also when no row matches), quotes a field as
+encoding/csv does, and writes null as an empty field and an empty string as
+"" (as pyarrow does); binary values are base64, lists {a,b}.
 
 --where keeps only the rows that match a filter such as
 "region = 'eu' and total > 100": columns bare or "double-quoted", strings
@@ -325,10 +332,13 @@ func runGet(ctx context.Context, g *getFlags, profile string, stdout, stderr io.
 		return sk.write(rec)
 	})
 	prog.finish()
-	if cerr := sk.close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
+		// Not finished: stdout must not end as a valid file holding
+		// part of the rows (red team round 12's c07).
+		sk.abort()
+		return err
+	}
+	if err := sk.close(); err != nil {
 		return err
 	}
 	if tmp != nil {
@@ -378,13 +388,36 @@ func fetch(ctx context.Context, cl *client.Client, plan *client.Plan, parallel i
 // row group (the store's default too).
 const getRowGroupBytes = 16 << 20
 
-// sink writes batches in one output format.
+// sink writes batches in one output format. Either close or abort is
+// called once, at the end: close finishes the output (footer, end-of-stream
+// marker, a CSV's header when no row came); abort, after a failed read,
+// frees what the writer holds and leaves the output unfinished, so that
+// no reader takes the rows written so far for the whole result.
 type sink struct {
 	write func(arrow.RecordBatch) error
 	close func() error
+	abort func()
 }
 
-func newSink(format string, w io.Writer, schema *arrow.Schema, mem memory.Allocator) (*sink, error) {
+// newSink returns the sink of format writing to out.
+func newSink(format string, out io.Writer, schema *arrow.Schema, mem memory.Allocator) (*sink, error) {
+	cw := &cutWriter{w: out}
+	sk, err := newFormatSink(format, cw, schema, mem)
+	if err != nil {
+		return nil, err
+	}
+	abort := sk.abort
+	sk.abort = func() {
+		cw.cut = true // before the writer may write its end
+		abort()
+	}
+	return sk, nil
+}
+
+// newFormatSink is newSink's sink of format writing to cw; its abort is
+// called with cw cut.
+func newFormatSink(format string, cw *cutWriter, schema *arrow.Schema, mem memory.Allocator) (*sink, error) {
+	var w io.Writer = cw
 	// The stream's batches carry the schema DoGet sent; writers want their
 	// own schema exactly, so rebind each batch to it.
 	rebind := func(rec arrow.RecordBatch, f func(arrow.RecordBatch) error) error {
@@ -419,13 +452,17 @@ func newSink(format string, w io.Writer, schema *arrow.Schema, mem memory.Alloca
 				})
 			},
 			close: fw.Close,
+			// Without its footer a Parquet file is unreadable.
+			abort: fw.Abort,
 		}, nil
 	case outCSV:
 		csvSchema, err := csvSchemaOf(schema)
 		if err != nil {
 			return nil, err
 		}
-		cw := arrowcsv.NewWriter(w, csvSchema, arrowcsv.WithHeader(true), arrowcsv.WithNullWriter(""))
+		// Quiver's own writer, not arrow-go's: that one writes "" and null
+		// alike, and no header without a row.
+		csvw := newCSVWriter(w, csvSchema)
 		ctx := compute.WithAllocator(context.Background(), mem)
 		return &sink{
 			write: func(rec arrow.RecordBatch) error {
@@ -435,35 +472,41 @@ func newSink(format string, w io.Writer, schema *arrow.Schema, mem memory.Alloca
 						return err
 					}
 					defer dense.Release()
-					return cw.Write(dense)
+					return csvw.Write(dense)
 				})
 			},
-			close: cw.Flush,
+			close: csvw.Close,
+			// CSV has no end to leave off: the rows written so far stay
+			// (the exit status tells); the rest of a batch cut short, in
+			// the writer's buffer, does not.
+			abort: func() {},
 		}, nil
 	case outArrow:
 		fw, err := ipc.NewFileWriter(w, ipc.WithSchema(schema), ipc.WithAllocator(mem))
 		if err != nil {
 			return nil, err
 		}
-		// The file format holds one dictionary per column; arrow-go's
-		// writer refuses another one, except a float dictionary within
-		// 1e-5 of the first, which it takes for the same (the file would
-		// read back other values): the guard refuses that too.
+		// The file format holds one dictionary per column: the guard
+		// refuses a batch whose dictionaries are not the first batch's,
+		// naming the column (arrow-go's writer names none, and takes a
+		// float dictionary within 1e-5 of the first for the same).
 		guard := ipcdict.NewFileGuard(schema)
 		return &sink{
 			write: func(rec arrow.RecordBatch) error {
 				return rebind(rec, func(rec arrow.RecordBatch) error {
-					err := guard.Check(rec)
-					if err == nil {
-						err = fw.Write(rec)
+					if err := guard.Check(rec); err != nil {
+						return fmt.Errorf("%w: use --format arrows or parquet", err)
 					}
-					if err != nil && (errors.Is(err, ipcdict.ErrReplaced) || strings.Contains(err.Error(), "Dictionary replacement")) {
-						return fmt.Errorf("a dictionary column's dictionary changes between batches, and the Arrow IPC file format holds one dictionary per column: use --format arrows or parquet")
-					}
-					return err
+					return fw.Write(rec)
 				})
 			},
 			close: func() error { guard.Release(); return fw.Close() },
+			abort: func() {
+				// Close frees the writer; its footer goes nowhere.
+				guard.Release()
+				_ = fw.Close()
+				cw.poisonIPC()
+			},
 		}, nil
 	case outArrows:
 		// ipcdict's writer sends float dictionaries bit for bit (arrow-go's
@@ -472,9 +515,49 @@ func newSink(format string, w io.Writer, schema *arrow.Schema, mem memory.Alloca
 		return &sink{
 			write: func(rec arrow.RecordBatch) error { return rebind(rec, sw.Write) },
 			close: sw.Close,
+			abort: func() {
+				// An IPC stream may end without its end-of-stream marker,
+				// so leaving it off is not enough: readers take a stream
+				// cut at a message boundary for a whole one.
+				_ = sw.Close()
+				cw.poisonIPC()
+			},
 		}, nil
 	}
 	return nil, fmt.Errorf("unknown output format %q", format)
+}
+
+// cutWriter passes writes on to w until cut, then drops them: what a
+// writer's Close writes after a failed read (a footer, an end-of-stream
+// marker) must not reach the output.
+type cutWriter struct {
+	w   io.Writer
+	n   int64 // bytes passed on
+	cut bool
+}
+
+func (c *cutWriter) Write(p []byte) (int, error) {
+	if c.cut {
+		return len(p), nil
+	}
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// ipcPoison is the start of an IPC message — the continuation marker and
+// a metadata length of 8 — with nothing after it: a reader of a stream
+// ended by it fails ("expected to read 8 metadata bytes"), where it would
+// take a stream cut after a whole message for a complete one.
+var ipcPoison = []byte{0xff, 0xff, 0xff, 0xff, 8, 0, 0, 0}
+
+// poisonIPC ends an aborted IPC output with ipcPoison, unless nothing was
+// written (an empty output is no IPC stream or file already). The output
+// may be closed or broken: errors are of no use here.
+func (c *cutWriter) poisonIPC() {
+	if c.n > 0 {
+		_, _ = c.w.Write(ipcPoison)
+	}
 }
 
 // streamPayloads writes IPC payloads to w as an IPC stream, ended by the
@@ -493,11 +576,12 @@ func (p streamPayloads) Close() error {
 	return err
 }
 
-// csvSchemaOf is schema as arrow-go's CSV writer can write it: every
+// csvSchemaOf is schema as the CSV writer (csvWriter) writes it: every
 // dictionary (at any depth) replaced by its value type, whose values the
 // writer formats. A column of a type it has no text form for (structs,
-// maps, times, durations, …) is an error naming it; the writer panics on
-// them (red team round 10's d07: on every dictionary column).
+// maps, times, durations, …) is an error naming it; arrow-go's writer,
+// used before, panicked on them (red team round 10's d07: on every
+// dictionary column).
 func csvSchemaOf(schema *arrow.Schema) (*arrow.Schema, error) {
 	fields := schema.Fields()
 	var bad []string
@@ -516,8 +600,9 @@ func csvSchemaOf(schema *arrow.Schema) (*arrow.Schema, error) {
 	return arrow.NewSchema(fields, &md), nil
 }
 
-// csvType is dt with its dictionaries decoded, and whether arrow-go's CSV
-// writer (v18.8) formats it: the types of its transformColToStringArr.
+// csvType is dt with its dictionaries decoded, and whether csvWriter
+// formats it: the types of arrow-go's transformColToStringArr (v18.8),
+// whose formats it keeps.
 func csvType(dt arrow.DataType) (arrow.DataType, bool) {
 	switch t := dt.(type) {
 	case *arrow.DictionaryType:

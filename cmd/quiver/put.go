@@ -35,6 +35,7 @@ type putFlags struct {
 	progress      progressMode
 	json          bool
 	retries       int
+	batchBytes    string
 }
 
 func newPut(stdout, stderr io.Writer) *cobra.Command {
@@ -76,6 +77,7 @@ twice.`,
 	f.Var(&p.progress, "progress", "progress bar on stderr: auto (on a terminal), always or never")
 	f.BoolVar(&p.json, "json", false, "print the commit as JSON")
 	f.IntVar(&p.retries, "retries", 2, "times to retry a put the server could not be reached for (safe: same request id)")
+	f.StringVar(&p.batchBytes, "max-batch-bytes", "4MiB", "slice input batches larger than this into several messages (keep it under the server's --max-recv-msg-size)")
 	return cmd
 }
 
@@ -141,7 +143,11 @@ func runPut(ctx context.Context, p *putFlags, profile string, files []string, st
 		}
 		total += fi.Size()
 	}
-	cl, err := p.conn.connect(ctx)
+	batchBytes, err := parseBytes(p.batchBytes)
+	if err != nil {
+		return fmt.Errorf("--max-batch-bytes: %w", err)
+	}
+	cl, err := p.conn.connect(ctx, client.WithMaxBatchBytes(batchBytes))
 	if err != nil {
 		return err
 	}
@@ -168,6 +174,10 @@ func runPut(ctx context.Context, p *putFlags, profile string, files []string, st
 		// may be under way when the signal comes: say how to find out,
 		// and how to re-run it without writing it twice.
 		return fmt.Errorf("interrupted: if the server had received all the data the put may still have committed (see `quiver versions %s`); re-running it with --request-id %s never writes it twice", profile, opts.RequestID)
+	}
+	var tooLarge *client.MessageTooLargeError
+	if errors.As(err, &tooLarge) {
+		return &hintError{err: err, hint: fmt.Sprintf("--max-batch-bytes, now %s, sets the size quiver put slices batches at", p.batchBytes)}
 	}
 	if err != nil {
 		return err
