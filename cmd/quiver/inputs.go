@@ -232,7 +232,8 @@ func (t *teeReader) Read(p []byte) (int, error) {
 
 func (t *teeReader) replay() io.Reader { return io.MultiReader(&t.buf, t.r) }
 
-// openCSV reads a CSV file with a header row. Column types are inferred from the first inferRows rows by
+// openCSV reads a CSV file with a header row (after a UTF-8 byte order
+// mark, if any). Column types are inferred from the first inferRows rows by
 // the store's own rule (codec.CSVInference, what polars and so pyrosome
 // infer): int64, then float64, true/false in any case as bool, else
 // string. Only an empty field is null, in every column. Every row is then
@@ -240,7 +241,11 @@ func (t *teeReader) replay() io.Reader { return io.MultiReader(&t.buf, t.r) }
 // its column another type, or a row with more fields than the header, is
 // refused, naming its line.
 func (in *input) openCSV(src io.Reader, mem memory.Allocator) error {
-	tee := &teeReader{r: src}
+	r, err := skipBOM(src)
+	if err != nil {
+		return fmt.Errorf("CSV: %w", err)
+	}
+	tee := &teeReader{r: r}
 	var inf codec.CSVInference
 	if err := inf.AddFile(tee, inferRows); err != nil {
 		return csvError(err, inf.Schema())
@@ -257,7 +262,8 @@ func (in *input) openCSV(src io.Reader, mem memory.Allocator) error {
 	return nil
 }
 
-// openNDJSON reads newline-delimited JSON objects, one a line. The columns are the keys of the first
+// openNDJSON reads newline-delimited JSON objects, one a line (after a
+// UTF-8 byte order mark, if any). The columns are the keys of the first
 // inferRows objects, in order of first appearance; their types are inferred
 // from the values (int64, float64, bool, string; ints and floats together
 // are float64, only nulls string). Every line is then decoded by the same
@@ -266,7 +272,11 @@ func (in *input) openCSV(src io.Reader, mem memory.Allocator) error {
 // or converted. Nested objects and arrays are refused with a clear error:
 // for nested data use Parquet or Arrow IPC, which carry their schema.
 func (in *input) openNDJSON(src io.Reader, mem memory.Allocator) error {
-	tee := &teeReader{r: src}
+	r, err := skipBOM(src)
+	if err != nil {
+		return fmt.Errorf("NDJSON: %w", err)
+	}
+	tee := &teeReader{r: r}
 	br := bufio.NewReaderSize(tee, 1<<16)
 	var inf ndjsonInference
 	for n, line := 0, 0; n < inferRows; {

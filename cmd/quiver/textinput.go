@@ -37,6 +37,27 @@ const maxShown = 40
 // inputHint is how to put data whose types inference cannot give.
 const inputHint = "or convert the file to Parquet or Arrow IPC, which carry their types"
 
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
+// skipBOM returns r without a leading UTF-8 byte order mark, which Excel's
+// "CSV UTF-8" and many Windows tools write and which pyarrow, polars and
+// DuckDB drop (kept, it would become part of the first column's name). A
+// UTF-16 mark is refused: quiver put reads UTF-8 only.
+func skipBOM(r io.Reader) (io.Reader, error) {
+	br := bufio.NewReader(r)
+	b, err := br.Peek(len(utf8BOM))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	switch {
+	case bytes.HasPrefix(b, utf8BOM):
+		_, _ = br.Discard(len(utf8BOM)) // peeked: cannot fail
+	case bytes.HasPrefix(b, []byte{0xFF, 0xFE}), bytes.HasPrefix(b, []byte{0xFE, 0xFF}):
+		return nil, errors.New("the file is UTF-16 (it starts with a UTF-16 byte order mark); quiver put reads UTF-8: save it as UTF-8")
+	}
+	return br, nil
+}
+
 // quoteShort quotes s for an error message, cut to maxShown characters.
 func quoteShort(s string) string {
 	if utf8.RuneCountInString(s) > maxShown {

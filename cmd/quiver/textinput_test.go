@@ -309,6 +309,35 @@ func TestLateTypeErrorsAreClear(t *testing.T) {
 	}
 }
 
+// c10: a leading UTF-8 byte order mark is not part of the first column's
+// name (as pyarrow, polars and DuckDB read it); elsewhere it is data.
+func TestInputSkipsByteOrderMark(t *testing.T) {
+	const bom = "\ufeff"
+	for _, c := range []struct {
+		name, body, cols, last string
+	}{
+		{"a.csv", bom + "id,name\r\n1,a\r\n2,b\r\n", "id, name", "2 b"},
+		{"b.csv", bom + "\"id\",name\n1,a\n", "id, name", "1 a"},
+		{"c.csv", "id,name\n1," + bom + "a\n", "id, name", "1 " + bom + "a"},
+		{"d.csv", bom + bom + "id\n1\n", bom + "id", "1"},
+		{"a.ndjson", bom + `{"id": 1, "name": "a"}` + "\r\n", "id, name", "1 a"},
+	} {
+		sc, _, last, err := readInput(t, c.name, c.body)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if got := columnNames(sc); got != c.cols || strings.Join(last, " ") != c.last {
+			t.Errorf("%s: columns %q, last row %q; want %q, %q", c.name, got, strings.Join(last, " "), c.cols, c.last)
+		}
+	}
+	for name, body := range map[string]string{"bom-only.csv": bom, "bom-only.ndjson": bom + "\n", "utf16.csv": "\xff\xfei\x00d\x00\n\x00"} {
+		if _, _, _, err := readInput(t, name, body); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
 // tokenFields is eachJSONField as encoding/json's Decoder.Token reads a
 // line: the reference the scanner is held to.
 func tokenFields(line []byte) ([]string, error) {
