@@ -6,11 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	"google.golang.org/grpc"
+
+	"github.com/quiverdb/quiver/flightserver"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -335,6 +343,92 @@ func TestInputSkipsByteOrderMark(t *testing.T) {
 		if _, _, _, err := readInput(t, name, body); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// countPuts counts the DoPut calls a server gets.
+type countPuts struct {
+	mu    sync.Mutex
+	calls int
+}
+
+func (c *countPuts) intercept(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if strings.HasSuffix(info.FullMethod, "/DoPut") {
+		c.mu.Lock()
+		c.calls++
+		c.mu.Unlock()
+	}
+	return h(srv, ss)
+}
+
+func (c *countPuts) n() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls
+}
+
+// dirFiles lists the files under dir that match keep.
+func dirFiles(t *testing.T, dir string, keep func(name string) bool) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // the server removing a refused put's directories
+		}
+		if err == nil && !d.IsDir() && keep(d.Name()) {
+			out = append(out, p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A refused put commits nothing; one refused in its first batch does not
+// even open a DoPut, so the data dir does not change at all.
+func TestRefusedPutLeavesNothing(t *testing.T) {
+	f := &countPuts{}
+	addr, dir := testServer(t, flightserver.WithGRPCOptions(grpc.ChainStreamInterceptor(f.intercept)))
+	mustRun(t, "put", "--server", addr, "--progress=never", "a/other", writeCSV(t, "ok.csv", "id\n1\n"))
+	f.mu.Lock()
+	f.calls = 0
+	f.mu.Unlock()
+	all := func(string) bool { return true }
+	before := dirFiles(t, dir, all)
+
+	early := writeCSV(t, "late.ndjson", lines(`{"id": 1}`, inferRows)+`{"id": 2, "amount": 1}`+"\n")
+	if _, _, err := run(t, "put", "--server", addr, "--progress=never", "a/b", early); err == nil ||
+		!strings.Contains(err.Error(), early+`: NDJSON line 1001: key "amount"`) {
+		t.Fatalf("%v", err)
+	}
+	if f.n() != 0 {
+		t.Fatalf("a put refused in its first batch opened %d DoPuts", f.n())
+	}
+	if after := dirFiles(t, dir, all); !slices.Equal(before, after) {
+		t.Fatalf("data dir changed:\n%v\n%v", before, after)
+	}
+
+	// Refused after batches went out: the server is told, and commits nothing.
+	deep := writeCSV(t, "deep.ndjson", lines(`{"id": 1}`, 2*batchRows)+`{"id": "x"}`+"\n")
+	if _, _, err := run(t, "put", "--server", addr, "--progress=never", "a/b", deep); err == nil ||
+		!strings.Contains(err.Error(), fmt.Sprintf(`%s: NDJSON line %d: column "id"`, deep, 2*batchRows+1)) {
+		t.Fatalf("%v", err)
+	}
+	// The client does not wait for the server to see a put it cancels.
+	for deadline := time.Now().Add(10 * time.Second); f.n() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if f.n() != 1 {
+		t.Fatalf("%d DoPuts, want 1 (the deep file's)", f.n())
+	}
+	commits := func(name string) bool { return strings.HasSuffix(name, ".commit.json") || name == "manifest.json" }
+	if got, want := dirFiles(t, dir, commits), dirFiles(t, filepath.Join(dir, "a", "other"), commits); !slices.Equal(got, want) {
+		t.Fatalf("commits %v, want only a/other's %v", got, want)
+	}
+	if _, _, err := run(t, "get", "--server", addr, "a/b"); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("get after refused puts: %v", err)
 	}
 }
 
