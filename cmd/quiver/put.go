@@ -49,7 +49,9 @@ all. They must have the same columns. Files are streamed, never loaded whole.
 The format comes from the extension (.parquet, .csv, .arrow/.feather/.ipc,
 .ndjson/.jsonl) or --format. CSV and NDJSON column types are inferred from
 the first 1000 rows (int64, float64, bool, string); use Parquet or Arrow to
-keep exact types.
+keep exact types. A later value of another type, or a key (a CSV field) the
+first 1000 rows lack, fails the put with its line: nothing is converted or
+dropped.
 
 Each invocation sends a fresh request id (or --request-id): a put whose
 connection broke after the commit is retried (--retries) without writing
