@@ -4,13 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -234,79 +232,59 @@ func (t *teeReader) Read(p []byte) (int, error) {
 
 func (t *teeReader) replay() io.Reader { return io.MultiReader(&t.buf, t.r) }
 
-// openCSV reads a CSV file with a header row. Column types are inferred
-// from the first inferRows rows by the store's own rule (codec.CSVInference,
-// what polars and so pyrosome infer): int64, then float64, true/false in any
-// case as bool, else string. Only an empty field is null, in every column.
-func (in *input) openCSV(src *countingFile, mem memory.Allocator) error {
-	tee := &teeReader{r: src}
+// openCSV reads a CSV file with a header row (after a UTF-8 byte order
+// mark, if any). Column types are inferred from the first inferRows rows by
+// the store's own rule (codec.CSVInference, what polars and so pyrosome
+// infer): int64, then float64, true/false in any case as bool, else
+// string. Only an empty field is null, in every column. Every row is then
+// checked by the same rule (csvInput): a later field that would have given
+// its column another type, or a row with more fields than the header, is
+// refused, naming its line.
+func (in *input) openCSV(src io.Reader, mem memory.Allocator) error {
+	r, err := skipBOM(src)
+	if err != nil {
+		return fmt.Errorf("CSV: %w", err)
+	}
+	tee := &teeReader{r: r}
 	var inf codec.CSVInference
 	if err := inf.AddFile(tee, inferRows); err != nil {
-		return fmt.Errorf("CSV: %w", err)
+		return csvError(err, inf.Schema())
 	}
 	sc := inf.Schema()
 	if sc.NumFields() == 0 {
 		return errors.New("no CSV header row")
 	}
-	rdr, err := codec.NewCSVReader(tee.replay(), sc, nil, codec.ReadOptions{BatchRows: batchRows, Allocator: mem})
+	rdr, err := newCSVInput(tee.replay(), sc, batchRows, mem)
 	if err != nil {
-		return fmt.Errorf("CSV: %w", err)
+		return err
 	}
 	in.rdr = rdr
 	return nil
 }
 
-// kind is an inferred NDJSON column type; kinds only widen.
-type kind int
-
-const (
-	kindUnknown kind = iota // only nulls so far
-	kindInt
-	kindFloat
-	kindBool
-	kindString
-)
-
-func (k kind) widen(v kind) kind {
-	switch {
-	case v == kindUnknown || k == v:
-		return k
-	case k == kindUnknown:
-		return v
-	case (k == kindInt && v == kindFloat) || (k == kindFloat && v == kindInt):
-		return kindFloat
+// openNDJSON reads newline-delimited JSON objects, one a line (after a
+// UTF-8 byte order mark, if any). The columns are the keys of the first
+// inferRows objects, in order of first appearance; their types are inferred
+// from the values (int64, float64, bool, string; ints and floats together
+// are float64, only nulls string). Every line is then decoded by the same
+// rule (ndjsonInput): a key the first objects lack, or a value of another
+// JSON type than its column's, is refused, naming its line, never dropped
+// or converted. Nested objects and arrays are refused with a clear error:
+// for nested data use Parquet or Arrow IPC, which carry their schema.
+func (in *input) openNDJSON(src io.Reader, mem memory.Allocator) error {
+	r, err := skipBOM(src)
+	if err != nil {
+		return fmt.Errorf("NDJSON: %w", err)
 	}
-	return kindString
-}
-
-func (k kind) arrowType() arrow.DataType {
-	switch k {
-	case kindInt:
-		return arrow.PrimitiveTypes.Int64
-	case kindFloat:
-		return arrow.PrimitiveTypes.Float64
-	case kindBool:
-		return arrow.FixedWidthTypes.Boolean
-	}
-	return arrow.BinaryTypes.String
-}
-
-// openNDJSON reads newline-delimited JSON objects. The columns are the
-// keys of the first inferRows objects, in order of first appearance; their
-// types are inferred from the values (int64, float64, bool, string).
-// Nested objects and arrays are refused with a clear error: for nested
-// data use Parquet or Arrow IPC, which carry their schema.
-func (in *input) openNDJSON(src *countingFile, mem memory.Allocator) error {
-	tee := &teeReader{r: src}
+	tee := &teeReader{r: r}
 	br := bufio.NewReaderSize(tee, 1<<16)
-	var names []string
-	kinds := map[string]kind{}
+	var inf ndjsonInference
 	for n, line := 0, 0; n < inferRows; {
 		b, err := br.ReadBytes('\n')
 		line++
 		if t := bytes.TrimSpace(b); len(t) > 0 {
 			n++
-			if err := sniffJSONObject(t, &names, kinds); err != nil {
+			if err := inf.add(t); err != nil {
 				return fmt.Errorf("NDJSON line %d: %w", line, err)
 			}
 		}
@@ -317,69 +295,11 @@ func (in *input) openNDJSON(src *countingFile, mem memory.Allocator) error {
 			return err
 		}
 	}
-	if len(names) == 0 {
+	if len(inf.names) == 0 {
 		return errors.New("NDJSON: no objects to take columns from")
 	}
-	fields := make([]arrow.Field, len(names))
-	for i, name := range names {
-		fields[i] = arrow.Field{Name: name, Type: kinds[name].arrowType(), Nullable: true}
-	}
-	in.rdr = array.NewJSONReader(tee.replay(), arrow.NewSchema(fields, nil),
-		array.WithChunk(batchRows), array.WithAllocator(mem))
+	in.rdr = newNDJSONInput(tee.replay(), &inf, batchRows, mem)
 	return nil
-}
-
-// sniffJSONObject adds the keys of one JSON object to names (in order of
-// first appearance) and widens their kinds.
-func sniffJSONObject(b []byte, names *[]string, kinds map[string]kind) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return errors.New("not a JSON object")
-	}
-	for dec.More() {
-		kt, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		key, _ := kt.(string)
-		var v any
-		if err := dec.Decode(&v); err != nil {
-			return err
-		}
-		var k kind
-		switch x := v.(type) {
-		case nil:
-			k = kindUnknown
-		case bool:
-			k = kindBool
-		case string:
-			k = kindString
-		case json.Number:
-			if _, err := strconv.ParseInt(string(x), 10, 64); err == nil {
-				k = kindInt
-			} else {
-				k = kindFloat
-			}
-		default:
-			return fmt.Errorf("column %q holds a nested value; quiver put infers flat NDJSON only (use Parquet or Arrow IPC for nested data)", key)
-		}
-		old, seen := kinds[key]
-		if !seen {
-			*names = append(*names, key)
-			old = kindUnknown
-		}
-		if old != kindUnknown && k != kindUnknown && old != k && old.widen(k) != kindFloat {
-			return fmt.Errorf("column %q holds both %s and %s values", key, old.arrowType(), k.arrowType())
-		}
-		kinds[key] = old.widen(k)
-	}
-	_, err = dec.Token()
-	return err
 }
 
 // sameColumns explains how schema b differs from a in names or types; it

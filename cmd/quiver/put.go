@@ -50,7 +50,9 @@ all. They must have the same columns. Files are streamed, never loaded whole.
 The format comes from the extension (.parquet, .csv, .arrow/.feather/.ipc,
 .ndjson/.jsonl) or --format. CSV and NDJSON column types are inferred from
 the first 1000 rows (int64, float64, bool, string); use Parquet or Arrow to
-keep exact types.
+keep exact types. A later value of another type, or a key (a CSV field) the
+first 1000 rows lack, fails the put with its line: nothing is converted or
+dropped.
 
 Each invocation sends a fresh request id (or --request-id): a put whose
 connection broke after the commit is retried (--retries) without writing
@@ -211,6 +213,10 @@ func openPut(ctx context.Context, files, formats []string, prog *progress, profi
 			}
 		}
 	}
+	if err := r.prime(); err != nil {
+		r.close()
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -223,6 +229,7 @@ type putReader struct {
 	inputs  []*input
 	i       int
 	cur     arrow.RecordBatch // owned by its input's reader
+	primed  bool              // cur, read by prime, is not yet returned by Next
 	err     error
 	rows    int64
 	prog    *progress
@@ -231,7 +238,23 @@ type putReader struct {
 
 func (r *putReader) Schema() *arrow.Schema { return r.inputs[0].rdr.Schema() }
 
+// prime reads the first batch ahead, before the put contacts the server:
+// an input that fails in its first batch (a bad CSV or NDJSON row within
+// its first batchRows rows) then fails the put without the server ever
+// seeing it, so that not even the put's temporary directories appear.
+func (r *putReader) prime() error {
+	if !r.Next() && r.err != nil {
+		return r.err
+	}
+	r.primed = true
+	return nil
+}
+
 func (r *putReader) Next() bool {
+	if r.primed {
+		r.primed = false
+		return r.cur != nil
+	}
 	if r.cur != nil {
 		// The client asks for the next batch once the last one is sent.
 		r.rows += r.cur.NumRows()

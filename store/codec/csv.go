@@ -115,6 +115,29 @@ func (k csvKind) arrowType() arrow.DataType {
 	return arrow.BinaryTypes.String
 }
 
+// CSVValueFits reports whether v, a field of a CSV column that CSVInference
+// inferred as t, is a value of that type by the inference rule: an empty
+// field (null) fits every column, any text a string column, an integer
+// within int64 an int64 column, an integer or a float a float64 column, and
+// true/false in any case a boolean column. A reader that decodes rows after
+// the ones the types were inferred from checks each field with it, so that
+// a value that would have given its column another type is refused rather
+// than converted.
+func CSVValueFits(t arrow.DataType, v string) bool {
+	k := csvValueKind(v)
+	switch t.ID() {
+	case arrow.STRING:
+		return true
+	case arrow.INT64:
+		return k&^kindInt == 0
+	case arrow.FLOAT64:
+		return k&^(kindInt|kindFloat) == 0
+	case arrow.BOOL:
+		return k&^kindBool == 0
+	}
+	return false
+}
+
 // CSVInference infers the schema of CSV files with a header row. Feed it
 // the files with AddFile; Schema gives the result. The first file's header
 // orders the columns; every later file must have the same columns, in any

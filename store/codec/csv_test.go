@@ -182,3 +182,33 @@ func FuzzCSVInference(f *testing.F) {
 		}
 	})
 }
+
+// CSVValueFits accepts a value in a column exactly when inferring the
+// column with that value among its rows keeps the column's type (a string
+// column takes any text: no value changes in it).
+func TestCSVValueFitsIsInference(t *testing.T) {
+	windows := [][]string{{"1", "-2"}, {"1.5", "2"}, {"true", "FALSE"}, {"x"}, {""}}
+	values := []string{"", "0", "-0", "007", "9223372036854775807", "9223372036854775808", "-9223372036854775809",
+		"1.5", "1e400", "-1e-400", "5.", ".5", "+2.0", "inf", "-inf", "NaN", "-NaN", "Inf", "nan", "+5",
+		"true", "tRuE", "t", "yes", "NULL", "0x10", "1_000", " 1", "1 ", "1e", ".", "\ufeff1", "١"}
+	for _, w := range windows {
+		var inf CSVInference
+		if err := inf.AddFile(strings.NewReader("c\n"+strings.Join(w, "\n")+"\n"), -1); err != nil {
+			t.Fatal(err)
+		}
+		typ := inf.Schema().Field(0).Type
+		for _, v := range values {
+			var with CSVInference
+			if err := with.AddFile(strings.NewReader("c\n"+strings.Join(append(w[:len(w):len(w)], v), "\n")+"\n"), -1); err != nil {
+				t.Fatal(err)
+			}
+			want := arrow.TypeEqual(with.Schema().Field(0).Type, typ) || typ.ID() == arrow.STRING
+			if got := CSVValueFits(typ, v); got != want {
+				t.Errorf("%s column (from %q), value %q: fits %v, want %v", typ, w, v, got, want)
+			}
+		}
+	}
+	if CSVValueFits(arrow.PrimitiveTypes.Int32, "1") {
+		t.Error("an int32 column: CSV inference never makes one")
+	}
+}

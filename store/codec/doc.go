@@ -30,7 +30,8 @@
 //     hold only the dictionary values their rows use.
 //   - CSV type inference (CSVInference), one rule for the store's CSV
 //     profiles and for `quiver put` of CSV files: the types polars infers
-//     (int64, float64, bool, else string; an empty field is null).
+//     (int64, float64, bool, else string; an empty field is null);
+//     CSVValueFits holds the rows after those inferred from to the rule.
 //   - Field-id stripping (StripFieldIDs): pqarrow adds PARQUET:field_id to
 //     every field it reads; schemas are compared without it.
 //

@@ -1,0 +1,790 @@
+package main
+
+// The CSV and NDJSON readers of `quiver put`. Column types are inferred
+// from a file's first inferRows rows; then every row, those included, is
+// decoded by one strict rule: a value is stored only if it is a value of
+// its column's inferred type, exactly as the inference would have taken
+// it, and a key or field the inference did not see is refused, never
+// dropped. A row after the inference window can therefore not be
+// converted (1 to true, "1.5" to 1.5) or lose a key, as it could when
+// arrow's lenient CSV and JSON readers decoded the rows (red team round
+// 12, c02, c03, c09).
+
+import (
+	"bufio"
+	"bytes"
+	stdcsv "encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/quiverdb/quiver/store/codec"
+)
+
+// maxShown is how many characters of a value or key an error message
+// shows.
+const maxShown = 40
+
+// inputHint is how to put data whose types inference cannot give.
+const inputHint = "or convert the file to Parquet or Arrow IPC, which carry their types"
+
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
+// skipBOM returns r without a leading UTF-8 byte order mark, which Excel's
+// "CSV UTF-8" and many Windows tools write and which pyarrow, polars and
+// DuckDB drop (kept, it would become part of the first column's name). A
+// UTF-16 mark is refused: quiver put reads UTF-8 only.
+func skipBOM(r io.Reader) (io.Reader, error) {
+	br := bufio.NewReader(r)
+	b, err := br.Peek(len(utf8BOM))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	switch {
+	case bytes.HasPrefix(b, utf8BOM):
+		_, _ = br.Discard(len(utf8BOM)) // peeked: cannot fail
+	case bytes.HasPrefix(b, []byte{0xFF, 0xFE}), bytes.HasPrefix(b, []byte{0xFE, 0xFF}):
+		return nil, errors.New("the file is UTF-16 (it starts with a UTF-16 byte order mark); quiver put reads UTF-8: save it as UTF-8")
+	}
+	return br, nil
+}
+
+// quoteShort quotes s for an error message, cut to maxShown characters.
+func quoteShort(s string) string {
+	if utf8.RuneCountInString(s) > maxShown {
+		s = string([]rune(s)[:maxShown]) + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// quoteKey quotes a key for an error message; a key with other than ASCII
+// also in its escaped form, so that keys that print alike but differ (in
+// Unicode normalisation, say) can be told apart.
+func quoteKey(s string) string {
+	q := quoteShort(s)
+	if a := strconv.QuoteToASCII(s); utf8.RuneCountInString(s) <= maxShown && a != q {
+		return q + " (" + a + ")"
+	}
+	return q
+}
+
+// listNames lists column names for an error message, the first few only.
+func listNames(names []string) string {
+	const most = 8
+	if len(names) <= most {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s, … (%d columns)", strings.Join(names[:most], ", "), len(names))
+}
+
+// recordReader is what the CSV and NDJSON readers share: a record builder
+// that a read fills batch by batch, and the reference counting and
+// accessors of an array.RecordReader.
+type recordReader struct {
+	refs   atomic.Int64
+	schema *arrow.Schema
+	bldr   *array.RecordBuilder
+	chunk  int
+	cur    arrow.RecordBatch
+	err    error
+	eof    bool
+}
+
+func newRecordReader(sc *arrow.Schema, chunk int, mem memory.Allocator) recordReader {
+	if chunk <= 0 {
+		chunk = batchRows
+	}
+	return recordReader{schema: sc, bldr: array.NewRecordBuilder(mem, sc), chunk: chunk}
+}
+
+func (r *recordReader) Retain() { r.refs.Add(1) }
+
+func (r *recordReader) Release() {
+	if r.refs.Add(-1) == 0 {
+		r.clear()
+		r.bldr.Release()
+	}
+}
+
+func (r *recordReader) clear() {
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+}
+
+func (r *recordReader) Schema() *arrow.Schema          { return r.schema }
+func (r *recordReader) RecordBatch() arrow.RecordBatch { return r.cur }
+func (r *recordReader) Record() arrow.RecordBatch      { return r.cur } //nolint:staticcheck // interface
+func (r *recordReader) Err() error                     { return r.err }
+
+// next reads up to chunk rows with row (false at the end of the input)
+// into the next batch.
+func (r *recordReader) next(row func() (bool, error)) bool {
+	r.clear()
+	if r.err != nil || r.eof {
+		return false
+	}
+	n := 0
+	for n < r.chunk {
+		ok, err := row()
+		if err != nil {
+			r.err = err
+			return false
+		}
+		if !ok {
+			r.eof = true
+			break
+		}
+		n++
+	}
+	if n == 0 {
+		return false
+	}
+	r.cur = r.bldr.NewRecordBatch()
+	return true
+}
+
+// csvInput decodes a CSV file with a header row under the schema
+// codec.CSVInference inferred from its first rows, checking every field
+// with codec.CSVValueFits: a field that would have given its column
+// another type is refused, naming its line.
+type csvInput struct {
+	recordReader
+	cr *stdcsv.Reader
+}
+
+// newCSVInput reads r, the whole file from its header on, as sc (the
+// inferred schema, whose columns are the header's, in order) in batches
+// of chunk rows.
+func newCSVInput(r io.Reader, sc *arrow.Schema, chunk int, mem memory.Allocator) (*csvInput, error) {
+	cr := stdcsv.NewReader(r)
+	cr.ReuseRecord = true
+	// Every row must have the header's fields: one with more is refused,
+	// not cut to the header's columns.
+	cr.FieldsPerRecord = sc.NumFields()
+	if _, err := cr.Read(); err != nil {
+		return nil, csvError(err, sc)
+	}
+	in := &csvInput{recordReader: newRecordReader(sc, chunk, mem), cr: cr}
+	in.refs.Store(1)
+	return in, nil
+}
+
+// csvError explains an error of the CSV parser (which names the line).
+func csvError(err error, sc *arrow.Schema) error {
+	var pe *stdcsv.ParseError
+	if errors.As(err, &pe) && errors.Is(pe.Err, stdcsv.ErrFieldCount) {
+		return fmt.Errorf("CSV line %d: a row with another number of fields than the header's %d (%s)",
+			pe.StartLine, sc.NumFields(), listNames(columnNamesOf(sc)))
+	}
+	return fmt.Errorf("CSV: %w", err)
+}
+
+func columnNamesOf(sc *arrow.Schema) []string {
+	names := make([]string, sc.NumFields())
+	for i, f := range sc.Fields() {
+		names[i] = f.Name
+	}
+	return names
+}
+
+func (in *csvInput) Next() bool { return in.next(in.row) }
+
+// row decodes one CSV record into the builder.
+func (in *csvInput) row() (bool, error) {
+	rec, err := in.cr.Read()
+	if errors.Is(err, io.EOF) {
+		return false, nil
+	}
+	if err != nil {
+		return false, csvError(err, in.schema)
+	}
+	for i, v := range rec {
+		if err := in.field(i, v); err != nil {
+			line, _ := in.cr.FieldPos(i)
+			return false, fmt.Errorf("CSV line %d: column %q %w", line, in.schema.Field(i).Name, err)
+		}
+	}
+	return true, nil
+}
+
+// field appends field v to column i; its error completes "column "c" …".
+func (in *csvInput) field(i int, v string) error {
+	b := in.bldr.Field(i)
+	if v == "" { // null in every column, as the store reads CSV
+		b.AppendNull()
+		return nil
+	}
+	typ := in.schema.Field(i).Type
+	if !codec.CSVValueFits(typ, v) {
+		return fmt.Errorf("holds %s, which is not %s: the column's type was inferred as %s from the first %d rows; "+
+			"move a row with such a value into the first %d rows (the column then gets a wider type), %s",
+			quoteShort(v), typeNoun(typ), typ, inferRows, inferRows, inputHint)
+	}
+	switch b := b.(type) {
+	case *array.StringBuilder:
+		if !utf8.ValidString(v) {
+			return fmt.Errorf("holds %s, which is not valid UTF-8", quoteShort(v))
+		}
+		b.Append(v)
+	case *array.Int64Builder:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil { // CSVValueFits took it: cannot happen
+			return fmt.Errorf("holds %s: %w", quoteShort(v), err)
+		}
+		b.Append(n)
+	case *array.Float64Builder:
+		f, err := parseCSVFloat(v)
+		if err != nil {
+			return err
+		}
+		b.Append(f)
+	case *array.BooleanBuilder:
+		b.Append(strings.EqualFold(v, "true")) // CSVValueFits took it: true or false
+	default:
+		return fmt.Errorf("has type %s, which CSV inference does not give", typ)
+	}
+	return nil
+}
+
+// parseCSVFloat reads a float64 field that codec.CSVValueFits took: also
+// the signed NaN that polars' syntax allows and strconv does not; a value
+// beyond float64 is refused, not made infinite.
+func parseCSVFloat(v string) (float64, error) {
+	if strings.TrimLeft(v, "+-") == "NaN" {
+		return math.NaN(), nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, fmt.Errorf("holds %s, beyond the range of float64", quoteShort(v))
+	}
+	if err != nil {
+		return 0, fmt.Errorf("holds %s, which is not a float64: %w", quoteShort(v), err)
+	}
+	return f, nil
+}
+
+// typeNoun names the values of an inferred type.
+func typeNoun(t arrow.DataType) string {
+	switch t.ID() {
+	case arrow.INT64:
+		return "an integer within int64"
+	case arrow.FLOAT64:
+		return "a number"
+	case arrow.BOOL:
+		return "true or false"
+	}
+	return "a " + t.String()
+}
+
+// kind is an inferred NDJSON column type; kinds only widen.
+type kind int
+
+const (
+	kindUnknown kind = iota // only nulls so far
+	kindInt
+	kindFloat
+	kindBool
+	kindString
+)
+
+func (k kind) String() string {
+	switch k {
+	case kindInt:
+		return "int64"
+	case kindFloat:
+		return "float64"
+	case kindBool:
+		return "bool"
+	case kindString:
+		return "string"
+	}
+	return "null"
+}
+
+func (k kind) widen(v kind) kind {
+	switch {
+	case v == kindUnknown || k == v:
+		return k
+	case k == kindUnknown:
+		return v
+	case (k == kindInt && v == kindFloat) || (k == kindFloat && v == kindInt):
+		return kindFloat
+	}
+	return kindString
+}
+
+func (k kind) arrowType() arrow.DataType {
+	switch k {
+	case kindInt:
+		return arrow.PrimitiveTypes.Int64
+	case kindFloat:
+		return arrow.PrimitiveTypes.Float64
+	case kindBool:
+		return arrow.FixedWidthTypes.Boolean
+	}
+	return arrow.BinaryTypes.String
+}
+
+// jsonValue is one value of a flat NDJSON object: its kind and its
+// contents (a number's literal, a string's text).
+type jsonValue struct {
+	kind kind
+	text string
+	i    int64
+	b    bool
+}
+
+// describe names v for an error message.
+func (v jsonValue) describe() string {
+	switch v.kind {
+	case kindInt:
+		return "the integer " + shortLiteral(v.text)
+	case kindFloat:
+		if !strings.ContainsAny(v.text, ".eE") {
+			return "the integer " + shortLiteral(v.text) + " (beyond int64, so a float64)"
+		}
+		return "the float64 " + shortLiteral(v.text)
+	case kindBool:
+		return "the bool " + strconv.FormatBool(v.b)
+	case kindString:
+		return "the string " + quoteShort(v.text)
+	}
+	return "null"
+}
+
+func shortLiteral(s string) string {
+	if len(s) > maxShown {
+		return s[:maxShown] + "…"
+	}
+	return s
+}
+
+// eachJSONField calls fn with every key of the JSON object on one NDJSON
+// line and its value, in order. It refuses what cannot be one flat row:
+// other than exactly one object, text that is not UTF-8 or a string with a
+// lone UTF-16 surrogate (which encoding/json would change silently to
+// U+FFFD), a nested value, a key given twice. seen is the caller's, reused
+// line after line.
+//
+// It scans the line itself, to RFC 8259's grammar, rather than through
+// encoding/json's Decoder.Token, which is three times slower (a fuzz test
+// holds the two to the same answers).
+func eachJSONField(line []byte, seen map[string]struct{}, fn func(key string, v jsonValue) error) error {
+	if !utf8.Valid(line) {
+		return errors.New("not valid UTF-8")
+	}
+	clear(seen)
+	s := jsonScanner{b: line}
+	s.space()
+	if !s.eat('{') {
+		if s.i < len(s.b) && s.b[s.i] == '[' {
+			return errors.New("not a JSON object (an array)")
+		}
+		return errors.New("not a JSON object")
+	}
+	s.space()
+	if !s.eat('}') {
+		for {
+			s.space()
+			key, err := s.str()
+			if err != nil {
+				return err
+			}
+			if _, dup := seen[key]; dup {
+				return fmt.Errorf("key %s appears twice in one object", quoteKey(key))
+			}
+			seen[key] = struct{}{}
+			s.space()
+			if !s.eat(':') {
+				return s.syntax("':' after a key")
+			}
+			s.space()
+			v, err := s.value(key)
+			if err != nil {
+				return err
+			}
+			if err := fn(key, v); err != nil {
+				return err
+			}
+			s.space()
+			if s.eat('}') {
+				break
+			}
+			if !s.eat(',') {
+				return s.syntax("',' or '}' after a value")
+			}
+		}
+	}
+	s.space()
+	if s.i < len(s.b) {
+		return errors.New("more after the JSON object (NDJSON has one object per line)")
+	}
+	return nil
+}
+
+// jsonScanner reads the JSON of one line from position i.
+type jsonScanner struct {
+	b []byte
+	i int
+}
+
+func (s *jsonScanner) space() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *jsonScanner) eat(c byte) bool {
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// syntax is a syntax error at the scanner's position (a column counted
+// in bytes from 1).
+func (s *jsonScanner) syntax(want string) error {
+	if s.i >= len(s.b) {
+		return fmt.Errorf("invalid JSON: the line ends where %s should be", want)
+	}
+	r, _ := utf8.DecodeRune(s.b[s.i:])
+	return fmt.Errorf("invalid JSON at column %d: %q where %s should be", s.i+1, r, want)
+}
+
+// value reads the value of key: a scalar, or the error for a nested one.
+func (s *jsonScanner) value(key string) (jsonValue, error) {
+	if s.i >= len(s.b) {
+		return jsonValue{}, s.syntax("a value")
+	}
+	switch c := s.b[s.i]; {
+	case c == '"':
+		t, err := s.str()
+		return jsonValue{kind: kindString, text: t}, err
+	case c == '{' || c == '[':
+		return jsonValue{}, fmt.Errorf("column %s holds a nested value; quiver put infers flat NDJSON only (use Parquet or Arrow IPC for nested data)", quoteKey(key))
+	case c == 't' && bytes.HasPrefix(s.b[s.i:], []byte("true")):
+		s.i += 4
+		return jsonValue{kind: kindBool, b: true}, nil
+	case c == 'f' && bytes.HasPrefix(s.b[s.i:], []byte("false")):
+		s.i += 5
+		return jsonValue{kind: kindBool}, nil
+	case c == 'n' && bytes.HasPrefix(s.b[s.i:], []byte("null")):
+		s.i += 4
+		return jsonValue{}, nil
+	case c == '-' || (c >= '0' && c <= '9'):
+		return s.number()
+	}
+	return jsonValue{}, s.syntax("a value")
+}
+
+// number reads -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?.
+func (s *jsonScanner) number() (jsonValue, error) {
+	start := s.i
+	digits := func() int {
+		n := 0
+		for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+			s.i++
+			n++
+		}
+		return n
+	}
+	s.eat('-')
+	if s.eat('0') {
+		if s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+			return jsonValue{}, s.syntax("no leading zero")
+		}
+	} else if digits() == 0 {
+		return jsonValue{}, s.syntax("a digit")
+	}
+	if s.eat('.') && digits() == 0 {
+		return jsonValue{}, s.syntax("a digit after '.'")
+	}
+	if s.eat('e') || s.eat('E') {
+		if !s.eat('+') {
+			s.eat('-')
+		}
+		if digits() == 0 {
+			return jsonValue{}, s.syntax("a digit in the exponent")
+		}
+	}
+	v := jsonValue{kind: kindFloat, text: string(s.b[start:s.i])}
+	if n, err := strconv.ParseInt(v.text, 10, 64); err == nil {
+		v.kind, v.i = kindInt, n
+	}
+	return v, nil
+}
+
+// str reads a JSON string (the line is valid UTF-8).
+func (s *jsonScanner) str() (string, error) {
+	if !s.eat('"') {
+		return "", s.syntax("a string")
+	}
+	start, escaped := s.i, false
+	for ; s.i < len(s.b); s.i++ {
+		switch c := s.b[s.i]; {
+		case c == '"':
+			raw := s.b[start:s.i]
+			s.i++
+			if !escaped {
+				return string(raw), nil
+			}
+			return unescapeJSON(raw)
+		case c == '\\':
+			escaped = true
+			s.i++ // the escaped byte: unescapeJSON checks it
+		case c < 0x20:
+			return "", fmt.Errorf("invalid JSON at column %d: a control character in a string", s.i+1)
+		}
+	}
+	return "", errors.New("invalid JSON: a string without its closing quote")
+}
+
+// unescapeJSON decodes the escapes of a JSON string's contents. A lone
+// UTF-16 surrogate is refused: UTF-8 cannot hold it, and replacing it
+// would change the value.
+func unescapeJSON(raw []byte) (string, error) {
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		i++
+		if i >= len(raw) {
+			return "", errors.New("invalid JSON: a string ends in a lone '\\'")
+		}
+		switch raw[i] {
+		case '"', '\\', '/':
+			out = append(out, raw[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := hex4(raw[i+1:])
+			if !ok {
+				return "", errors.New("invalid JSON: a \\u escape without 4 hex digits")
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				r2, ok := rune(0), false
+				if i+2 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
+					r2, ok = hex4(raw[i+3:])
+				}
+				if r = utf16.DecodeRune(r, r2); !ok || r == utf8.RuneError {
+					return "", fmt.Errorf("a string holds a lone UTF-16 surrogate (%s), which is no character", raw[i-5:i+1])
+				}
+				i += 6
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			return "", fmt.Errorf("invalid JSON: the escape \\%c in a string", raw[i])
+		}
+	}
+	return string(out), nil
+}
+
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// ndjsonInference gathers an NDJSON file's columns, in order of first
+// appearance, and their kinds.
+type ndjsonInference struct {
+	names []string
+	kinds map[string]kind
+	seen  map[string]struct{}
+}
+
+// add takes the keys and value kinds of the object on one line.
+func (f *ndjsonInference) add(line []byte) error {
+	if f.kinds == nil {
+		f.kinds, f.seen = map[string]kind{}, map[string]struct{}{}
+	}
+	return eachJSONField(line, f.seen, func(key string, v jsonValue) error {
+		old, seen := f.kinds[key]
+		if !seen {
+			f.names = append(f.names, key)
+		}
+		if old != kindUnknown && v.kind != kindUnknown && old.widen(v.kind) == kindString && old != v.kind {
+			return fmt.Errorf("column %s holds both %s and %s values", quoteKey(key), old, v.kind)
+		}
+		f.kinds[key] = old.widen(v.kind)
+		return nil
+	})
+}
+
+// ndjsonInput decodes an NDJSON file, one object per line, under the
+// columns and kinds inferred from its first objects; a key those objects
+// lacked, or a value of a kind its column's does not take, is refused,
+// naming its line.
+type ndjsonInput struct {
+	recordReader
+	br    *bufio.Reader
+	names []string
+	kinds []kind
+	index map[string]int
+	seen  map[string]struct{}
+	got   []bool // the columns the current row has set
+	line  int
+}
+
+// newNDJSONInput reads r, the whole file, with the inferred columns in
+// batches of chunk rows.
+func newNDJSONInput(r io.Reader, inf *ndjsonInference, chunk int, mem memory.Allocator) *ndjsonInput {
+	fields := make([]arrow.Field, len(inf.names))
+	kinds := make([]kind, len(inf.names))
+	index := make(map[string]int, len(inf.names))
+	for i, name := range inf.names {
+		kinds[i] = inf.kinds[name]
+		fields[i] = arrow.Field{Name: name, Type: kinds[i].arrowType(), Nullable: true}
+		index[name] = i
+	}
+	in := &ndjsonInput{
+		recordReader: newRecordReader(arrow.NewSchema(fields, nil), chunk, mem),
+		br:           bufio.NewReaderSize(r, 1<<16),
+		names:        inf.names, kinds: kinds, index: index,
+		seen: map[string]struct{}{}, got: make([]bool, len(fields)),
+	}
+	in.refs.Store(1)
+	return in
+}
+
+func (in *ndjsonInput) Next() bool { return in.next(in.row) }
+
+// row decodes the next non-blank line into the builder.
+func (in *ndjsonInput) row() (bool, error) {
+	for {
+		b, err := in.br.ReadBytes('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return false, err
+		}
+		in.line++
+		if t := bytes.TrimSpace(b); len(t) > 0 {
+			if err := in.object(t); err != nil {
+				return false, fmt.Errorf("NDJSON line %d: %w", in.line, err)
+			}
+			return true, nil
+		}
+		if err != nil {
+			return false, nil
+		}
+	}
+}
+
+func (in *ndjsonInput) object(line []byte) error {
+	clear(in.got)
+	err := eachJSONField(line, in.seen, func(key string, v jsonValue) error {
+		i, ok := in.index[key]
+		if !ok {
+			return in.unknownKey(key)
+		}
+		in.got[i] = true
+		return in.value(i, v)
+	})
+	if err != nil {
+		return err
+	}
+	for i, set := range in.got {
+		if !set {
+			in.bldr.Field(i).AppendNull()
+		}
+	}
+	return nil
+}
+
+// value appends v to column i if the column's kind takes it as the
+// inference does: its own kind, null, or an integer in a float64 column.
+func (in *ndjsonInput) value(i int, v jsonValue) error {
+	b, col := in.bldr.Field(i), in.kinds[i]
+	switch {
+	case v.kind == kindUnknown:
+		b.AppendNull()
+	case v.kind == col && col == kindInt:
+		b.(*array.Int64Builder).Append(v.i)
+	case col == kindFloat && (v.kind == kindFloat || v.kind == kindInt):
+		f, err := strconv.ParseFloat(v.text, 64) // the literal: -0 stays -0.0
+		if err != nil {
+			return fmt.Errorf("column %s holds %s, beyond the range of float64", quoteKey(in.names[i]), shortLiteral(v.text))
+		}
+		b.(*array.Float64Builder).Append(f)
+	case v.kind == col && col == kindBool:
+		b.(*array.BooleanBuilder).Append(v.b)
+	case v.kind == kindString && (col == kindString || col == kindUnknown):
+		b.(*array.StringBuilder).Append(v.text)
+	default:
+		return in.mismatch(i, v)
+	}
+	return nil
+}
+
+// mismatch explains a value its column does not take.
+func (in *ndjsonInput) mismatch(i int, v jsonValue) error {
+	name, col := quoteKey(in.names[i]), in.kinds[i]
+	switch {
+	case col == kindUnknown:
+		return fmt.Errorf("column %s holds %s, but it was null in all of the first %d objects, which made it a string column; "+
+			"move a line with such a value into the first %d lines, %s", name, v.describe(), inferRows, inferRows, inputHint)
+	case col == kindInt && v.kind == kindFloat:
+		return fmt.Errorf("column %s holds %s, but the first %d objects made it int64; "+
+			"move a line with such a value into the first %d lines (the column is then float64), %s",
+			name, v.describe(), inferRows, inferRows, inputHint)
+	}
+	return fmt.Errorf("column %s holds %s, but the first %d objects made it %s (a column holds one JSON type, only int64 and float64 mix)",
+		name, v.describe(), inferRows, col)
+}
+
+// unknownKey explains a key that is not a column.
+func (in *ndjsonInput) unknownKey(key string) error {
+	var like string
+	for _, n := range in.names {
+		if strings.EqualFold(n, key) {
+			like = fmt.Sprintf(" (keys are case-sensitive: the column is %s)", quoteKey(n))
+			break
+		}
+	}
+	return fmt.Errorf("key %s is not a column: the columns are the keys of the first %d objects (%s)%s; "+
+		"move a line with key %s into the first %d lines, %s",
+		quoteKey(key), inferRows, listNames(in.names), like, quoteShort(key), inferRows, inputHint)
+}
