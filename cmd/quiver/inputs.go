@@ -32,9 +32,6 @@ const (
 const (
 	batchRows = 64 << 10
 	inferRows = 1000
-	// maxSendBatch keeps each DoPut message well under the server's
-	// receive limit (256 MiB by default) whatever the input's batches.
-	maxSendBatch = 32 << 20
 )
 
 // inputFormat names the format of path: --format if given, else its
