@@ -10,23 +10,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/quiverdb/quiver/client"
+	"github.com/quiverdb/quiver/internal/arrowtest"
 )
 
-// floatDictRec is a batch of one column, a dictionary of float64 holding
-// the value of bits, used by two rows.
+// floatDictRec is a batch of sc's one column, a dictionary of float64
+// holding the value of bits, used by two rows.
 func floatDictRec(sc *arrow.Schema, bits uint64) arrow.RecordBatch {
-	mem := memory.DefaultAllocator
-	vb := array.NewFloat64Builder(mem)
-	vb.Append(math.Float64frombits(bits))
-	vals := vb.NewArray()
-	vb.Release()
-	defer vals.Release()
-	ib := array.NewInt32Builder(mem)
-	ib.AppendValues([]int32{0, 0}, nil)
-	idx := ib.NewArray()
-	ib.Release()
-	defer idx.Release()
-	col := array.NewDictionaryArray(sc.Field(0).Type, idx, vals)
+	col := arrowtest.FloatDictionary(memory.DefaultAllocator, sc.Field(0).Type.(*arrow.DictionaryType), bits, 2)
 	defer col.Release()
 	return array.NewRecordBatch(sc, []arrow.Array{col}, 2)
 }

@@ -10,33 +10,19 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/quiverdb/quiver/internal/arrowtest"
 )
 
 // floatDictBatch is a batch of one column, a dictionary of float64 (or
 // float32) holding the value of bits, used by two rows.
 func floatDictBatch(t *testing.T, f32 bool, bits uint64) arrow.RecordBatch {
 	t.Helper()
-	mem := memory.DefaultAllocator
-	var vals arrow.Array
+	dt := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.PrimitiveTypes.Float64}
 	if f32 {
-		b := array.NewFloat32Builder(mem)
-		b.Append(math.Float32frombits(uint32(bits)))
-		vals = b.NewArray()
-		b.Release()
-	} else {
-		b := array.NewFloat64Builder(mem)
-		b.Append(math.Float64frombits(bits))
-		vals = b.NewArray()
-		b.Release()
+		dt.ValueType = arrow.PrimitiveTypes.Float32
 	}
-	defer vals.Release()
-	ib := array.NewInt32Builder(mem)
-	ib.AppendValues([]int32{0, 0}, nil)
-	idx := ib.NewArray()
-	ib.Release()
-	defer idx.Release()
-	dt := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: vals.DataType()}
-	col := array.NewDictionaryArray(dt, idx, vals)
+	col := arrowtest.FloatDictionary(memory.DefaultAllocator, dt, bits, 2)
 	defer col.Release()
 	sc := arrow.NewSchema([]arrow.Field{{Name: "v", Type: dt, Nullable: true}}, nil)
 	return array.NewRecordBatch(sc, []arrow.Array{col}, 2)

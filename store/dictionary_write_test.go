@@ -15,7 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/quiverdb/quiver/internal/memtest"
+	"github.com/quiverdb/quiver/internal/arrowtest"
 )
 
 var dictPutSchema = arrow.NewSchema([]arrow.Field{
@@ -118,7 +118,7 @@ func TestDictionaryColumnsStoredBounded(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			pm := memtest.NewPeak()
+			pm := arrowtest.NewPeak()
 			mem := memory.NewCheckedAllocator(pm)
 			t.Cleanup(func() { mem.AssertSize(t, 0) })
 			s, err := Open(dir, WithAllocator(mem), WithLockTimeout(2e9))

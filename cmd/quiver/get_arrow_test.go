@@ -11,21 +11,14 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/quiverdb/quiver/internal/arrowtest"
 )
 
-// floatDictBatch is one row of a float64 dictionary column holding bits.
+// floatDictBatch is one row of sc's float64 dictionary column holding
+// bits.
 func floatDictBatch(mem memory.Allocator, sc *arrow.Schema, bits uint64) arrow.RecordBatch {
-	vb := array.NewFloat64Builder(mem)
-	vb.Append(math.Float64frombits(bits))
-	vals := vb.NewArray()
-	vb.Release()
-	defer vals.Release()
-	ib := array.NewInt32Builder(mem)
-	ib.Append(0)
-	idx := ib.NewArray()
-	ib.Release()
-	defer idx.Release()
-	col := array.NewDictionaryArray(sc.Field(0).Type, idx, vals)
+	col := arrowtest.FloatDictionary(mem, sc.Field(0).Type.(*arrow.DictionaryType), bits, 1)
 	defer col.Release()
 	return array.NewRecordBatch(sc, []arrow.Array{col}, 1)
 }

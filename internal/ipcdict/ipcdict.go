@@ -136,17 +136,38 @@ func (s *skipper) Close() error {
 // HasFloat reports whether sc has a dictionary of floats (float16,
 // float32, float64) anywhere.
 func HasFloat(sc *arrow.Schema) bool {
-	var has func(dt arrow.DataType) bool
-	has = func(dt arrow.DataType) bool {
-		switch t := dt.(type) {
-		case *arrow.DictionaryType:
-			return IsFloat(t.ValueType)
-		case arrow.NestedType:
-			return slices.ContainsFunc(t.Fields(), func(f arrow.Field) bool { return has(f.Type) })
-		}
-		return false
+	return slices.ContainsFunc(sc.Fields(), func(f arrow.Field) bool {
+		return typeHas(f.Type, func(t *arrow.DictionaryType) bool { return IsFloat(t.ValueType) })
+	})
+}
+
+// typeHas reports whether dt is or holds, at any depth, a dictionary type
+// for which pred is true.
+func typeHas(dt arrow.DataType, pred func(*arrow.DictionaryType) bool) bool {
+	switch t := dt.(type) {
+	case *arrow.DictionaryType:
+		return pred(t)
+	case arrow.NestedType:
+		return slices.ContainsFunc(t.Fields(), func(f arrow.Field) bool { return typeHas(f.Type, pred) })
 	}
-	return slices.ContainsFunc(sc.Fields(), func(f arrow.Field) bool { return has(f.Type) })
+	return false
+}
+
+// walkDicts calls fn with the type and the dictionary (nil: none) of every
+// dictionary in d, at any depth, in an order that is the same for every
+// array of d's type.
+func walkDicts(d arrow.ArrayData, fn func(t *arrow.DictionaryType, dict arrow.ArrayData)) {
+	if t, ok := d.DataType().(*arrow.DictionaryType); ok {
+		dict := d.Dictionary()
+		if ad, ok := dict.(*array.Data); ok && ad == nil {
+			dict = nil // a nil *Data in a non-nil interface
+		}
+		fn(t, dict)
+		return
+	}
+	for _, c := range d.Children() {
+		walkDicts(c, fn)
+	}
 }
 
 // IsFloat reports whether dt is float16, float32 or float64.
@@ -162,24 +183,12 @@ func IsFloat(dt arrow.DataType) bool {
 // floats in rec, at any depth, in a fixed order; they are not retained.
 func Floats(rec arrow.RecordBatch) []arrow.ArrayData {
 	var out []arrow.ArrayData
-	var walk func(d arrow.ArrayData)
-	walk = func(d arrow.ArrayData) {
-		if t, ok := d.DataType().(*arrow.DictionaryType); ok {
+	for _, c := range rec.Columns() {
+		walkDicts(c.Data(), func(t *arrow.DictionaryType, dict arrow.ArrayData) {
 			if IsFloat(t.ValueType) {
-				dict := d.Dictionary()
-				if ad, ok := dict.(*array.Data); ok && ad == nil {
-					dict = nil
-				}
 				out = append(out, dict)
 			}
-			return
-		}
-		for _, c := range d.Children() {
-			walk(c)
-		}
-	}
-	for _, c := range rec.Columns() {
-		walk(c.Data())
+		})
 	}
 	return out
 }
@@ -270,41 +279,10 @@ type FileGuard struct {
 
 // NewFileGuard returns a guard for a file of schema.
 func NewFileGuard(schema *arrow.Schema) *FileGuard {
-	on := slices.ContainsFunc(schema.Fields(), func(f arrow.Field) bool { return hasDict(f.Type) })
+	on := slices.ContainsFunc(schema.Fields(), func(f arrow.Field) bool {
+		return typeHas(f.Type, func(*arrow.DictionaryType) bool { return true })
+	})
 	return &FileGuard{schema: schema, on: on}
-}
-
-// hasDict reports whether dt is or holds a dictionary type.
-func hasDict(dt arrow.DataType) bool {
-	switch t := dt.(type) {
-	case *arrow.DictionaryType:
-		return true
-	case arrow.NestedType:
-		return slices.ContainsFunc(t.Fields(), func(f arrow.Field) bool { return hasDict(f.Type) })
-	}
-	return false
-}
-
-// dicts returns the dictionaries (nil: none) of every dictionary in d, at
-// any depth, in a fixed order; they are not retained.
-func dicts(d arrow.ArrayData) []arrow.ArrayData {
-	var out []arrow.ArrayData
-	var walk func(d arrow.ArrayData)
-	walk = func(d arrow.ArrayData) {
-		if _, ok := d.DataType().(*arrow.DictionaryType); ok {
-			dict := d.Dictionary()
-			if ad, ok := dict.(*array.Data); ok && ad == nil {
-				dict = nil
-			}
-			out = append(out, dict)
-			return
-		}
-		for _, c := range d.Children() {
-			walk(c)
-		}
-	}
-	walk(d)
-	return out
 }
 
 // Check returns an error wrapping ErrReplaced, naming the column, when one
@@ -319,7 +297,8 @@ func (g *FileGuard) Check(rec arrow.RecordBatch) error {
 		g.first = make([][]arrow.ArrayData, rec.NumCols())
 	}
 	for i, c := range rec.Columns() {
-		cur := dicts(c.Data())
+		var cur []arrow.ArrayData
+		walkDicts(c.Data(), func(_ *arrow.DictionaryType, dict arrow.ArrayData) { cur = append(cur, dict) })
 		if first {
 			for _, d := range cur {
 				if d != nil {

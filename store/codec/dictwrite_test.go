@@ -10,7 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 
-	"github.com/quiverdb/quiver/internal/memtest"
+	"github.com/quiverdb/quiver/internal/arrowtest"
 )
 
 // randBytes is n random bytes (incompressible: a dense copy shows in the
@@ -206,7 +206,7 @@ func TestDictionaryColumnsWrittenBounded(t *testing.T) {
 					rec.Release()
 				}
 			}()
-			peak := memtest.NewPeak()
+			peak := arrowtest.NewPeak()
 			for _, serial := range []bool{false, true} {
 				peak.ResetMax()
 				b := writeFile(t, sc, WriterOptions{Allocator: peak, Serial: serial}, recs...)

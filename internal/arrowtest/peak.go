@@ -1,7 +1,4 @@
-// Package memtest holds Arrow allocators for tests that measure memory:
-// Peak records the most bytes held at once through it. It imports nothing
-// of Quiver, so tests of any package (store's own included) may use it.
-package memtest
+package arrowtest
 
 import (
 	"sync"
