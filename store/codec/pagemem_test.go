@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -19,11 +20,11 @@ import (
 // not overwrite shows in the values read.
 type garbageMem struct {
 	*memory.CheckedAllocator
-	unzeroed int
+	unzeroed atomic.Int64 // the columns of a batch decode in parallel
 }
 
 func (g *garbageMem) AllocateUnzeroed(size int) []byte {
-	g.unzeroed++
+	g.unzeroed.Add(1)
 	b := g.Allocate(size)
 	for i := range b {
 		b[i] = 0xA5
@@ -111,7 +112,7 @@ func TestPageBuffersNotZeroed(t *testing.T) {
 						wantT.Release()
 					}
 					g.AssertSize(t, 0)
-					if g.unzeroed == 0 {
+					if g.unzeroed.Load() == 0 {
 						t.Fatal("no page buffer came from AllocateUnzeroed")
 					}
 				})
