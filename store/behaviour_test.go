@@ -455,6 +455,45 @@ func TestRequestIDIdempotent(t *testing.T) {
 	}
 }
 
+// TestRequestIDReusedForOtherDataRefused: a put that reuses a committed
+// put's request id with other data (another row count, or asked as a
+// write where the id committed an append) is refused, naming the id and
+// the earlier commit, and changes nothing; the same data is still a
+// replay (red team round 13's e07: it was answered "committed" with the
+// earlier record and its rows were dropped).
+func TestRequestIDReusedForOtherDataRefused(t *testing.T) {
+	s, dir := newTestStore(t)
+	k := []string{"t"}
+	put(t, s, ModeWrite, k, ids(0), PutOptions{})
+	put(t, s, ModeAppend, k, ids(1, 2, 3), PutOptions{RequestID: "job-7"})
+	before := hashTree(t, dir)
+	for _, tc := range []struct {
+		name string
+		mode Mode
+		vals []int64
+	}{
+		{"fewer rows", ModeAppend, []int64{4, 5}},
+		{"more rows", ModeAppend, []int64{4, 5, 6, 7}},
+		{"a write of the same rows", ModeWrite, []int64{1, 2, 3}},
+	} {
+		rdr := ids(tc.vals...)
+		_, err := s.Put(context.Background(), k, rdr, PutOptions{Mode: tc.mode, RequestID: "job-7"})
+		rdr.Release()
+		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), `request_id "job-7" was committed by an earlier put`) {
+			t.Fatalf("%s: %v, want a refusal naming the request id", tc.name, err)
+		}
+		assertUnchanged(t, before, hashTree(t, dir))
+	}
+	rdr := ids(1, 2, 3)
+	defer rdr.Release()
+	if c, err := s.Append(context.Background(), k, rdr, PutOptions{RequestID: "job-7"}); err != nil || !c.Replayed {
+		t.Fatalf("the same data again: %+v %v, want a replay", c, err)
+	}
+	if _, rows := readAll(t, s, k, latest); rows != `[{"id":0},{"id":1},{"id":2},{"id":3}]` {
+		t.Fatalf("rows %s", rows)
+	}
+}
+
 func TestEmptyWrite(t *testing.T) {
 	s, _ := newTestStore(t)
 	rdr := fromJSON(t, idName, `[]`)

@@ -299,7 +299,11 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 				prev := ps.log.request(id)
 				ps.mu.Unlock()
 				if prev != nil {
-					res[i].replayed = prev
+					if err := sameRequest(prev, st.o.Mode, st.rows); err != nil {
+						res[i].err = err
+					} else {
+						res[i].replayed = prev
+					}
 					continue
 				}
 				if _, dup := ids[id]; dup {
@@ -445,7 +449,11 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 		for _, i := range order {
 			if o := batch[i].st.o; o.RequestID != "" && res[i].rec == nil && res[i].replayed == nil && !res[i].retarget && res[i].carry == nil && res[i].err == nil {
 				if k, ok := ids[o.requestKey()]; ok {
-					res[i].replayed = recs[k]
+					if err := sameRequest(recs[k], o.Mode, batch[i].st.rows); err != nil {
+						res[i].err = err
+					} else {
+						res[i].replayed = recs[k]
+					}
 				}
 			}
 		}

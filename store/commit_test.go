@@ -275,3 +275,60 @@ func TestCancelledWhileWaitingForLockCommitsNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestRequestIDReusedInOneCycleRefused: two puts with one request id and
+// different rows that meet in one commit cycle (they queued behind a lock
+// another writer held): one commits, the other is refused, not answered
+// with the first's record (red team round 13's e07, at the commit).
+func TestRequestIDReusedInOneCycleRefused(t *testing.T) {
+	dir := t.TempDir()
+	l, err := fsys.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &lockWaitFS{FS: l, waiting: make(chan struct{})}
+	s, _ := newTestStore(t, WithFS(fs), WithLockTimeout(time.Minute))
+	k := []string{"r"}
+	put(t, s, ModeWrite, k, ids(0), PutOptions{})
+	lock := filepath.Join(dir, "r", lockName)
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type out struct {
+		rows int
+		err  error
+	}
+	done := make(chan out, 2)
+	for _, vals := range [][]int64{{1, 2, 3}, {4, 5}} {
+		go func() {
+			rdr := ids(vals...)
+			defer rdr.Release()
+			_, err := s.Append(context.Background(), k, rdr, PutOptions{RequestID: "same"})
+			done <- out{len(vals), err}
+		}()
+	}
+	<-fs.waiting
+	time.Sleep(200 * time.Millisecond) // the second put queues behind the first's cycle
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	var won int
+	var refused int
+	for range 2 {
+		o := <-done
+		switch {
+		case o.err == nil:
+			won = o.rows
+		case errors.Is(o.err, ErrInvalidArgument) && strings.Contains(o.err.Error(), `request_id "same"`):
+			refused++
+		default:
+			t.Fatalf("put of %d rows: %v", o.rows, o.err)
+		}
+	}
+	if won == 0 || refused != 1 {
+		t.Fatalf("committed %d rows, %d refused; want one commit and one refusal", won, refused)
+	}
+	if got := readIDs(t, s, k, -1); len(got) != 1+won {
+		t.Fatalf("read %v", got)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -157,8 +158,17 @@ func (s *Store) Put(ctx context.Context, keys []string, rdr array.RecordReader, 
 		if c, err := s.replay(ctx, ps, o.requestKey()); c != nil || err != nil {
 			if c != nil {
 				// Consume the client's stream before answering: a Flight
-				// client that is still sending loses an early answer.
+				// client that is still sending loses an early answer. Its
+				// rows are counted: a request id names one put, and other
+				// data under it must not be answered as committed.
+				var rows int64
 				for rdr.Next() && ctx.Err() == nil {
+					rows += rdr.RecordBatch().NumRows()
+				}
+				if rdr.Err() == nil && ctx.Err() == nil {
+					if err := sameRequest(c, o.Mode, rows); err != nil {
+						return nil, err
+					}
 				}
 			}
 			return c, err
@@ -225,6 +235,28 @@ func (s *Store) replay(ctx context.Context, ps *profileState, key reqKey) (*Comm
 	r := *c
 	r.Replayed = true
 	return &r, nil
+}
+
+// sameRequest refuses a put that reuses the request id of c, a committed
+// put, for other data (red team round 13's e07: a job that kept one id, or
+// a user who fixed the input and re-ran with the id, was told "committed"
+// and the new rows were dropped). A retry sends the same rows; a put asked
+// as a write is never committed as an append. Other data of the same row
+// count is not told apart.
+func sameRequest(c *CommitRecord, mode Mode, rows int64) error {
+	if c.Rows != rows || (mode == ModeWrite && c.Mode != ModeWrite) {
+		return fmt.Errorf("%w: request_id %q was committed by an earlier put (%s of %d rows, %s index %d, %s); this put (%s) sent %d rows: a request id names one put, so a retry must send the same data; use a new request_id for new data",
+			ErrInvalidArgument, c.RequestID, c.Mode, c.Rows, c.Version, c.Index, c.Committed.Format(time.RFC3339), modeName(mode), rows)
+	}
+	return nil
+}
+
+// modeName is mode as a put's options name it.
+func modeName(m Mode) Mode {
+	if m == "" {
+		return ModeAppend
+	}
+	return m
 }
 
 // staged is a put whose files are written (under their final names,
