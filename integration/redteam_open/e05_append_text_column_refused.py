@@ -12,7 +12,7 @@ The put client infers types from the file alone and never looks at the
 profile's schema. Expected: values that fit the profile's column are taken.
 """
 import sys, os
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "redteam_write"))  # elib.py
 from elib import *
 
 s = Server()

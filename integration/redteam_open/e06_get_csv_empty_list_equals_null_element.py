@@ -8,7 +8,7 @@ Whoever reads the CSV cannot tell [] from [null] (the c04 problem, one level
 down). Expected: distinct text for [] and [null].
 """
 import sys, os
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "redteam_write"))  # elib.py
 from elib import *
 import csv, io
 
