@@ -652,6 +652,86 @@ func TestPutOverServerMessageLimit(t *testing.T) {
 	}
 }
 
+// TestPutSchemaOverServerMessageLimit: when a put's schema alone (many
+// long column names) is over the server's message limit, the
+// *MessageTooLargeError says the schema was refused, with its size and
+// column count, and advises a higher limit or fewer or shorter columns,
+// whatever the batch slicing: slicing cannot make the schema smaller (red
+// team round 13's e10: the error blamed slicing and advised fewer rows
+// per batch). A batch over the limit under a small schema keeps the
+// slicing advice.
+func TestPutSchemaOverServerMessageLimit(t *testing.T) {
+	const limit = 256 << 10
+	s := startServer(t, flightserver.WithMaxRecvMsgSize(limit))
+	// wide is one row of cols int64 columns with names of 100 bytes.
+	wide := func(cols int) arrow.RecordBatch {
+		fields := make([]arrow.Field, cols)
+		for i := range fields {
+			fields[i] = arrow.Field{Name: fmt.Sprintf("c%05d_%s", i, strings.Repeat("n", 93)), Type: arrow.PrimitiveTypes.Int64}
+		}
+		b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
+		defer b.Release()
+		for i := range fields {
+			b.Field(i).(*array.Int64Builder).Append(int64(i))
+		}
+		return b.NewRecordBatch()
+	}
+	cases := []struct {
+		name     string
+		rec      func() arrow.RecordBatch
+		maxBytes int64 // WithMaxBatchBytes
+		schema   bool  // the error is the schema's
+		want     string
+	}{
+		{"wide schema, not sliced", func() arrow.RecordBatch { return wide(3000) }, 0, true, "put fewer columns or shorter column names"},
+		{"wide schema, small slices", func() arrow.RecordBatch { return wide(3000) }, 1 << 10, true, "put fewer columns or shorter column names"},
+		{"wide schema, default slices", func() arrow.RecordBatch { return wide(3000) }, -1, true, "put fewer columns or shorter column names"},
+		{"narrow schema, large batch", func() arrow.RecordBatch { return batch(0, 100_000) }, 0, false, "did not slice batches"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var opts []client.Option
+			if tc.maxBytes >= 0 {
+				opts = append(opts, client.WithMaxBatchBytes(tc.maxBytes))
+			}
+			c := connect(t, s.addr, opts...)
+			rec := tc.rec()
+			rdr, err := array.NewRecordReader(rec.Schema(), []arrow.RecordBatch{rec})
+			rec.Release()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rdr.Release()
+			_, err = c.Put(ctxT(t), "w/"+strings.ReplaceAll(tc.name, " ", "-"), rdr, client.PutOptions{})
+			var e *client.MessageTooLargeError
+			if !errors.As(err, &e) {
+				t.Fatalf("put: %v (%T), want a *MessageTooLargeError", err, err)
+			}
+			if status.Code(err) != codes.ResourceExhausted || e.Limit != limit {
+				t.Fatalf("put: code %s, %+v", status.Code(err), e)
+			}
+			msg := status.Convert(err).Message()
+			wantParts := []string{tc.want, "--max-recv-msg-size", fmt.Sprintf("limit of %d bytes", limit), "nothing was committed"}
+			if tc.schema {
+				if e.SchemaBytes != e.Size || e.Columns != 3000 {
+					t.Fatalf("SchemaBytes %d, Columns %d; want the refused message's size %d and 3000", e.SchemaBytes, e.Columns, e.Size)
+				}
+				wantParts = append(wantParts, "schema of 3000 columns", fmt.Sprintf("is %d bytes", e.Size))
+				if strings.Contains(msg, "fewer rows") || strings.Contains(msg, "slice them") {
+					t.Errorf("status message %q gives slicing advice", msg)
+				}
+			} else if e.SchemaBytes != 0 || strings.Contains(msg, "schema") {
+				t.Fatalf("a batch over the limit taken for the schema: %+v: %s", e, msg)
+			}
+			for _, part := range wantParts {
+				if !strings.Contains(msg, part) {
+					t.Errorf("status message %q lacks %q", msg, part)
+				}
+			}
+		})
+	}
+}
+
 // retained is rec retained once more, for a reader that releases it.
 func retained(rec arrow.RecordBatch) arrow.RecordBatch {
 	rec.Retain()

@@ -18,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/util"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/quiverdb/quiver/catalog"
 	"github.com/quiverdb/quiver/internal/ipcdict"
@@ -195,8 +196,8 @@ func (c *Client) putOnce(ctx context.Context, cmd []byte, open Opener) ([]byte, 
 	// ipcdict's writer, not flight's: arrow-go's IPC writer does not send
 	// a float dictionary within 1e-5 of the last one sent, and the server
 	// would store the earlier batch's values (0.0 as -0.0).
-	w := ipcdict.NewWriter(&putPayloads{stream: stream, desc: &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: cmd}},
-		schema, false, ipc.WithAllocator(c.opts.mem))
+	pp := &putPayloads{stream: stream, desc: &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: cmd}}
+	w := ipcdict.NewWriter(pp, schema, false, ipc.WithAllocator(c.opts.mem))
 	sendErr := func() error {
 		for rdr.Next() {
 			if err := c.sendBatch(w, schema, rdr.RecordBatch()); err != nil {
@@ -226,7 +227,7 @@ func (c *Client) putOnce(ctx context.Context, cmd []byte, open Opener) ([]byte, 
 	}
 	if err != nil {
 		// the server's verdict on the put, if it failed
-		return nil, messageTooLarge(err, c.opts.maxBatchBytes)
+		return nil, messageTooLarge(err, c.opts.maxBatchBytes, pp.firstBytes, schema.NumFields())
 	}
 	if sendErr != nil {
 		return nil, sendErr
@@ -283,6 +284,9 @@ type putPayloads struct {
 	desc   *flight.FlightDescriptor
 	fd     flight.FlightData
 	buf    bytes.Buffer
+	// firstBytes is the size of the first message sent (the schema and
+	// the descriptor), as the server's message limit counts it; 0 before.
+	firstBytes int64
 }
 
 func (p *putPayloads) Start() error { return nil }
@@ -297,6 +301,9 @@ func (p *putPayloads) WritePayload(pl ipc.Payload) error {
 	}
 	p.fd.FlightDescriptor, p.desc = p.desc, nil
 	p.fd.DataHeader, p.fd.DataBody = m.Bytes(), p.buf.Bytes()
+	if p.fd.FlightDescriptor != nil {
+		p.firstBytes = int64(proto.Size(&p.fd))
+	}
 	err := p.stream.Send(&p.fd)
 	p.fd = flight.FlightData{}
 	return err

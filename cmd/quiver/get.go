@@ -58,8 +58,10 @@ complete or not at all. Without -o, a terminal gets a table of the first rows
 and the total row count; a pipe gets CSV (or --format). On stdout (-o - or a
 pipe) a read that fails part-way exits non-zero and leaves the output
 unfinished, so that no reader takes it for the whole result: no Parquet or
-Arrow file footer, an Arrow stream ended by an incomplete message. CSV has
-no end to leave off: check the exit status.
+Arrow file footer, an Arrow stream ended by an incomplete message, CSV
+ended by a line readers refuse (more fields than the header, an unclosed
+quote, a byte that is not UTF-8, and the text "quiver: the read failed;
+this output is incomplete"). Check the exit status all the same.
 
 CSV has a header line (also when no row matches), quotes a field as
 encoding/csv does, and writes null as an empty field and an empty string as
@@ -462,7 +464,9 @@ func newFormatSink(format string, cw *cutWriter, schema *arrow.Schema, mem memor
 		}
 		// Quiver's own writer, not arrow-go's: that one writes "" and null
 		// alike, and no header without a row.
-		csvw := newCSVWriter(w, csvSchema)
+		// It writes past cw's cut: nothing after Abort (its final
+		// line) is written, and that line must reach the output.
+		csvw := newCSVWriter(cw.w, csvSchema)
 		ctx := compute.WithAllocator(context.Background(), mem)
 		return &sink{
 			write: func(rec arrow.RecordBatch) error {
@@ -476,10 +480,11 @@ func newFormatSink(format string, cw *cutWriter, schema *arrow.Schema, mem memor
 				})
 			},
 			close: csvw.Close,
-			// CSV has no end to leave off: the rows written so far stay
-			// (the exit status tells); the rest of a batch cut short, in
-			// the writer's buffer, does not.
-			abort: func() {},
+			// CSV has no end to leave off: the rows written so far stay,
+			// then a final line CSV readers refuse (csvWriter.Abort).
+			// The output may be closed or broken: errors are of no use
+			// here.
+			abort: func() { _ = csvw.Abort() },
 		}, nil
 	case outArrow:
 		fw, err := ipc.NewFileWriter(w, ipc.WithSchema(schema), ipc.WithAllocator(mem))

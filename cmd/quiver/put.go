@@ -178,7 +178,9 @@ func runPut(ctx context.Context, p *putFlags, profile string, files []string, st
 		return fmt.Errorf("interrupted: if the server had received all the data the put may still have committed (see `quiver versions %s`); re-running it with --request-id %s never writes it twice", profile, opts.RequestID)
 	}
 	var tooLarge *client.MessageTooLargeError
-	if errors.As(err, &tooLarge) {
+	if errors.As(err, &tooLarge) && tooLarge.SchemaBytes == 0 {
+		// (A schema over the limit is no matter of slicing: the error
+		// says what helps.)
 		return &hintError{err: err, hint: fmt.Sprintf("--max-batch-bytes, now %s, sets the size quiver put slices batches at", p.batchBytes)}
 	}
 	if err != nil {

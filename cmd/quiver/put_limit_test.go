@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,6 +53,44 @@ func TestPutBatchOverServerMessageLimit(t *testing.T) {
 			for _, w := range c.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestPutSchemaOverServerMessageLimit: `quiver put` of a CSV file whose
+// schema alone (3,000 columns of 100-byte names) is over a server's 256
+// KiB message limit fails with an error naming the schema, its column
+// count and what helps, at any --max-batch-bytes, and without the
+// --max-batch-bytes hint (red team round 13's e10: the error advised
+// slicing, which cannot shrink a schema).
+func TestPutSchemaOverServerMessageLimit(t *testing.T) {
+	addr, _ := testServer(t, flightserver.WithMaxRecvMsgSize(256<<10))
+	var head, row strings.Builder
+	for i := range 3000 {
+		if i > 0 {
+			head.WriteByte(',')
+			row.WriteByte(',')
+		}
+		fmt.Fprintf(&head, "c%05d_%s", i, strings.Repeat("n", 93))
+		fmt.Fprintf(&row, "%d", i)
+	}
+	in := writeCSV(t, "wide.csv", head.String()+"\n"+row.String()+"\n")
+	for _, mb := range []string{"4MiB", "1KiB"} {
+		t.Run(mb, func(t *testing.T) {
+			_, stderr, err := run(t, "put", "--server="+addr, "--progress=never", "--max-batch-bytes", mb, "wide/"+mb, in)
+			if err == nil {
+				t.Fatalf("put went in\n%s", stderr)
+			}
+			for _, w := range []string{"schema of 3000 columns", "over the server's limit of 262144 bytes", "raise the server's --max-recv-msg-size", "fewer columns or shorter column names"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			for _, w := range []string{"--max-batch-bytes, now", "fewer rows"} {
+				if strings.Contains(err.Error(), w) {
+					t.Errorf("error %q gives slicing advice %q", err, w)
 				}
 			}
 		})
