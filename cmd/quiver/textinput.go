@@ -258,10 +258,10 @@ func (in *csvInput) field(i int, v string) error {
 }
 
 // parseCSVFloat reads a float64 field that codec.CSVValueFits took: also
-// the signed NaN that polars' syntax allows and strconv does not; a value
-// beyond float64 is refused, not made infinite.
+// the signed NaN ("-nan", "+NaN") that the inference takes and strconv does
+// not; a value beyond float64 is refused, not made infinite.
 func parseCSVFloat(v string) (float64, error) {
-	if strings.TrimLeft(v, "+-") == "NaN" {
+	if len(v) == 4 && (v[0] == '+' || v[0] == '-') && strings.EqualFold(v[1:], "nan") {
 		return math.NaN(), nil
 	}
 	f, err := strconv.ParseFloat(v, 64)
