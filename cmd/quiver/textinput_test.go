@@ -240,7 +240,7 @@ func TestCSVLateValuesAreCheckedAsEarlyOnes(t *testing.T) {
 		{"true", "t", refused},
 		{"true", "tRuE", "true"},
 		{"x", "1", "1"},
-		{"x", "\"a,\r\nb\"", "a, b"},
+		{"x", "\"a,\r\nb\"", "a,  b"}, // the CR is kept (e02)
 		{"1", "\"\"", "null"},
 	} {
 		t.Run(c.first+" then "+c.late, func(t *testing.T) {

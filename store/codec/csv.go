@@ -162,7 +162,15 @@ type CSVInference struct {
 func (c *CSVInference) AddFile(r io.Reader, maxRows int) error {
 	cr := stdcsv.NewReader(r)
 	cr.ReuseRecord = true
-	header, err := cr.Read()
+	return c.AddRecords(cr.Read, maxRows)
+}
+
+// AddRecords is AddFile with the records of the file from read, which
+// returns io.EOF after the last one (a CSV parser's Read, as
+// encoding/csv's): the header, then up to maxRows rows (all if
+// maxRows < 0). Errors are AddFile's, and read's as they are.
+func (c *CSVInference) AddRecords(read func() ([]string, error), maxRows int) error {
+	header, err := read()
 	if errors.Is(err, io.EOF) {
 		return nil
 	}
@@ -191,7 +199,7 @@ func (c *CSVInference) AddFile(r io.Reader, maxRows int) error {
 		cols[i] = c.index[h]
 	}
 	for n := 0; maxRows < 0 || n < maxRows; n++ {
-		rec, err := cr.Read()
+		rec, err := read()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
