@@ -25,8 +25,12 @@ var maxRecordBytes = 64 << 20
 // errTooLong is readLine's error for a line beyond its budget.
 var errTooLong = errors.New("record too long")
 
-// lineChunk is the size of the chunks longLine gathers a line in.
-const lineChunk = 1 << 20
+// firstChunk and lineChunk are the sizes of the first and the later
+// chunks longLine gathers a line in.
+const (
+	firstChunk = 64 << 10
+	lineChunk  = 1 << 20
+)
 
 // longLine gathers a line that crosses a reader's buffer in chunks, so
 // that growing it copies nothing and leaves no garbage (appending to one
@@ -40,11 +44,13 @@ type longLine struct {
 func (l *longLine) add(b []byte) {
 	l.n += len(b)
 	for len(b) > 0 {
-		if len(l.chunks) == 0 || len(l.chunks[len(l.chunks)-1]) == lineChunk {
+		if len(l.chunks) == 0 {
+			l.chunks = append(l.chunks, make([]byte, 0, firstChunk))
+		} else if last := l.chunks[len(l.chunks)-1]; len(last) == cap(last) {
 			l.chunks = append(l.chunks, make([]byte, 0, lineChunk))
 		}
 		last := &l.chunks[len(l.chunks)-1]
-		k := min(len(b), lineChunk-len(*last))
+		k := min(len(b), cap(*last)-len(*last))
 		*last = append(*last, b[:k]...)
 		b = b[k:]
 	}
@@ -71,9 +77,14 @@ func (l *longLine) string() string {
 	return sb.String()
 }
 
+// reset empties l, keeping its first chunk for the next line.
 func (l *longLine) reset() {
-	clear(l.chunks)
-	l.chunks, l.n = l.chunks[:0], 0
+	if len(l.chunks) > 0 {
+		clear(l.chunks[1:])
+		l.chunks = l.chunks[:1]
+		l.chunks[0] = l.chunks[0][:0]
+	}
+	l.n = 0
 }
 
 // csvSyntaxError is an error in the CSV text: where the record with it
