@@ -5,6 +5,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -225,4 +226,28 @@ func (f *failReader) Read(p []byte) (int, error) {
 	n := copy(p, f.data)
 	f.data = f.data[n:]
 	return n, nil
+}
+
+// e04: a record over the limit after batches went out fails the put and
+// commits nothing, as any refused row does.
+func TestLongRecordPutCommitsNothing(t *testing.T) {
+	old := maxRecordBytes
+	maxRecordBytes = 64 << 10
+	t.Cleanup(func() { maxRecordBytes = old })
+	addr, dir := testServer(t)
+	commits := func(name string) bool { return strings.HasSuffix(name, ".commit.json") || name == "manifest.json" }
+	for _, c := range []struct{ name, body, want string }{
+		{"deep.csv", "id,s\n" + lines("1,a", 2*batchRows) + "2,\"" + strings.Repeat("x\n", 64<<10),
+			fmt.Sprintf("CSV line %d: a record of more than 64 KiB", 2*batchRows+2)},
+		{"deep.ndjson", lines(`{"id": 1}`, 2*batchRows) + strings.Repeat("x", 128<<10),
+			fmt.Sprintf("NDJSON line %d: longer than 64 KiB", 2*batchRows+1)},
+	} {
+		p := writeCSV(t, c.name, c.body)
+		if _, _, err := run(t, "put", "--server", addr, "--progress=never", "a/b", p); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s: %v, want %q", c.name, err, c.want)
+		}
+		if got := dirFiles(t, dir, commits); len(got) != 0 {
+			t.Fatalf("%s: commits %v after a refused put", c.name, got)
+		}
+	}
 }
