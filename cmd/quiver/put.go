@@ -52,7 +52,8 @@ The format comes from the extension (.parquet, .csv, .arrow/.feather/.ipc,
 the first 1000 rows (int64, float64, bool, string); use Parquet or Arrow to
 keep exact types. A later value of another type, or a key (a CSV field) the
 first 1000 rows lack, fails the put with its line: nothing is converted or
-dropped.
+dropped. CSV records end at LF, CRLF or CR; quoted fields are kept byte for
+byte. One CSV record or NDJSON line may hold at most 64 MiB.
 
 Each invocation sends a fresh request id (or --request-id): a put whose
 connection broke after the commit is retried (--retries) without writing

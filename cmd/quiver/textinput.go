@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -160,18 +161,14 @@ func (r *recordReader) next(row func() (bool, error)) bool {
 // another type is refused, naming its line.
 type csvInput struct {
 	recordReader
-	cr *stdcsv.Reader
+	cr *csvRecords
 }
 
-// newCSVInput reads r, the whole file from its header on, as sc (the
+// newCSVInput reads cr, the whole file from its header on, as sc (the
 // inferred schema, whose columns are the header's, in order) in batches
-// of chunk rows.
-func newCSVInput(r io.Reader, sc *arrow.Schema, chunk int, mem memory.Allocator) (*csvInput, error) {
-	cr := stdcsv.NewReader(r)
-	cr.ReuseRecord = true
-	// Every row must have the header's fields: one with more is refused,
-	// not cut to the header's columns.
-	cr.FieldsPerRecord = sc.NumFields()
+// of chunk rows. Every row must have the header's fields (cr refuses
+// others): one with more is refused, not cut to the header's columns.
+func newCSVInput(cr *csvRecords, sc *arrow.Schema, chunk int, mem memory.Allocator) (*csvInput, error) {
 	if _, err := cr.Read(); err != nil {
 		return nil, csvError(err, sc)
 	}
@@ -182,10 +179,13 @@ func newCSVInput(r io.Reader, sc *arrow.Schema, chunk int, mem memory.Allocator)
 
 // csvError explains an error of the CSV parser (which names the line).
 func csvError(err error, sc *arrow.Schema) error {
-	var pe *stdcsv.ParseError
-	if errors.As(err, &pe) && errors.Is(pe.Err, stdcsv.ErrFieldCount) {
+	var se *csvSyntaxError
+	if errors.As(err, &se) && errors.Is(se.Err, stdcsv.ErrFieldCount) {
 		return fmt.Errorf("CSV line %d: a row with another number of fields than the header's %d (%s)",
-			pe.StartLine, sc.NumFields(), listNames(columnNamesOf(sc)))
+			se.StartLine, sc.NumFields(), listNames(columnNamesOf(sc)))
+	}
+	if se != nil {
+		return fmt.Errorf("CSV %w", err)
 	}
 	return fmt.Errorf("CSV: %w", err)
 }
@@ -211,7 +211,7 @@ func (in *csvInput) row() (bool, error) {
 	}
 	for i, v := range rec {
 		if err := in.field(i, v); err != nil {
-			line, _ := in.cr.FieldPos(i)
+			line := in.cr.FieldLine(i)
 			return false, fmt.Errorf("CSV line %d: column %q %w", line, in.schema.Field(i).Name, err)
 		}
 	}
@@ -258,10 +258,10 @@ func (in *csvInput) field(i int, v string) error {
 }
 
 // parseCSVFloat reads a float64 field that codec.CSVValueFits took: also
-// the signed NaN that polars' syntax allows and strconv does not; a value
-// beyond float64 is refused, not made infinite.
+// the signed NaN ("-nan", "+NaN") that the inference takes and strconv does
+// not; a value beyond float64 is refused, not made infinite.
 func parseCSVFloat(v string) (float64, error) {
-	if strings.TrimLeft(v, "+-") == "NaN" {
+	if len(v) == 4 && (v[0] == '+' || v[0] == '-') && strings.EqualFold(v[1:], "nan") {
 		return math.NaN(), nil
 	}
 	f, err := strconv.ParseFloat(v, 64)
@@ -391,7 +391,7 @@ func eachJSONField(line []byte, seen map[string]struct{}, fn func(key string, v 
 		if s.i < len(s.b) && s.b[s.i] == '[' {
 			return errors.New("not a JSON object (an array)")
 		}
-		return errors.New("not a JSON object")
+		return errors.New("not a JSON object" + s.otherSpace())
 	}
 	s.space()
 	if !s.eat('}') {
@@ -428,9 +428,22 @@ func eachJSONField(line []byte, seen map[string]struct{}, fn func(key string, v 
 	}
 	s.space()
 	if s.i < len(s.b) {
-		return errors.New("more after the JSON object (NDJSON has one object per line)")
+		return errors.New("more after the JSON object (NDJSON has one object per line)" + s.otherSpace())
 	}
 	return nil
+}
+
+// otherSpace explains, for an error, a whitespace character at the
+// scanner's position that is not JSON whitespace; "" for any other.
+func (s *jsonScanner) otherSpace() string {
+	if s.i >= len(s.b) {
+		return ""
+	}
+	r, _ := utf8.DecodeRune(s.b[s.i:])
+	if !unicode.IsSpace(r) {
+		return ""
+	}
+	return fmt.Sprintf(": %U at column %d is whitespace, but not JSON's (only space, tab, CR and LF are)", r, s.i+1)
 }
 
 // jsonScanner reads the JSON of one line from position i.
@@ -661,18 +674,17 @@ func (f *ndjsonInference) add(line []byte) error {
 // naming its line.
 type ndjsonInput struct {
 	recordReader
-	br    *bufio.Reader
+	lines *ndjsonLines
 	names []string
 	kinds []kind
 	index map[string]int
 	seen  map[string]struct{}
 	got   []bool // the columns the current row has set
-	line  int
 }
 
-// newNDJSONInput reads r, the whole file, with the inferred columns in
+// newNDJSONInput reads lines, the whole file, with the inferred columns in
 // batches of chunk rows.
-func newNDJSONInput(r io.Reader, inf *ndjsonInference, chunk int, mem memory.Allocator) *ndjsonInput {
+func newNDJSONInput(lines *ndjsonLines, inf *ndjsonInference, chunk int, mem memory.Allocator) *ndjsonInput {
 	fields := make([]arrow.Field, len(inf.names))
 	kinds := make([]kind, len(inf.names))
 	index := make(map[string]int, len(inf.names))
@@ -683,7 +695,7 @@ func newNDJSONInput(r io.Reader, inf *ndjsonInference, chunk int, mem memory.All
 	}
 	in := &ndjsonInput{
 		recordReader: newRecordReader(arrow.NewSchema(fields, nil), chunk, mem),
-		br:           bufio.NewReaderSize(r, 1<<16),
+		lines:        lines,
 		names:        inf.names, kinds: kinds, index: index,
 		seen: map[string]struct{}{}, got: make([]bool, len(fields)),
 	}
@@ -696,19 +708,110 @@ func (in *ndjsonInput) Next() bool { return in.next(in.row) }
 // row decodes the next non-blank line into the builder.
 func (in *ndjsonInput) row() (bool, error) {
 	for {
-		b, err := in.br.ReadBytes('\n')
-		if err != nil && !errors.Is(err, io.EOF) {
+		b, err := in.lines.next()
+		if errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		if err != nil {
 			return false, err
 		}
-		in.line++
-		if t := bytes.TrimSpace(b); len(t) > 0 {
-			if err := in.object(t); err != nil {
-				return false, fmt.Errorf("NDJSON line %d: %w", in.line, err)
+		if !isJSONBlank(b) {
+			if err := in.object(b); err != nil {
+				return false, fmt.Errorf("NDJSON line %d: %w", in.lines.line, err)
 			}
 			return true, nil
 		}
-		if err != nil {
-			return false, nil
+	}
+}
+
+// isJSONBlank reports whether line holds only JSON whitespace (space, tab,
+// CR, LF), and so no object. Other whitespace (U+00A0, U+3000, \f, …) is
+// not JSON's: a line of it is an error, not a blank line (red team round
+// 13, e09).
+func isJSONBlank(line []byte) bool {
+	for _, c := range line {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ndjsonLines reads the lines of an NDJSON file, each of at most max
+// bytes: a longer one is refused having read no more than about max of it
+// (a file without line ends, or not NDJSON at all, would otherwise be
+// held whole, red team round 13, e04).
+type ndjsonLines struct {
+	br     *bufio.Reader
+	max    int
+	long   longLine // a line that crosses the reader's buffer
+	buf    []byte   // such a line, whole
+	line   int      // the number of the line last read
+	keep   bool     // keep a copy of each line read, for rewind
+	kept   [][]byte // the lines read while keep
+	replay [][]byte // the kept lines next gives again first
+}
+
+func newNDJSONLines(r io.Reader, max int) *ndjsonLines {
+	return &ndjsonLines{br: bufio.NewReaderSize(r, 1<<16), max: max}
+}
+
+// next returns the next line without its LF, valid until the next call;
+// io.EOF after the last one.
+func (l *ndjsonLines) next() ([]byte, error) {
+	if len(l.replay) > 0 {
+		b := l.replay[0]
+		l.replay[0], l.replay = nil, l.replay[1:]
+		l.line++
+		return b, nil
+	}
+	b, err := l.read()
+	if err == nil && l.keep {
+		l.kept = append(l.kept, bytes.Clone(b))
+	}
+	return b, err
+}
+
+// rewind makes next give the lines read since keep was set again, from
+// line 1, and stops keeping lines.
+func (l *ndjsonLines) rewind() {
+	l.replay, l.kept, l.keep, l.line = l.kept, nil, false, 0
+}
+
+// read reads the next line from the file.
+func (l *ndjsonLines) read() ([]byte, error) {
+	l.line++
+	l.long.reset()
+	for {
+		b, err := l.br.ReadSlice('\n')
+		n := len(b)
+		if err == nil {
+			n-- // the LF
+		}
+		if l.long.n+n > l.max {
+			l.long.reset()
+			return nil, fmt.Errorf("NDJSON line %d: longer than %s, the most one line may hold "+
+				"(NDJSON holds one JSON object a line; is the file NDJSON?)", l.line, formatBytes(l.max))
+		}
+		switch {
+		case err == nil && l.long.n == 0:
+			return b[:n], nil
+		case err == nil:
+			l.long.add(b[:n])
+			l.buf = l.long.join(l.buf)
+			return l.buf, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			l.long.add(b)
+		case errors.Is(err, io.EOF):
+			if l.long.add(b); l.long.n == 0 {
+				return nil, io.EOF
+			}
+			l.buf = l.long.join(l.buf)
+			return l.buf, nil
+		default:
+			return nil, err
 		}
 	}
 }

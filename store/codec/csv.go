@@ -23,7 +23,10 @@ import (
 //   - "true"/"false" in any case is a boolean;
 //   - -?[0-9]+ is an int64 (a value too big for int64 makes the column a
 //     float64, where polars would fail to read it);
-//   - [-+]?(digits with a "." or an exponent, inf, NaN) is a float64;
+//   - [-+]?(digits with a "." or an exponent) is a float64, and so is
+//     [-+]?(inf|infinity|nan) in any case: the spellings of infinity and
+//     NaN pyarrow's CSV reader takes as a double (polars takes only inf and
+//     NaN), among them the "+Inf" and "-Inf" that quiver get writes;
 //   - anything else, and a column holding both booleans and numbers, is a
 //     string; ints and floats together are float64; a column with no
 //     values at all is a string.
@@ -66,12 +69,15 @@ func isInteger(v string) bool {
 }
 
 // isFloat matches polars'
-// ^[-+]?((\d*\.\d+)([eE][-+]?\d+)?|inf|NaN|(\d+)[eE][-+]?\d+|\d+\.)$.
+// ^[-+]?((\d*\.\d+)([eE][-+]?\d+)?|(\d+)[eE][-+]?\d+|\d+\.)$, and
+// [-+]?(inf|infinity|nan) in any case as pyarrow's CSV reader does (polars:
+// only inf and NaN), so that the "+Inf" and "-Inf" quiver get writes read
+// back as floats.
 func isFloat(v string) bool {
 	if v != "" && (v[0] == '-' || v[0] == '+') {
 		v = v[1:]
 	}
-	if v == "inf" || v == "NaN" {
+	if strings.EqualFold(v, "inf") || strings.EqualFold(v, "infinity") || strings.EqualFold(v, "nan") {
 		return true
 	}
 	mant, exp, hasExp := strings.Cut(strings.ReplaceAll(v, "E", "e"), "e")
@@ -156,7 +162,15 @@ type CSVInference struct {
 func (c *CSVInference) AddFile(r io.Reader, maxRows int) error {
 	cr := stdcsv.NewReader(r)
 	cr.ReuseRecord = true
-	header, err := cr.Read()
+	return c.AddRecords(cr.Read, maxRows)
+}
+
+// AddRecords is AddFile with the records of the file from read, which
+// returns io.EOF after the last one (a CSV parser's Read, as
+// encoding/csv's): the header, then up to maxRows rows (all if
+// maxRows < 0). Errors are AddFile's, and read's as they are.
+func (c *CSVInference) AddRecords(read func() ([]string, error), maxRows int) error {
+	header, err := read()
 	if errors.Is(err, io.EOF) {
 		return nil
 	}
@@ -185,7 +199,7 @@ func (c *CSVInference) AddFile(r io.Reader, maxRows int) error {
 		cols[i] = c.index[h]
 	}
 	for n := 0; maxRows < 0 || n < maxRows; n++ {
-		rec, err := cr.Read()
+		rec, err := read()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}

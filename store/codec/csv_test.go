@@ -9,7 +9,8 @@ import (
 )
 
 // The types polars infers for one column holding these values (pyrosome's
-// CsvDal reads CSV profiles with polars).
+// CsvDal reads CSV profiles with polars), but for the spellings of infinity
+// and NaN, which are pyarrow's (polars takes only inf and NaN).
 func TestCSVInferenceIsPolars(t *testing.T) {
 	cases := []struct {
 		values []string
@@ -27,8 +28,18 @@ func TestCSVInferenceIsPolars(t *testing.T) {
 		{[]string{"yes"}, "utf8"},
 		{[]string{"NULL", "1"}, "utf8"},
 		{[]string{"+5"}, "utf8"},
-		{[]string{"Inf"}, "utf8"},
-		{[]string{"nan"}, "utf8"},
+		{[]string{"Inf", "+Inf", "-Inf", "INF", "iNf"}, "float64"}, // quiver get writes +Inf and -Inf
+		{[]string{"infinity", "Infinity", "+Infinity", "-INFINITY"}, "float64"},
+		{[]string{"nan", "NAN", "nAn", "+nan", "-nan", "-NaN", "+NaN"}, "float64"},
+		{[]string{"1.5", "Infinity", "-inf", "nan"}, "float64"},
+		{[]string{"infin"}, "utf8"},
+		{[]string{"Infinit"}, "utf8"},
+		{[]string{"in"}, "utf8"},
+		{[]string{"na"}, "utf8"},
+		{[]string{"nan(1)"}, "utf8"},
+		{[]string{"++inf"}, "utf8"},
+		{[]string{"+-nan"}, "utf8"},
+		{[]string{" inf"}, "utf8"},
 		{[]string{"0x10"}, "utf8"},
 		{[]string{"1_000"}, "utf8"},
 		{[]string{" 1"}, "utf8"},
