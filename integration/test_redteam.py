@@ -2,8 +2,8 @@
 starts its own server on a temp data dir and exits non-zero while its bug
 is present. redteam_read/ plants or puts crafted Parquet files (rounds 5
 and 6); redteam_write/ puts, compacts, sweeps and verifies (rounds 7 and
-8; round 10's dictionary scripts are d*.py, round 12's command-line client
-scripts c*.py). See docs/reliability.md, "Bugs found"."""
+8; round 10's dictionary scripts are d*.py, rounds 12 and 13's command-line
+client scripts c*.py and e*.py). See docs/reliability.md, "Bugs found"."""
 
 import os
 import socket
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).parent
-SCRIPTS = [f"{d}/{p.name}" for d in ("redteam_read", "redteam_write") for p in sorted((HERE / d).glob("[rdc][0-9]*.py"))]
+SCRIPTS = [f"{d}/{p.name}" for d in ("redteam_read", "redteam_write") for p in sorted((HERE / d).glob("[rdce][0-9]*.py"))]
 
 
 def free_port() -> int:
