@@ -197,9 +197,9 @@ func (r *csvRecords) readLine(budget int) ([]byte, error) {
 	r.numLine++
 	r.long.reset()
 	for {
-		b, err := r.br.Peek(r.br.Buffered())
+		b, _ := r.br.Peek(r.br.Buffered()) // what is buffered: never an error
 		if len(b) == 0 {
-			if _, err = r.br.Peek(1); err != nil && !errors.Is(err, io.EOF) {
+			if _, err := r.br.Peek(1); err != nil && !errors.Is(err, io.EOF) {
 				return nil, err
 			}
 			if b, _ = r.br.Peek(r.br.Buffered()); len(b) == 0 {
