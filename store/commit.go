@@ -204,7 +204,9 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) (res []commitResult,
 		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.lockTimeout+time.Minute)
-	unlock, err := s.lockProfileSync(ctx, ps.p, fsys.SyncNone)
+	wctx, stopWait := waitCtx(ctx, batch)
+	unlock, err := s.lockProfileSync(wctx, ps.p, fsys.SyncNone)
+	stopWait()
 	if err != nil {
 		cancel()
 		res := make([]commitResult, len(batch))
@@ -216,6 +218,32 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) (res []commitResult,
 	end = cycleEnd{unlock: unlock, cancel: cancel, ctx: ctx}
 	res = s.cycleLocked(ctx, ps, batch, &end.last)
 	return res, end
+}
+
+// waitCtx is ctx, cancelled as well once every put of batch is cancelled:
+// a cycle stops waiting for the lock when nobody waits for its answer, so
+// an interrupted put's RPC ends at once rather than at the lock timeout.
+// The cycle calls stop once it holds the lock (or gave up), and from then
+// on runs on ctx alone, dropping the puts whose context is done
+// (cycleLocked).
+func waitCtx(ctx context.Context, batch []*commitReq) (wctx context.Context, stop func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	var left atomic.Int64
+	left.Store(int64(len(batch)))
+	stops := make([]func() bool, len(batch))
+	for i, r := range batch {
+		stops[i] = context.AfterFunc(r.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return wctx, func() {
+		for _, s := range stops {
+			s()
+		}
+		cancel()
+	}
 }
 
 // cycleLocked is the body of cycle, holding the lock; *last is set to the

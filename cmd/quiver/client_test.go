@@ -183,7 +183,13 @@ func TestPutRetriesWithItsRequestID(t *testing.T) {
 // re-run it with (red team round 12's c01: "interrupted", and the put
 // committed anyway once the lock was free).
 func TestInterruptedPutNamesItsRequestID(t *testing.T) {
-	addr, dir := testServer(t)
+	dir := t.TempDir()
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := flightserver.New(st)
+	addr := quivertest.ServeInProcess(t, srv)
 	a := writeCSV(t, "a.csv", "id\n1\n")
 	mustRun(t, "put", "--server", addr, "--progress=never", "a/b", a)
 	lock := filepath.Join(dir, "a", "b", "manifest.json.write_lock")
@@ -195,10 +201,14 @@ func TestInterruptedPutNamesItsRequestID(t *testing.T) {
 	root.SetArgs([]string{"put", "--server", addr, "--progress=never", "--request-id", "job-9", "a/b", a})
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(500*time.Millisecond, cancel)
-	err := root.ExecuteContext(ctx)
+	err = root.ExecuteContext(ctx)
 	if err == nil || !strings.HasPrefix(err.Error(), "interrupted") || !strings.Contains(err.Error(), "--request-id job-9") {
 		t.Fatalf("interrupted put: %v", err)
 	}
+	// The client returns at once; the server learns of the cancel a moment
+	// later. Free the lock only once the server has finished the interrupted
+	// DoPut, as the guarantee is about a put cancelled while it waits.
+	waitRPCs(t, srv, "DoPut", 2)
 	if err := os.Remove(lock); err != nil {
 		t.Fatal(err)
 	}
@@ -207,5 +217,38 @@ func TestInterruptedPutNamesItsRequestID(t *testing.T) {
 	mustRun(t, "put", "--server", addr, "--progress=never", "a/b", writeCSV(t, "c.csv", "id\n3\n"))
 	if got := mustRun(t, "get", "--server", addr, "--format", "csv", "a/b"); got != "id\n1\n3\n" {
 		t.Fatalf("after the interrupted put: %q", got)
+	}
+}
+
+// waitRPCs waits until srv has finished n RPCs of method, whatever their
+// status.
+func waitRPCs(t *testing.T, srv *flightserver.Server, method string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mfs, err := srv.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got float64
+		for _, mf := range mfs {
+			if mf.GetName() != "quiver_rpc_requests_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "method" && l.GetValue() == method {
+						got += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		if got >= float64(n) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s RPCs finished: %v, want %d", method, got, n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
