@@ -35,7 +35,7 @@ func PutResultFrom(cr *store.CommitRecord) *PutResult {
 	if cr.Files != nil {
 		r.Files = make([]FileRecord, len(cr.Files))
 		for i, f := range cr.Files {
-			r.Files[i] = FileRecord{Path: f.Path, Rows: f.Rows, Bytes: f.Bytes, SHA256: f.SHA256, Partition: f.Partition}
+			r.Files[i] = FileRecord{Path: f.Path, Rows: f.Rows, Bytes: f.Bytes, SHA256: f.SHA256, Partition: f.Partition, Offset: f.Offset, FileRows: f.FileRows}
 		}
 	}
 	return r

@@ -165,12 +165,18 @@ type SweepBody struct {
 
 // FileRecord is one data file of a commit. Path is relative to the profile
 // directory ("v1/region=eu/0.parquet").
+//
+// Offset and FileRows are set for a file that small appends of one commit
+// cycle share: the record's Rows start at row Offset of the file's
+// FileRows (store.FileRecord).
 type FileRecord struct {
 	Path      string            `json:"path"`
 	Rows      int64             `json:"rows"`
 	Bytes     int64             `json:"bytes"`
 	SHA256    string            `json:"sha256"`
 	Partition map[string]string `json:"partition,omitempty"`
+	Offset    int64             `json:"offset,omitempty"`
+	FileRows  int64             `json:"file_rows,omitempty"`
 }
 
 // PutResult is the app_metadata of DoPut's one PutResult: the commit record

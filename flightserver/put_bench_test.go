@@ -20,6 +20,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/quiverdb/quiver/store"
 )
 
 // appendBatch is 1,000 rows of (id int64, name string, score float64).
@@ -70,11 +72,23 @@ func appendOnce(c flight.Client, cmd []byte, rec arrow.RecordBatch) error {
 }
 
 // BenchmarkDoPutAppend: W writers append 1,000-row batches to one profile;
-// reports appends/s and the p50/p99 latency of an acknowledged append.
+// reports appends/s and the p50/p99 latency of an acknowledged append,
+// with the small appends of a commit cycle sharing a file (the default)
+// and with a file each (shared=off), side by side.
 func BenchmarkDoPutAppend(b *testing.B) {
-	for _, writers := range []int{1, 32} {
-		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			_, c := benchServer(b, "")
+	for _, c := range []struct {
+		writers int
+		shared  bool
+	}{{1, true}, {32, true}, {1, false}, {32, false}} {
+		name := fmt.Sprintf("writers=%d", c.writers)
+		var opts []store.Option
+		if !c.shared {
+			name += "/shared=off"
+			opts = append(opts, store.WithGroupAppendBytes(0))
+		}
+		writers := c.writers
+		b.Run(name, func(b *testing.B) {
+			_, c := benchServer(b, "", opts...)
 			cmd, _ := json.Marshal(map[string]any{"path": "bench/appends"})
 			rec := appendBatch()
 			if err := appendOnce(c, cmd, rec); err != nil {

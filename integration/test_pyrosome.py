@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
+import time
 import warnings
+
+import duckdb
+import pyarrow.parquet as pq
 
 import polars as pl
 import pyarrow as pa
@@ -97,6 +102,56 @@ def test_parquetdal_reads_quiver_write_append_write(server, client, keys):
     ]
     # data files are read-only, as pyrosome leaves its own
     assert all(not (p.stat().st_mode & 0o222) for p in pdir.glob("v*/[0-9]*.parquet"))
+
+
+def test_small_appends_sharing_a_file_read_everywhere(server, client, keys):
+    """Appends that meet in one commit cycle share one data file (each keeps
+    its own commit record): pyrosome, pyarrow and DuckDB read the data dir
+    as Quiver serves it, and verify is clean."""
+    k = keys.split("/")
+    put(client, keys, rows(0, 2), mode="write")
+    pdir = profile_dir(server, keys)
+    lock = pdir / "manifest.json.write_lock"
+    lock.write_text("")  # another writer (pyrosome) holds the lock
+    results, errors = {}, []
+
+    def append(i):
+        try:
+            results[i] = put(client, keys, rows(10 * i, 3), request_id=f"share-{i}")
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=append, args=(i,)) for i in range(1, 7)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)  # all of them queue behind the lock
+    lock.unlink()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    shared = [r for r in results.values() if r["files"][0].get("file_rows")]
+    assert len(shared) >= 2, results  # at least one cycle held several
+    assert len({r["files"][0]["path"] for r in shared}) < len(shared)
+    want = get(client, keys)
+    assert want.num_rows == 2 + 6 * 3
+    assert sorted(want.column("id").to_pylist()) == sorted(list(range(2)) + [10 * i + j for i in range(1, 7) for j in range(3)])
+    files = sorted(str(p) for p in (pdir / "v0").glob("[0-9]*.parquet"))
+    assert len(files) < 7  # fewer files than puts
+    # pyrosome, pyarrow and DuckDB read every row once, in Quiver's order
+    assert ParquetDal(server.data_dir).read(*k).collect().sort("id").equals(df(want).sort("id"))
+    assert_tables_equal(pq.read_table(files).sort_by("id"), want.sort_by("id"))
+    got = duckdb.sql(f"SELECT * FROM read_parquet({files!r}) ORDER BY id").arrow()
+    got = got.read_all() if hasattr(got, "read_all") else got
+    assert got.column("id").to_pylist() == want.sort_by("id").column("id").to_pylist()
+    assert problems(client, keys) == []
+    # each append's own record: its request id, rows, and the file's hash
+    lin = action(client, "lineage", {"path": keys})
+    assert sorted(r["request_id"] for r in lin if r["mode"] == "append") == [f"share-{i}" for i in range(1, 7)]
+    assert all(r["rows"] == 3 and r["files"][0]["rows"] == 3 for r in lin if r["mode"] == "append")
+    # a resend is answered, not written
+    again = put(client, keys, rows(30, 3), request_id="share-3")
+    assert again["seq"] == results[3]["seq"]
+    assert get(client, keys).num_rows == want.num_rows
 
 
 def test_parquetdal_reads_several_quiver_profiles(server, client, keys):

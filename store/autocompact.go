@@ -52,10 +52,12 @@ func (s *Store) maybeCompact(ps *profileState, v int) {
 	ps.mu.Lock()
 	recs := ps.log.byVersion[v]
 	if len(recs) > a.Files || ps.log.writes[v] != nil && len(ps.log.writes[v].Files) > a.Files {
+		shared := map[string]bool{} // files appends share count once
 		for _, r := range recs {
 			for _, f := range r.Files {
-				if f.Bytes < a.SmallBytes {
+				if f.Bytes < a.SmallBytes && (!f.Shared() || !shared[f.Path]) {
 					small++
+					shared[f.Path] = f.Shared()
 				}
 			}
 		}

@@ -32,6 +32,9 @@ type committer struct {
 	headDue *CommitRecord
 	// compacting: an automatic compaction of the profile is running.
 	compacting atomic.Bool
+	// waiting counts the puts waiting for a cycle's decision (queued,
+	// or in the cycle running now).
+	waiting atomic.Int64
 }
 
 // headEvery bounds how long a busy profile's .log/HEAD may lag its log:
@@ -65,6 +68,8 @@ func (s *Store) commitStaged(ctx context.Context, ps *profileState, st *staged) 
 	lead := !c.leading
 	c.leading = true
 	c.mu.Unlock()
+	c.waiting.Add(1)
+	defer c.waiting.Add(-1)
 	if lead {
 		go s.lead(c)
 	}
@@ -294,7 +299,7 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 
 		var recs []*CommitRecord
 		var accepted []int
-		ids := map[reqKey]int{} // request key → position in recs
+		ids := map[reqKey]int{} // request key → the position in batch of the put with it
 		created := false
 		var creator *staged // the put that creates the profile
 		newest := -1        // highest version a write of this batch commits
@@ -420,11 +425,12 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 				cur = max(cur, st.version)
 			}
 			if st.o.RequestID != "" {
-				ids[st.o.requestKey()] = len(recs)
+				ids[st.o.requestKey()] = i
 			}
 			recs = append(recs, c)
 			accepted = append(accepted, i)
 		}
+		recs, accepted = s.writeGroups(ctx, ps, batch, res, recs, accepted)
 		if len(recs) == 0 {
 			return res
 		}
@@ -476,11 +482,16 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 		}
 		for _, i := range order {
 			if o := batch[i].st.o; o.RequestID != "" && res[i].rec == nil && res[i].replayed == nil && !res[i].retarget && res[i].carry == nil && res[i].err == nil {
-				if k, ok := ids[o.requestKey()]; ok {
-					if err := sameRequest(recs[k], o.Mode, batch[i].st.rows); err != nil {
-						res[i].err = err
-					} else {
-						res[i].replayed = recs[k]
+				if f, ok := ids[o.requestKey()]; ok {
+					switch {
+					case res[f].rec == nil:
+						// The first put with its id did not commit (its
+						// shared file could not be written): nor does it.
+						res[i].err = res[f].err
+					case sameRequest(res[f].rec, o.Mode, batch[i].st.rows) != nil:
+						res[i].err = sameRequest(res[f].rec, o.Mode, batch[i].st.rows)
+					default:
+						res[i].replayed = res[f].rec
 					}
 				}
 			}

@@ -520,9 +520,17 @@ func (vs *VersionState) schemaVersionCounts() []SchemaVersionCount {
 		out[i].Files += files
 		out[i].Rows += max(rows, 0)
 	}
+	shared := map[string]bool{} // files appends share count once
 	for _, r := range vs.Records {
 		if len(r.Files) > 0 || r.Mode == ModeWrite {
-			add(r.SchemaVersion, len(r.Files), r.Rows)
+			files := 0
+			for _, f := range r.Files {
+				if !f.Shared() || !shared[f.Path] {
+					files++
+					shared[f.Path] = f.Shared()
+				}
+			}
+			add(r.SchemaVersion, files, r.Rows)
 		}
 	}
 	for _, f := range vs.Files {

@@ -237,12 +237,9 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 	// Visible files: those of records, then (pyrosome's rule) root files
 	// no record lists, unless Quiver wrote them.
 	recorded := map[string]bool{}
-	for _, r := range vs.Records {
-		for _, f := range r.Files {
-			recorded[f.Path] = true
-			vs.Files = append(vs.Files, DataFile{Path: f.Path, Index: indexOfPath(f.Path, r.Index), Rows: f.Rows, Bytes: f.Bytes,
-				SHA256: f.SHA256, Partition: f.Partition, Recorded: true})
-		}
+	vs.Files = appendRecordedFiles(vs.Files, vs.Records, nil)
+	for _, f := range vs.Files {
+		recorded[f.Path] = true
 	}
 	formats := map[Format]bool{}
 	for _, e := range entries {

@@ -295,6 +295,17 @@ type staged struct {
 	evolves bool
 	base    *arrow.Schema
 	baseV   string
+	// grouped: an append that writes no file of its own while it
+	// streams; it holds its rows (pending, of the file schema;
+	// pendingBytes charged to the memory budget) for its commit cycle to
+	// write into a file shared with the cycle's other small appends
+	// (group.go). Its index is -1 until then.
+	grouped      bool
+	pending      []arrow.RecordBatch
+	pendingBytes int64
+	// share is the file its rows went to, shared with the other appends
+	// of its cycle (nil for a file of its own).
+	share *sharedFile
 }
 
 // put runs one attempt of a put: choose the target, stream, commit; it
@@ -545,10 +556,16 @@ func (s *Store) stageAppend(ctx context.Context, ps *profileState, rdr array.Rec
 	plan := ap.conf
 	st := &staged{p: p, mode: ModeAppend, version: latest, format: vs.Format, schema: ap.schema, by: vs.PartitionBy, schemaV: ap.schemaV, o: o,
 		evolves: ap.evolves, base: vs.Schema, baseV: vs.SchemaVersion}
-	if st.index, err = s.claimIndex(ctx, ps, latest, vs.Format); err != nil {
-		return nil, err
+	if s.opts.groupBytes > 0 && len(vs.PartitionBy) == 0 && vs.Format == FormatParquet && o.carry == nil {
+		// Its file is claimed when it opens one (openFile), or by the
+		// commit cycle writing its rows into a shared file.
+		st.grouped, st.index = true, -1
+	} else {
+		if st.index, err = s.claimIndex(ctx, ps, latest, vs.Format); err != nil {
+			return nil, err
+		}
+		st.claims = append(st.claims, st.index)
 	}
-	st.claims = append(st.claims, st.index)
 	if err := s.stream(ctx, st, rdr, plan); err != nil {
 		s.discard(ps, st)
 		return nil, err
@@ -654,6 +671,15 @@ func (s *Store) discard(ps *profileState, st *staged) {
 	if st.mode == ModeWrite {
 		s.discardVersion(ctx, ps, st)
 		s.removeEmpty(st.madeDirs)
+		return
+	}
+	s.dropPending(st)
+	if st.share != nil {
+		// A file shared with the other appends of a cycle: it goes with
+		// the last of them to fail (none committed).
+		if st.share.refs.Add(-1) == 0 {
+			s.removeShared(st.share)
+		}
 		return
 	}
 	for _, f := range st.files {
@@ -824,14 +850,23 @@ func (st *staged) stagedDirs() []string {
 
 // stagedReader reads back the files a staged put wrote.
 func (s *Store) stagedReader(ctx context.Context, st *staged) (array.RecordReader, error) {
+	if st.grouped {
+		return pendingReader(st)
+	}
 	sn := &Snapshot{Keys: st.p.keys, Version: st.version, Format: st.format, Schema: st.schema, PartitionBy: st.by, SchemaVersion: st.schemaV}
 	for _, f := range st.files {
-		sn.Files = append(sn.Files, DataFile{Path: f.Path, Index: indexOfPath(f.Path, st.index), Rows: f.Rows, Bytes: f.Bytes, SHA256: f.SHA256,
+		sn.Files = append(sn.Files, DataFile{Path: f.Path, Index: indexOfPath(f.Path, st.index), Rows: f.fileRows(), Bytes: f.Bytes, SHA256: f.SHA256,
 			Partition: f.Partition, Recorded: true})
 	}
 	rdr, err := s.OpenSnapshot(ctx, sn, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: the put's files are gone before its commit: %v", ErrUnavailable, st.p, err)
+	}
+	if len(st.files) == 1 && st.files[0].Shared() {
+		// Its rows of a file it shares (written by an earlier attempt
+		// of its commit cycle).
+		f := st.files[0]
+		return &sliceReader{RecordReader: rdr, off: f.Offset, n: f.Rows}, nil
 	}
 	return rdr, nil
 }
@@ -887,10 +922,7 @@ func (s *Store) carryIn(ctx context.Context, ps *profileState, st *staged, late 
 			}
 			absent = absentColumns(st.schema, r.sc, st.by)
 		}
-		for _, f := range r.Files {
-			sn.Files = append(sn.Files, DataFile{Path: f.Path, Index: indexOfPath(f.Path, r.Index), Rows: f.Rows, Bytes: f.Bytes,
-				SHA256: f.SHA256, Partition: f.Partition, Recorded: true, absent: absent})
-		}
+		sn.Files = appendRecordedFiles(sn.Files, []*CommitRecord{r}, absent)
 		if r.Seq > st.o.carry.seq {
 			c := *st.o.carry
 			c.seq = r.Seq
@@ -1184,14 +1216,18 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			s.budget.adjust(-overhead)
 		}
 		idx := st.index + k.seq
-		if k.seq > 0 && st.mode == ModeAppend {
-			// Another file of this append in the same directory needs an
+		if st.grouped || (k.seq > 0 && st.mode == ModeAppend) {
+			// A grouped append that outgrew the group limit, or another
+			// file of this append in the same directory: it needs an
 			// index of its own.
 			var err error
 			if idx, err = s.claimIndex(ctx, s.state(p), st.version, st.format); err != nil {
 				return err
 			}
 			st.claims = append(st.claims, idx)
+			if st.grouped {
+				st.grouped, st.index = false, idx
+			}
 		}
 		k.name = path.Join(vdir, k.dir, dataFileName(idx, st.format))
 		// The file's content is synced at its Commit, its name by the
@@ -1273,7 +1309,32 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		}
 		return nil
 	}
-	if len(st.by) == 0 {
+	// writeRoot writes fb into the unpartitioned file. Large batches go in
+	// slices, so that a row group ends near its size limit rather than a
+	// whole batch past it.
+	writeRoot := func(fb arrow.RecordBatch) error {
+		for off, n := int64(0), fb.NumRows(); off < n || n == 0; off += writeChunkRows {
+			part := fb
+			if n > writeChunkRows {
+				part = fb.NewSlice(off, min(n, off+writeChunkRows))
+			} else {
+				part.Retain()
+			}
+			k, werr := sinkOf("", nil)
+			if werr == nil {
+				werr = writeTo(k, part)
+			}
+			part.Release()
+			if werr != nil {
+				return wrapWrite(p, werr)
+			}
+			if n <= writeChunkRows {
+				break
+			}
+		}
+		return nil
+	}
+	if len(st.by) == 0 && !st.grouped {
 		k, err := sinkOf("", nil)
 		if err == nil {
 			err = openFile(k)
@@ -1296,26 +1357,26 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		if len(st.by) == 0 {
 			fb := toFileBatch(rec, fileSchema)
 			defer fb.Release()
-			// Large batches go in slices, so that a row group ends near
-			// its size limit rather than a whole batch past it.
-			for off, n := int64(0), fb.NumRows(); off < n || n == 0; off += writeChunkRows {
-				part := fb
-				if n > writeChunkRows {
-					part = fb.NewSlice(off, min(n, off+writeChunkRows))
-				} else {
-					part.Retain()
+			if st.grouped {
+				if s.holdPending(st, fb) {
+					return nil
 				}
-				k, werr := sinkOf("", nil)
-				if werr == nil {
-					werr = writeTo(k, part)
+				// Too large to share a file: it writes one of its own,
+				// starting with the rows it held.
+				held := s.takePending(st)
+				var werr error
+				for _, h := range held {
+					if werr == nil {
+						werr = writeRoot(h)
+					}
+					h.Release()
 				}
-				part.Release()
 				if werr != nil {
-					return wrapWrite(p, werr)
+					return werr
 				}
-				if n <= writeChunkRows {
-					break
-				}
+			}
+			if err := writeRoot(fb); err != nil {
+				return err
 			}
 		} else {
 			g, err := codec.GroupByPartition(ctx, rec, st.by)

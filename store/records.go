@@ -101,12 +101,32 @@ type CommitRecord struct {
 
 // FileRecord is one data file of a commit. Path is relative to the profile
 // directory ("v1/region=eu/0.parquet").
+//
+// A file that small appends of one commit cycle share (the cycle's leader
+// wrote their rows into one file: store/group.go) is listed by each of
+// their records with the record's own rows: Offset is where they start in
+// the file and FileRows is the file's row count (0 for a file of one
+// record's own). Bytes and SHA256 are always the whole file's.
 type FileRecord struct {
 	Path      string            `json:"path"`
 	Rows      int64             `json:"rows"`
 	Bytes     int64             `json:"bytes"`
 	SHA256    string            `json:"sha256"`
 	Partition map[string]string `json:"partition,omitempty"`
+	Offset    int64             `json:"offset,omitempty"`
+	FileRows  int64             `json:"file_rows,omitempty"`
+}
+
+// Shared reports whether f is a record's rows of a file other records
+// list too.
+func (f FileRecord) Shared() bool { return f.FileRows > 0 }
+
+// fileRows is the row count of the whole file f names.
+func (f FileRecord) fileRows() int64 {
+	if f.Shared() {
+		return f.FileRows
+	}
+	return f.Rows
 }
 
 // Line is the record's bytes as stored (nil for a record not read from or
@@ -212,8 +232,11 @@ func parseRecord(b []byte) (*CommitRecord, error) {
 		if !validFilePath(c.Version, f.Path) {
 			return nil, fmt.Errorf("file path %q is not a data file of %s", f.Path, c.Version)
 		}
-		if len(f.SHA256) != 64 || f.Rows < 0 || f.Bytes < 0 {
+		if len(f.SHA256) != 64 || f.Rows < 0 || f.Bytes < 0 || f.Offset < 0 || f.FileRows < 0 {
 			return nil, fmt.Errorf("bad file entry %q", f.Path)
+		}
+		if (f.Offset > 0 && !f.Shared()) || (f.Shared() && (f.Offset > f.FileRows-f.Rows || c.Mode != ModeAppend)) {
+			return nil, fmt.Errorf("bad shared file entry %q: rows %d at %d of %d", f.Path, f.Rows, f.Offset, f.FileRows)
 		}
 		sum += f.Rows
 	}

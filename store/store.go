@@ -77,6 +77,7 @@ type options struct {
 	autoCompact    AutoCompact
 	readAhead      int
 	cache          *ipccache.Cache
+	groupBytes     int64
 	memSet         bool // WithAllocator was given
 }
 
@@ -179,6 +180,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		partitionLimit: 4096,
 		lockStaleAfter: 10 * time.Minute,
 		putMemory:      DefaultPutMemory,
+		groupBytes:     DefaultGroupAppendBytes,
 	}
 	o.host, _ = os.Hostname()
 	for _, opt := range opts {

@@ -66,6 +66,7 @@ type serveConfig struct {
 	maxPutBytes  int64
 	memoryLimit  string
 	putMemory    string
+	groupAppend  string
 	autoCompact  int
 	compactSmall string
 	signingKey   string
@@ -209,6 +210,7 @@ environment. Once listening, serve prints "quiver: serving <data-dir> on
 	f.StringVar(&c.memoryLimit, "memory-limit", env("QUIVER_MEMORY_LIMIT", "auto"), "soft limit of the Go heap, e.g. 1GiB: the garbage collector works harder near it; auto: "+defaultMemoryLimitName+" unless GOMEMLIMIT is set (a 1 GB put then peaks under 300 MB RSS); off: none (env QUIVER_MEMORY_LIMIT)")
 	f.IntVar(&c.autoCompact, "auto-compact", 0, "compact a profile's latest version in the background once it holds more than this many small files (0: off)")
 	f.StringVar(&c.compactSmall, "auto-compact-small", env("QUIVER_AUTO_COMPACT_SMALL", "16MiB"), "with --auto-compact: the size under which a file counts as small (env QUIVER_AUTO_COMPACT_SMALL)")
+	f.StringVar(&c.groupAppend, "group-append-bytes", env("QUIVER_GROUP_APPEND_BYTES", "1MiB"), "an unpartitioned Parquet append of at most this much Arrow data is written by its commit cycle into one file shared with the cycle's other small appends, each keeping its own commit record; 0 gives every append a file of its own (env QUIVER_GROUP_APPEND_BYTES)")
 	f.StringVar(&c.putMemory, "put-memory", env("QUIVER_PUT_MEMORY", "128MiB"), "memory all puts' Parquet writers may hold together; over it they flush row groups early and finish the files of their least recently written partitions (env QUIVER_PUT_MEMORY)")
 	f.StringVar(&c.signingKey, "signing-key", env("QUIVER_SIGNING_KEY", ""), "ed25519 private key file (from quiver keygen): sign every commit record; auditors check with quiver verify --public-key (env QUIVER_SIGNING_KEY)")
 	f.BoolVar(&c.verifyReads, "verify-reads", false, "check each file's SHA-256 against its commit record before any of it is sent (a read of altered data fails with DATA_LOSS); reads then bypass the --cache-dir cache (it is neither read nor filled)")
@@ -272,6 +274,17 @@ func storeOptions(c serveConfig) ([]store.Option, error) {
 		return nil, errors.New("--lock-stale-after must be positive")
 	}
 	opts = append(opts, store.WithLockStaleAfter(c.lockStale))
+	if c.groupAppend != "" {
+		var n int64
+		var err error
+		if strings.TrimSpace(c.groupAppend) != "0" {
+			n, err = parseBytes(c.groupAppend)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--group-append-bytes %q: want a size such as 1MiB, or 0", c.groupAppend)
+		}
+		opts = append(opts, store.WithGroupAppendBytes(n))
+	}
 	if c.putMemory != "" {
 		n, err := parseBytes(c.putMemory)
 		if err != nil || n <= 0 {

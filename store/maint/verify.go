@@ -13,6 +13,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path"
+	"sort"
 	"time"
 
 	"github.com/quiverdb/quiver/store"
@@ -314,6 +315,7 @@ func verifyVersion(ctx context.Context, st *store.Store, in *store.Inspection, v
 		}
 		return nil
 	}
+	verifyShared(prof, vs, rep)
 	for _, e := range vs.Orphans {
 		if live && now.Sub(e.ModTime) < o.StaleAfter {
 			continue // perhaps a put of this server, still running
@@ -417,4 +419,41 @@ func sampled(seed int64, rel string, rate float64) bool {
 	h.Write(b[:])
 	h.Write([]byte(rel))
 	return float64(h.Sum64()>>11)/float64(1<<53) < rate
+}
+
+// verifyShared checks the files small appends of one commit cycle share:
+// the records listing one must agree on its size, hash and row count, and
+// their rows must cover it exactly once, in order. (Readers read such a
+// file whole; records that claimed other rows of it would vouch for rows
+// nobody put.)
+func verifyShared(prof string, vs *store.VersionState, rep *VerifyReport) {
+	byPath := map[string][]store.FileRecord{}
+	var order []string
+	for _, r := range vs.Records {
+		for _, f := range r.Files {
+			if !f.Shared() {
+				continue
+			}
+			if _, ok := byPath[f.Path]; !ok {
+				order = append(order, f.Path)
+			}
+			byPath[f.Path] = append(byPath[f.Path], f)
+		}
+	}
+	for _, name := range order {
+		fs := byPath[name]
+		sort.SliceStable(fs, func(i, j int) bool { return fs[i].Offset < fs[j].Offset })
+		var next int64
+		ok := true
+		for _, f := range fs {
+			if f.SHA256 != fs[0].SHA256 || f.Bytes != fs[0].Bytes || f.FileRows != fs[0].FileRows || f.Offset != next {
+				ok = false
+				break
+			}
+			next += f.Rows
+		}
+		if !ok || next != fs[0].FileRows {
+			rep.add(ProblemChain, path.Join(prof, name), "the commit records of the appends that share this file disagree on it, or do not cover its %d rows exactly once", fs[0].FileRows)
+		}
+	}
 }

@@ -1,0 +1,256 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/quiverdb/quiver/store/fsys"
+	"github.com/quiverdb/quiver/store/fsys/faultfs"
+)
+
+// queueAppends starts n appends to k (append i puts ids 100i+1..100i+rows,
+// request id "r<i>" for even i) while another writer (pyrosome: an empty
+// lock file) holds the profile's lock, waits until all of them wait in one
+// commit queue, and frees the lock. It returns each append's result.
+func queueAppends(t *testing.T, s *Store, fs *lockWaitFS, dir string, k []string, n, rows int) ([]*CommitRecord, []error) {
+	t.Helper()
+	lock := filepath.Join(dir, filepath.Join(k...), lockName)
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	recs, errs := make([]*CommitRecord, n), make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			vals := make([]int64, rows)
+			for j := range vals {
+				vals[j] = int64(100*i + j + 1)
+			}
+			rdr := ids(vals...)
+			defer rdr.Release()
+			o := PutOptions{Mode: ModeAppend}
+			if i%2 == 0 {
+				o.RequestID = fmt.Sprintf("r%d", i)
+			}
+			recs[i], errs[i] = s.Put(context.Background(), k, rdr, o)
+		})
+	}
+	<-fs.waiting
+	ps := s.state(profile{keys: k, dir: strings.Join(k, "/")})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		waiting := ps.commit.waiting.Load()
+		if waiting == int64(n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d appends wait for their commit", waiting, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	return recs, errs
+}
+
+func newLockWaitStore(t *testing.T, opts ...Option) (*Store, *lockWaitFS, string) {
+	t.Helper()
+	dir := t.TempDir()
+	l, err := fsys.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &lockWaitFS{FS: l, waiting: make(chan struct{})}
+	s, _ := newTestStore(t, append([]Option{WithFS(fs), WithLockTimeout(time.Minute)}, opts...)...)
+	return s, fs, dir
+}
+
+func parquetFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".parquet") && !strings.HasPrefix(d.Name(), ".") {
+			rel, _ := filepath.Rel(dir, p)
+			out = append(out, rel)
+		}
+		return nil
+	})
+	return out
+}
+
+// TestSmallAppendsShareAFile: appends that meet in one commit cycle are
+// written to one data file by the cycle, each keeping its own record (its
+// request id, rows, the file's SHA-256 and its rows' place in it). Reads,
+// a fresh process's reads, replays and lineage see each append once.
+func TestSmallAppendsShareAFile(t *testing.T) {
+	s, fs, dir := newLockWaitStore(t)
+	k := []string{"g"}
+	put(t, s, ModeWrite, k, ids(0), PutOptions{})
+	const n, rows = 8, 3
+	recs, errs := queueAppends(t, s, fs, dir, k, n, rows)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	// The cycle that waited for the lock took the appends that had
+	// arrived when it started (at least the first), the next cycle the
+	// rest: one or two files, each shared by the records of its cycle.
+	slices.SortFunc(recs, func(a, b *CommitRecord) int { return int(a.Seq - b.Seq) })
+	byPath := map[string][]*CommitRecord{}
+	for _, r := range recs {
+		if len(r.Files) != 1 || r.Rows != rows || r.Files[0].Rows != rows {
+			t.Fatalf("record %d: %+v", r.Seq, r)
+		}
+		byPath[r.Files[0].Path] = append(byPath[r.Files[0].Path], r)
+	}
+	if got := parquetFiles(t, dir); len(got) != 1+len(byPath) || len(byPath) > 2 {
+		t.Fatalf("data files %v for %d appends in %d files", got, n, len(byPath))
+	}
+	most := 0
+	for _, rs := range byPath {
+		most = max(most, len(rs))
+		var off int64
+		for _, r := range rs {
+			f := r.Files[0]
+			if len(rs) == 1 {
+				if f.Shared() {
+					t.Fatalf("record %d: %+v, a file of its own", r.Seq, f)
+				}
+				continue
+			}
+			if !f.Shared() || f.Offset != off || f.FileRows != int64(len(rs)*rows) || f.SHA256 != rs[0].Files[0].SHA256 || r.Index != rs[0].Index {
+				t.Fatalf("record %d: %+v (index %d), want rows %d at %d of %d of the shared file", r.Seq, f, r.Index, rows, off, len(rs)*rows)
+			}
+			off += rows
+		}
+	}
+	if most < n-1 {
+		t.Fatalf("at most %d appends of %d shared a file", most, n)
+	}
+	var want []int64
+	want = append(want, 0)
+	all := readIDs(t, s, k, Latest)
+	for _, r := range recs {
+		// Which append a record is: the ids at its place in the read.
+		at := 1 + rows*int(r.Seq-recs[0].Seq)
+		i := int(all[at] / 100)
+		if r.RequestID != "" && r.RequestID != fmt.Sprintf("r%d", i) {
+			t.Fatalf("record %d (%s) holds the rows of append %d", r.Seq, r.RequestID, i)
+		}
+		for j := range rows {
+			want = append(want, int64(100*i+j+1))
+		}
+	}
+	if !slices.Equal(all, want) {
+		t.Fatalf("read %v, want %v", all, want)
+	}
+	// A process that starts now reads the same.
+	s2, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readIDs(t, s2, k, Latest); !slices.Equal(got, want) {
+		t.Fatalf("a new process read %v, want %v", got, want)
+	}
+	_, vs, err := s2.Versions(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 1 || vs[0].Files != 1+len(byPath) || vs[0].Rows != int64(1+n*rows) {
+		t.Fatalf("versions %+v, want %d files and %d rows", vs, 1+len(byPath), 1+n*rows)
+	}
+	// A resend of an append of the group is answered with its record.
+	rdr := ids(1, 2, 3)
+	r, err := s2.Put(context.Background(), k, rdr, PutOptions{Mode: ModeAppend, RequestID: "r2"})
+	rdr.Release()
+	if err != nil || !r.Replayed || r.Seq != recs[slices.IndexFunc(recs, func(c *CommitRecord) bool { return c.RequestID == "r2" })].Seq {
+		t.Fatalf("replay: %+v, %v", r, err)
+	}
+	if got := readIDs(t, s2, k, Latest); len(got) != len(want) {
+		t.Fatalf("%d rows after the replay, want %d", len(got), len(want))
+	}
+}
+
+// TestLargeAppendWritesItsOwnFile: an append over the group limit writes
+// its own file as it streams; 0 turns sharing off.
+func TestLargeAppendWritesItsOwnFile(t *testing.T) {
+	for _, limit := range []int64{64, 0} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			s, fs, dir := newLockWaitStore(t, WithGroupAppendBytes(limit))
+			k := []string{"g"}
+			put(t, s, ModeWrite, k, ids(0), PutOptions{})
+			recs, errs := queueAppends(t, s, fs, dir, k, 4, 20)
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("append %d: %v", i, err)
+				}
+				if f := recs[i].Files[0]; f.Shared() || f.Rows != 20 {
+					t.Fatalf("append %d: %+v, want a file of its own", i, f)
+				}
+			}
+			if got := parquetFiles(t, dir); len(got) != 5 {
+				t.Fatalf("data files %v, want 5", got)
+			}
+			if got := readIDs(t, s, k, Latest); len(got) != 81 {
+				t.Fatalf("%d rows, want 81", len(got))
+			}
+		})
+	}
+}
+
+// TestSharedFileFailureLeavesNothing: when the shared file or the cycle's
+// log segment cannot be written (a full disk), every append of the cycle
+// fails with that error and leaves no file and no claim behind; the
+// retries commit once.
+func TestSharedFileFailureLeavesNothing(t *testing.T) {
+	for _, rule := range []faultfs.Rule{
+		{Op: faultfs.Write, Glob: "*.parquet", Err: syscall.ENOSPC},
+		{Op: faultfs.Commit, Glob: "*.parquet", Err: syscall.ENOSPC},
+		{Op: faultfs.CreateExclusive, Glob: "*" + segmentExt, Err: syscall.ENOSPC},
+	} {
+		t.Run(fmt.Sprint(rule.Op, rule.Glob), func(t *testing.T) {
+			dir := t.TempDir()
+			l, err := fsys.NewLocal(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ff := faultfs.New(l)
+			fs := &lockWaitFS{FS: ff, waiting: make(chan struct{})}
+			s, _ := newTestStore(t, WithFS(fs), WithLockTimeout(time.Minute))
+			k := []string{"g"}
+			put(t, s, ModeWrite, k, ids(0), PutOptions{})
+			before := hashTree(t, dir)
+			ff.Add(rule)
+			_, errs := queueAppends(t, s, fs, dir, k, 4, 2)
+			for i, err := range errs {
+				if !errors.Is(err, syscall.ENOSPC) {
+					t.Fatalf("append %d: %v, want ENOSPC", i, err)
+				}
+			}
+			assertOnlyClaims(t, before, hashTree(t, dir), 0)
+			if got := readIDs(t, s, k, Latest); !slices.Equal(got, []int64{0}) {
+				t.Fatalf("read %v", got)
+			}
+			ff.Clear()
+			fs.once, fs.waiting = sync.Once{}, make(chan struct{})
+			if _, errs = queueAppends(t, s, fs, dir, k, 4, 2); errors.Join(errs...) != nil {
+				t.Fatal(errors.Join(errs...))
+			}
+			if got := readIDs(t, s, k, Latest); len(got) != 9 {
+				t.Fatalf("%d rows after the retries, want 9", len(got))
+			}
+		})
+	}
+}
