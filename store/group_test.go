@@ -136,7 +136,7 @@ func TestSmallAppendsShareAFile(t *testing.T) {
 			off += rows
 		}
 	}
-	if most < n-1 {
+	if most < n/2 { // two cycles at most
 		t.Fatalf("at most %d appends of %d shared a file", most, n)
 	}
 	var want []int64
