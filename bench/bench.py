@@ -730,13 +730,15 @@ def source_reader():
 
 
 def append_cases():
-    for writers in (1, 8, 32):
+    # The default (small appends of a commit cycle share one data file)
+    # and, side by side, one file per append (--group-append-bytes 0).
+    for writers, shared in ((1, True), (8, True), (32, True), (1, False), (32, False)):
         # A fresh profile each run: the data dir is reused between runs,
         # and every server start sweeps it (a profile grown by tens of
         # thousands of appends over many runs made that sweep compete
         # with the next cases' puts).
         shutil.rmtree(os.path.join(data_dir(), "bench", f"appends{writers}"), ignore_errors=True)
-        q = start_quiver()
+        q = start_quiver() if shared else start_quiver("--group-append-bytes", "0")
         try:
             q.sampler.start()
             out = subprocess.run([FLIGHTBENCH, "append", "-addr", q.addr, "-path", f"bench/appends{writers}",
@@ -748,7 +750,8 @@ def append_cases():
         r = json.loads(out)
         log(f"appends x{writers}: {r}")
         RESULTS.append({
-            "case": "small appends (1,000 rows)", "variant": f"quiver, {writers} writer{'s' if writers > 1 else ''}",
+            "case": "small appends (1,000 rows)",
+            "variant": f"quiver, {writers} writer{'s' if writers > 1 else ''}{'' if shared else ', a file per append'}",
             "what": f"{APPEND_S:g} s run", "reps": 1, "median_s": r["seconds"], "rows": r["rows"], "bytes": None,
             "rows_per_s": r["rows"] / r["seconds"], "mib_per_s": None, "appends_per_s": r["per_s"],
             "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "errors": r["errors"], "appends": r["appends"],
