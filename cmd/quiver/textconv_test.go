@@ -377,6 +377,8 @@ func TestTypedTextAttacks(t *testing.T) {
 		{"an early misfit in NDJSON", "a.ndjson", `{"c":1}` + "\n" + `{"c":"x"}` + "\n", one(f64),
 			`error:NDJSON line 2: column "c" holds "x", which does not fit float64, its type in t/p: a string where a number should be`},
 		{"a CSV row of too many fields", "a.csv", "c\n1,2\n", one(f64), "error:CSV line 2: a row with another number of fields"},
+		{"a new key that differs from a column in case", "a.ndjson", `{"C":1}` + "\n", one(f64),
+			`error:NDJSON line 1: key "C" is not a column of t/p, but "c" is (keys are case-sensitive)`},
 		{"a new column of nested values", "a.ndjson", `{"c":1,"x":{"a":1}}` + "\n", one(f64), "error:holds a nested value"},
 		{"a late new key", "a.ndjson", strings.Repeat(`{"c":1}`+"\n", 1000) + `{"c":1,"x":2}` + "\n", one(f64),
 			`error:NDJSON line 1001: key "x" is not a column: not one of t/p (c), nor one of the keys the first 1000 objects add ()`},

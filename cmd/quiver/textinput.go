@@ -307,8 +307,10 @@ func (in *csvInput) typed(i int, v string) error {
 		b.AppendNull()
 		return nil
 	}
-	err := c.cannot()
-	if c.text != nil {
+	var err error
+	if c.text == nil {
+		err = c.cannot()
+	} else {
 		err = c.text(b, v)
 	}
 	if err != nil {
@@ -848,6 +850,9 @@ func (f *ndjsonInference) add(line []byte) error {
 		}
 		old, seen := f.kinds[key]
 		if !seen {
+			if err := f.likeProfileColumn(key); err != nil {
+				return err
+			}
 			f.names = append(f.names, key)
 		}
 		if old != kindUnknown && v.kind != kindUnknown && old.widen(v.kind) == kindString && old != v.kind {
@@ -856,6 +861,22 @@ func (f *ndjsonInference) add(line []byte) error {
 		f.kinds[key] = old.widen(v.kind)
 		return nil
 	})
+}
+
+// likeProfileColumn refuses a key that would be a new column but differs
+// from one of the profile's only in case: the profile's column would be
+// null in every row, and the new one, under a higher schema version,
+// added beside it.
+func (f *ndjsonInference) likeProfileColumn(key string) error {
+	if f.target == nil {
+		return nil
+	}
+	for _, c := range f.target.schema.Fields() {
+		if strings.EqualFold(c.Name, key) {
+			return fmt.Errorf("key %s is not a column of %s, but %s is (keys are case-sensitive)", quoteKey(key), f.target.name, quoteKey(c.Name))
+		}
+	}
+	return nil
 }
 
 // release frees the scratch builders.
