@@ -488,3 +488,58 @@ func readText(mem memory.Allocator, c *valueConv, v string) (arrow.Array, error)
 	}
 	return b.NewArray(), nil
 }
+
+// TestTypedTextOddTypes: a profile column of a type text has no form for
+// (unions, run-end encoded, intervals, structs, maps, list views) takes
+// nulls, from an empty CSV field, JSON null or an absent key, and refuses
+// any value with a clear error; none makes the reader panic.
+func TestTypedTextOddTypes(t *testing.T) {
+	for _, typ := range []arrow.DataType{
+		arrow.ListViewOf(i64), arrow.LargeListViewOf(i64), arrow.RunEndEncodedOf(arrow.PrimitiveTypes.Int32, str),
+		arrow.DenseUnionOf([]arrow.Field{{Name: "a", Type: i64, Nullable: true}}, []arrow.UnionTypeCode{0}),
+		arrow.SparseUnionOf([]arrow.Field{{Name: "a", Type: i64, Nullable: true}}, []arrow.UnionTypeCode{0}),
+		arrow.FixedWidthTypes.MonthInterval, arrow.FixedWidthTypes.DayTimeInterval, arrow.FixedWidthTypes.MonthDayNanoInterval,
+		arrow.StructOf(arrow.Field{Name: "a", Type: i64}), arrow.MapOf(str, i64), arrow.FixedWidthTypes.Duration_ns,
+		arrow.ListOf(arrow.StructOf(arrow.Field{Name: "a", Type: i64})),
+	} {
+		sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: i64, Nullable: true}, {Name: "c", Type: typ, Nullable: true}}, nil)
+		for _, in := range []struct{ name, body string }{
+			{"a.csv", "id,c\n1,\n"},
+			{"a.ndjson", `{"id":1}` + "\n" + `{"id":1,"c":null}` + "\n"},
+		} {
+			rows, err := readRows(t, in.name, in.body, sc)
+			if err != nil || rows != strings.Count(in.body, "\n")-1+strings.Count(in.name, "ndjson") {
+				t.Errorf("%s %s: %d rows, %v", typ, in.name, rows, err)
+			}
+		}
+		want := "which does not fit " + typ.String() + ", its type in t/p: "
+		if _, err := readRows(t, "a.csv", "id,c\n1,0\n", sc); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", typ, err)
+		}
+		if _, err := readRows(t, "a.ndjson", `{"c":[{"a":1}]}`+"\n", sc); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", typ, err)
+		}
+	}
+}
+
+// readRows reads body as readAs does and counts the rows.
+func readRows(t *testing.T, name, body string, sc *arrow.Schema) (int, error) {
+	t.Helper()
+	p := write(t, name, body)
+	format, err := inputFormat(p, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	in, err := openInputAs(t.Context(), p, format, mem, nil, &profileTypes{name: "t/p", schema: sc})
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	n := 0
+	for in.rdr.Next() {
+		n += int(in.rdr.RecordBatch().NumRows())
+	}
+	return n, in.rdr.Err()
+}
