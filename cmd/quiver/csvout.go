@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"unicode"
 	"unicode/utf8"
@@ -21,8 +22,10 @@ import (
 //
 //   - a value whose text is empty (the string "", an empty binary) is
 //     written as "", and null as an empty field, as pyarrow writes them,
-//     so that readers tell the two apart (red team round 12's c04); in a
-//     list likewise: ["", null] is {"",};
+//     so that readers tell the two apart (red team round 12's c04);
+//   - a list is a JSON array (listFormat), in which [] and [null] differ
+//     (red team round 13's e06), not arrow-go's {…}, which writes both
+//     as {};
 //   - the header line is written even when no row is (c08), by Close.
 //
 // Rows are built in a buffer and written to the io.Writer whole, once the
@@ -273,31 +276,124 @@ func cellFormat(col arrow.Array) (cellFunc, error) {
 	return nil, fmt.Errorf("%s has no CSV form", col.DataType())
 }
 
-// listFormat formats a list as arrow-go writes it, {e1,e2,…}: its elements
-// as the fields of a CSV line between braces, with "" for an element whose
-// text is empty and nothing for a null one.
+// listFormat formats a list as a JSON array (red team round 13, e06):
+// [] is the empty list, [null] a list of one null, and a null list is an
+// empty field, so that the three differ; arrow-go's {e1,e2,…}, written
+// before, wrote both [] and [null] as {}, and no CSV reader parses it.
+// Elements are written by jsonFormat; quiver put reads the arrays back
+// into a profile's list columns (textconv.go).
 func listFormat(a array.ListLike) (cellFunc, error) {
-	elem, err := cellFormat(a.ListValues())
+	elem, err := jsonFormat(a.ListValues())
 	if err != nil {
 		return nil, err
 	}
-	var scratch []byte // an element's text; each nesting level has its own
 	return func(buf *[]byte, i int) ([]byte, bool) {
 		if a.IsNull(i) {
 			return nil, true
 		}
-		start, end := a.ValueOffsets(i)
-		dst := append((*buf)[:0], '{')
-		for k := start; k < end; k++ {
-			if k > start {
-				dst = append(dst, ',')
-			}
-			text, null := elem(&scratch, int(k))
-			dst = appendField(dst, text, null)
-		}
-		*buf = append(dst, '}')
+		*buf = appendJSONList(a, elem, (*buf)[:0], i)
 		return *buf, false
 	}, nil
+}
+
+// appendJSONList appends list i of a as a JSON array of its elements.
+func appendJSONList(a array.ListLike, elem func(dst []byte, i int) []byte, dst []byte, i int) []byte {
+	start, end := a.ValueOffsets(i)
+	dst = append(dst, '[')
+	for k := start; k < end; k++ {
+		if k > start {
+			dst = append(dst, ',')
+		}
+		dst = elem(dst, int(k))
+	}
+	return append(dst, ']')
+}
+
+// jsonFormat formats the values of col as JSON, null as null: numbers and
+// booleans as their CSV text (a float's NaN and infinities, which JSON
+// lacks, as NaN, Infinity and -Infinity, as Python's json module writes
+// and reads them); strings, and the CSV text of binary (base64), dates,
+// timestamps and extension values, as JSON strings; lists as arrays.
+func jsonFormat(col arrow.Array) (func(dst []byte, i int) []byte, error) {
+	var float func(i int) float64
+	switch a := col.(type) {
+	case array.ExtensionArray:
+	case array.ListLike:
+		elem, err := jsonFormat(a.ListValues())
+		if err != nil {
+			return nil, err
+		}
+		return func(dst []byte, i int) []byte {
+			if a.IsNull(i) {
+				return append(dst, "null"...)
+			}
+			return appendJSONList(a, elem, dst, i)
+		}, nil
+	case *array.Float16:
+		float = func(i int) float64 { return float64(a.Value(i).Float32()) }
+	case *array.Float32:
+		float = func(i int) float64 { return float64(a.Value(i)) }
+	case *array.Float64:
+		float = a.Value
+	}
+	cell, err := cellFormat(col)
+	if err != nil {
+		return nil, err
+	}
+	quote := false
+	switch col.DataType().ID() {
+	case arrow.NULL, arrow.BOOL, arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64,
+		arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64, arrow.DECIMAL128, arrow.DECIMAL256,
+		arrow.FLOAT16, arrow.FLOAT32, arrow.FLOAT64:
+	default:
+		quote = true
+	}
+	var scratch []byte
+	return func(dst []byte, i int) []byte {
+		text, null := cell(&scratch, i)
+		switch {
+		case null:
+			return append(dst, "null"...)
+		case float != nil:
+			switch f := float(i); {
+			case math.IsNaN(f):
+				return append(dst, "NaN"...)
+			case math.IsInf(f, 1):
+				return append(dst, "Infinity"...)
+			case math.IsInf(f, -1):
+				return append(dst, "-Infinity"...)
+			}
+		case quote:
+			return appendJSONString(dst, text)
+		}
+		return append(dst, text...)
+	}, nil
+}
+
+// appendJSONString appends s as a JSON string: '"', '\\' and the control
+// characters escaped, every other byte as it is (a string that is not
+// UTF-8 stays so: JSON cannot say otherwise, and replacing the bytes would
+// change the value).
+func appendJSONString(dst, s []byte) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for _, c := range s {
+		switch {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c == '\n':
+			dst = append(dst, '\\', 'n')
+		case c == '\r':
+			dst = append(dst, '\\', 'r')
+		case c == '\t':
+			dst = append(dst, '\\', 't')
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
 }
 
 // timestampFormat formats as arrow-go's CSV writer: "2006-01-02

@@ -65,7 +65,11 @@ this output is incomplete"). Check the exit status all the same.
 
 CSV has a header line (also when no row matches), quotes a field as
 encoding/csv does, and writes null as an empty field and an empty string as
-"" (as pyarrow does); binary values are base64, lists {a,b}.
+"" (as pyarrow does); binary values are base64. A list is a JSON array
+([1,null,3]; [] is the empty list, [null] a list of one null), its strings,
+dates, timestamps and base64 binary JSON strings, NaN and infinities NaN,
+Infinity and -Infinity (as Python's json module writes them); quiver put
+reads these arrays back into a profile's list columns.
 
 --where keeps only the rows that match a filter such as
 "region = 'eu' and total > 100": columns bare or "double-quoted", strings

@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	stdcsv "encoding/csv"
+	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -29,8 +32,8 @@ func TestGetCSVSink(t *testing.T) {
 		{"string", str, `[{"c":"eu"},{"c":null},{"c":"us"},{"c":"eu"}]`, "c\neu\n\nus\neu\n"},
 		{"int64", i64, `[{"c":7},{"c":-1},{"c":null}]`, "c\n7\n-1\n\n"},
 		{"float64", f64, `[{"c":0.5},{"c":-0.0}]`, "c\n0.5\n-0\n"},
-		{"list", arrow.ListOf(str), `[{"c":["a","b"]},{"c":[]},{"c":null}]`, "c\n\"{a,b}\"\n{}\n\n"},
-		{"large_list", arrow.LargeListOf(i64), `[{"c":[1]},{"c":[2,2]}]`, "c\n{1}\n\"{2,2}\"\n"},
+		{"list", arrow.ListOf(str), `[{"c":["a","b"]},{"c":[]},{"c":null}]`, "c\n\"[\"\"a\"\",\"\"b\"\"]\"\n[]\n\n"},
+		{"large_list", arrow.LargeListOf(i64), `[{"c":[1]},{"c":[2,2]}]`, "c\n[1]\n\"[2,2]\"\n"},
 		{"plain", arrow.BinaryTypes.String, `[{"c":"x"}]`, "c\nx\n"},
 		{"struct", arrow.StructOf(arrow.Field{Name: "d", Type: str, Nullable: true}), `[{"c":{"d":"a"}}]`, `error:"c" (struct`},
 		{"time32", arrow.FixedWidthTypes.Time32s, `[{"c":"00:00:01"}]`, `error:"c" (time32`},
@@ -94,11 +97,12 @@ func TestGetCSVEmptyAndNull(t *testing.T) {
 		{"large_binary", arrow.BinaryTypes.LargeBinary, `[{"c":""},{"c":null}]`, "c\n\"\"\n\n"},
 		{"dictionary<binary>", dict(arrow.BinaryTypes.Binary), `[{"c":""},{"c":null}]`, "c\n\"\"\n\n"},
 		{"fixed_size_binary[0]", &arrow.FixedSizeBinaryType{ByteWidth: 0}, `[{"c":""},{"c":null}]`, "c\n\"\"\n\n"},
+		// lists are JSON arrays (TestGetCSVListsAreJSON)
 		{"list<string>", arrow.ListOf(arrow.BinaryTypes.String), `[{"c":["",null,"a"]},{"c":[""]},{"c":[]},{"c":null}]`,
-			"c\n\"{\"\"\"\",,a}\"\n\"{\"\"\"\"}\"\n{}\n\n"},
-		{"list<dictionary<string>>", arrow.ListOf(dict(arrow.BinaryTypes.String)), `[{"c":["","b"]}]`, "c\n\"{\"\"\"\",b}\"\n"},
+			"c\n\"[\"\"\"\",null,\"\"a\"\"]\"\n\"[\"\"\"\"]\"\n[]\n\n"},
+		{"list<dictionary<string>>", arrow.ListOf(dict(arrow.BinaryTypes.String)), `[{"c":["","b"]}]`, "c\n\"[\"\"\"\",\"\"b\"\"]\"\n"},
 		{"list<list<string>>", arrow.ListOf(arrow.ListOf(arrow.BinaryTypes.String)), `[{"c":[[""],["a","b"]]}]`,
-			"c\n\"{\"\"{\"\"\"\"\"\"\"\"}\"\",\"\"{a,b}\"\"}\"\n"},
+			"c\n\"[[\"\"\"\"],[\"\"a\"\",\"\"b\"\"]]\"\n"},
 		{"quotes", arrow.BinaryTypes.String, `[{"c":"\""},{"c":"a,b"},{"c":"x\ny"},{"c":"\r"},{"c":" lead"},{"c":"\\."},{"c":"\"\""}]`,
 			"c\n\"\"\"\"\n\"a,b\"\n\"x\ny\"\n\"\r\"\n\" lead\"\n\"\\.\"\n\"\"\"\"\"\"\n"},
 	}
@@ -138,7 +142,8 @@ func TestGetCSVHeader(t *testing.T) {
 
 // TestGetCSVMatchesArrowGo: where no value is empty, the CSV sink writes
 // the bytes arrow-go's CSV writer (which it replaced) writes, for every
-// type it formats.
+// type it formats but lists (JSON arrays, not arrow-go's {…}:
+// TestGetCSVListsAreJSON).
 func TestGetCSVMatchesArrowGo(t *testing.T) {
 	tsTZ := &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "Asia/Kolkata"}
 	fields := []arrow.Field{
@@ -166,22 +171,19 @@ func TestGetCSVMatchesArrowGo(t *testing.T) {
 		{Name: "lbin", Type: arrow.BinaryTypes.LargeBinary, Nullable: true},
 		{Name: "fsb", Type: &arrow.FixedSizeBinaryType{ByteWidth: 2}, Nullable: true},
 		{Name: "null", Type: arrow.Null, Nullable: true},
-		{Name: "list", Type: arrow.ListOf(arrow.PrimitiveTypes.Int64), Nullable: true},
-		{Name: "llist", Type: arrow.LargeListOf(arrow.BinaryTypes.String), Nullable: true},
-		{Name: "fsl", Type: arrow.FixedSizeListOf(2, arrow.PrimitiveTypes.Float64), Nullable: true},
 	}
 	rows := `[
 	{"bool":true,"i8":-8,"i16":-16,"i32":-32,"i64":-64,"u8":8,"u16":16,"u32":32,"u64":18446744073709551615,
 	 "f16":1.5,"f32":0.1,"f64":-2.5e-300,"s":"a,\"b\"\nc","ls":" x","d32":"2024-01-31","d64":"2024-02-29",
 	 "ts":1706702400123456789,"tstz":1706702400000000,"dec":"12.345","dec256":"-1.50",
-	 "bin":"AAE=","lbin":"/w==","fsb":"AAE=","null":null,"list":[1,null,3],"llist":["a b","c,d"],"fsl":[0.5,1]},
+	 "bin":"AAE=","lbin":"/w==","fsb":"AAE=","null":null},
 	{"bool":null,"i8":null,"i16":null,"i32":null,"i64":null,"u8":null,"u16":null,"u32":null,"u64":null,
 	 "f16":null,"f32":null,"f64":null,"s":null,"ls":null,"d32":null,"d64":null,"ts":null,"tstz":null,"dec":null,
-	 "dec256":null,"bin":null,"lbin":null,"fsb":null,"null":null,"list":null,"llist":null,"fsl":null},
+	 "dec256":null,"bin":null,"lbin":null,"fsb":null,"null":null},
 	{"bool":false,"i8":127,"i16":0,"i32":0,"i64":9223372036854775807,"u8":0,"u16":0,"u32":0,"u64":0,
 	 "f16":-0.0,"f32":3.4e38,"f64":1e300,"s":"\\.","ls":"plain","d32":"1970-01-01","d64":"1970-01-01",
 	 "ts":0,"tstz":300000000000000000,"dec":"0","dec256":"0",
-	 "bin":"YQ==","lbin":"YQ==","fsb":"//8=","null":null,"list":[],"llist":[],"fsl":null}
+	 "bin":"YQ==","lbin":"YQ==","fsb":"//8=","null":null}
 	]`
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
@@ -334,4 +336,74 @@ type countWriter int64
 func (c *countWriter) Write(p []byte) (int, error) {
 	*c += countWriter(len(p))
 	return len(p), nil
+}
+
+// TestGetCSVListsAreJSON (red team round 13's e06): a list is a JSON array
+// of its elements, so that [] and [null] differ (arrow-go's {…} wrote {}
+// for both) and put reads it back: numbers and booleans bare, NaN and the
+// infinities as Python's json writes them, strings (escaped as JSON),
+// base64 binary, dates and timestamps as JSON strings, nested lists as
+// arrays, null as null; a null list is an empty field.
+func TestGetCSVListsAreJSON(t *testing.T) {
+	cases := []struct {
+		name string
+		dt   arrow.DataType
+		rows string
+		want []string // each row's field, unquoted
+	}{
+		{"int64", arrow.ListOf(arrow.PrimitiveTypes.Int64), `[{"c":[]},{"c":[null]},{"c":[null,null]},{"c":null},{"c":[1,-2]}]`,
+			[]string{"[]", "[null]", "[null,null]", "", "[1,-2]"}},
+		{"string", arrow.ListOf(arrow.BinaryTypes.String), `[{"c":[]},{"c":[null]},{"c":[""]},{"c":["a\"b\\c\n\t\u0001é,"]}]`,
+			[]string{"[]", "[null]", `[""]`, `["a\"b\\c\n\t\u0001é,"]`}},
+		{"float64", arrow.ListOf(arrow.PrimitiveTypes.Float64), `[{"c":[0.5,-0.0,1e300,null]}]`, []string{"[0.5,-0,1e+300,null]"}},
+		{"float32", arrow.ListOf(arrow.PrimitiveTypes.Float32), `[{"c":[0.1]}]`, []string{"[0.1]"}},
+		{"bool", arrow.ListOf(arrow.FixedWidthTypes.Boolean), `[{"c":[true,false,null]}]`, []string{"[true,false,null]"}},
+		{"binary", arrow.ListOf(arrow.BinaryTypes.Binary), `[{"c":["AP8=",""]}]`, []string{`["AP8=",""]`}},
+		{"date32", arrow.ListOf(arrow.FixedWidthTypes.Date32), `[{"c":["2024-02-29"]}]`, []string{`["2024-02-29"]`}},
+		{"timestamp", arrow.ListOf(&arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "Europe/Paris"}), `[{"c":[0]}]`,
+			[]string{`["1970-01-01 01:00:00+01:00"]`}},
+		{"decimal", arrow.ListOf(&arrow.Decimal128Type{Precision: 5, Scale: 2}), `[{"c":["1.50","-0.01"]}]`, []string{"[1.50,-0.01]"}},
+		{"null", arrow.ListOf(arrow.Null), `[{"c":[null]},{"c":[]}]`, []string{"[null]", "[]"}},
+		{"nested", arrow.ListOf(arrow.ListOf(arrow.PrimitiveTypes.Int8)), `[{"c":[[],[null],null,[1]]}]`, []string{"[[],[null],null,[1]]"}},
+		{"fixed size", arrow.FixedSizeListOf(2, arrow.PrimitiveTypes.Int32), `[{"c":[1,null]}]`, []string{"[1,null]"}},
+		{"dictionary", arrow.ListOf(&arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.BinaryTypes.String}),
+			`[{"c":["a",null,"a"]}]`, []string{`["a",null,"a"]`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// (A column before c: a line of one empty field is skipped by
+			// CSV readers.)
+			got := writeCSVSink(t, []arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true}, {Name: "c", Type: c.dt, Nullable: true}}, c.rows)
+			recs, err := stdcsv.NewReader(strings.NewReader(got)).ReadAll()
+			if err != nil || len(recs) != len(c.want)+1 {
+				t.Fatalf("CSV %q", got)
+			}
+			for i, w := range c.want {
+				if recs[i+1][1] != w {
+					t.Errorf("row %d: %s, want %s", i+1, recs[i+1][1], w)
+				}
+				if w != "" && !json.Valid([]byte(w)) {
+					t.Errorf("row %d: %s is not JSON", i+1, w)
+				}
+			}
+		})
+	}
+	// NaN and the infinities, which JSON lacks, as Python's json writes
+	// them.
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	lb := array.NewListBuilder(mem, arrow.PrimitiveTypes.Float64)
+	defer lb.Release()
+	lb.Append(true)
+	lb.ValueBuilder().(*array.Float64Builder).AppendValues([]float64{math.NaN(), math.Inf(1), math.Inf(-1)}, nil)
+	a := lb.NewArray()
+	defer a.Release()
+	cell, err := cellFormat(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf []byte
+	if text, _ := cell(&buf, 0); string(text) != "[NaN,Infinity,-Infinity]" {
+		t.Fatalf("%s", text)
+	}
 }

@@ -97,9 +97,23 @@ func (in *input) Close() error {
 	return nil
 }
 
+// profileTypes is the schema of the profile an append of CSV or NDJSON
+// goes to: its columns are read as their types in the profile, not
+// inferred (textconv.go).
+type profileTypes struct {
+	name   string // the profile, for messages
+	schema *arrow.Schema
+}
+
 // openInput opens path as format. Only the schema (and for CSV and NDJSON
 // the first inferRows rows) is read here; the rest streams.
 func openInput(ctx context.Context, path, format string, mem memory.Allocator, prog *progress) (*input, error) {
+	return openInputAs(ctx, path, format, mem, prog, nil)
+}
+
+// openInputAs is openInput with the CSV or NDJSON file read as the types of
+// target, the profile it is appended to (nil: inferred).
+func openInputAs(ctx context.Context, path, format string, mem memory.Allocator, prog *progress, target *profileTypes) (*input, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -110,11 +124,11 @@ func openInput(ctx context.Context, path, format string, mem memory.Allocator, p
 	case fmtParquet:
 		err = in.openParquet(ctx, src, mem)
 	case fmtCSV:
-		err = in.openCSV(src, mem)
+		err = in.openCSV(src, mem, target)
 	case fmtArrow:
 		err = in.openArrow(src, mem)
 	case fmtNDJSON:
-		err = in.openNDJSON(src, mem)
+		err = in.openNDJSON(src, mem, target)
 	default:
 		err = fmt.Errorf("unknown format %q", format)
 	}
@@ -219,7 +233,13 @@ func (r *ipcFileReader) Next() bool {
 // checked by the same rule (csvInput): a later field that would have given
 // its column another type, or a row with more fields than the header, is
 // refused, naming its line.
-func (in *input) openCSV(src io.Reader, mem memory.Allocator) error {
+//
+// Appended to a profile (target), the file's columns that the profile has
+// are read as the profile's types instead, and go in the profile's order,
+// followed by the file's other columns (inferred: new columns, which the
+// server takes under a higher schema version). The header must name every
+// column of the profile, as an Arrow put must carry them.
+func (in *input) openCSV(src io.Reader, mem memory.Allocator, target *profileTypes) error {
 	r, err := skipBOM(src)
 	if err != nil {
 		return fmt.Errorf("CSV: %w", err)
@@ -238,12 +258,67 @@ func (in *input) openCSV(src io.Reader, mem memory.Allocator) error {
 		return errors.New("no CSV header row")
 	}
 	recs.rewind()
-	rdr, err := newCSVInput(recs, sc, batchRows, mem)
+	var rdr *csvInput
+	if target == nil {
+		rdr, err = newCSVInput(recs, sc, batchRows, mem)
+	} else {
+		out, convs, typed, terr := typedCSVColumns(sc, target)
+		if terr != nil {
+			return terr
+		}
+		rdr, err = newTypedCSVInput(recs, typed, out, convs, target.name, batchRows, mem)
+	}
 	if err != nil {
 		return err
 	}
 	in.rdr = rdr
 	return nil
+}
+
+// typedCSVColumns lays out a CSV file whose header and inferred types are
+// sc for an append to target: the profile's columns in its order, as its
+// types, then the file's other columns as inferred. out is the column of
+// each field of a record, convs its reader (nil: inferred). A profile
+// column the header lacks is an error, as the server's for an Arrow put.
+func typedCSVColumns(sc *arrow.Schema, target *profileTypes) (out []int, convs []*valueConv, typed *arrow.Schema, err error) {
+	pos := make(map[string]int, sc.NumFields())
+	for i, f := range sc.Fields() {
+		pos[f.Name] = i
+	}
+	var missing []string
+	for _, f := range target.schema.Fields() {
+		if _, ok := pos[f.Name]; !ok {
+			missing = append(missing, f.Name)
+		}
+	}
+	if len(missing) > 0 {
+		var like string
+		for _, m := range missing {
+			for _, f := range sc.Fields() {
+				if strings.EqualFold(f.Name, m) {
+					like = fmt.Sprintf(" (column names are case-sensitive: the header has %q, the profile %q)", f.Name, m)
+					break
+				}
+			}
+		}
+		return nil, nil, nil, fmt.Errorf("the CSV header does not match the columns of %s: it lacks %s%s; an append carries every column of the profile "+
+			"(its columns are never dropped): add them, with empty fields for nulls, or put with --mode write for a new schema",
+			target.name, codec.QuoteNames(missing), like)
+	}
+	out = make([]int, sc.NumFields())
+	convs = make([]*valueConv, sc.NumFields())
+	fields := target.schema.Fields()
+	for j, f := range fields {
+		i := pos[f.Name]
+		out[i], convs[i] = j, newValueConv(f.Type, f.Nullable)
+	}
+	for i, f := range sc.Fields() {
+		if convs[i] == nil {
+			out[i] = len(fields)
+			fields = append(fields, f)
+		}
+	}
+	return out, convs, arrow.NewSchema(fields, nil), nil
 }
 
 // openNDJSON reads newline-delimited JSON objects, one a line (after a
@@ -255,7 +330,14 @@ func (in *input) openCSV(src io.Reader, mem memory.Allocator) error {
 // JSON type than its column's, is refused, naming its line, never dropped
 // or converted. Nested objects and arrays are refused with a clear error:
 // for nested data use Parquet or Arrow IPC, which carry their schema.
-func (in *input) openNDJSON(src io.Reader, mem memory.Allocator) error {
+//
+// Appended to a profile (target), the profile's columns come first, in its
+// order and as its types, whatever keys the objects have (a key an object
+// lacks is null, as in any NDJSON object); the keys that are not the
+// profile's columns follow, inferred from the first inferRows objects as
+// above (new columns, which the server takes under a higher schema
+// version).
+func (in *input) openNDJSON(src io.Reader, mem memory.Allocator, target *profileTypes) error {
 	r, err := skipBOM(src)
 	if err != nil {
 		return fmt.Errorf("NDJSON: %w", err)
@@ -263,6 +345,15 @@ func (in *input) openNDJSON(src io.Reader, mem memory.Allocator) error {
 	lines := newNDJSONLines(r, maxRecordBytes)
 	lines.keep = true // given again to the reader: the file is read once
 	var inf ndjsonInference
+	if target != nil {
+		inf.target, inf.mem = target, mem
+		inf.convs, inf.scratch = map[string]*valueConv{}, map[string]array.Builder{}
+		for _, f := range target.schema.Fields() {
+			inf.convs[f.Name] = newValueConv(f.Type, f.Nullable)
+		}
+		defer inf.release()
+	}
+	objects := 0
 	for n := 0; n < inferRows; {
 		b, err := lines.next()
 		if errors.Is(err, io.EOF) {
@@ -273,12 +364,13 @@ func (in *input) openNDJSON(src io.Reader, mem memory.Allocator) error {
 		}
 		if !isJSONBlank(b) {
 			n++
+			objects++
 			if err := inf.add(b); err != nil {
 				return fmt.Errorf("NDJSON line %d: %w", lines.line, err)
 			}
 		}
 	}
-	if len(inf.names) == 0 {
+	if len(inf.names) == 0 && (target == nil || objects == 0) {
 		return errors.New("NDJSON: no objects to take columns from")
 	}
 	lines.rewind()

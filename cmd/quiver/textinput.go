@@ -13,6 +13,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	stdcsv "encoding/csv"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/quiverdb/quiver/store/codec"
 )
@@ -94,17 +96,69 @@ type recordReader struct {
 	refs   atomic.Int64
 	schema *arrow.Schema
 	bldr   *array.RecordBuilder
+	mem    memory.Allocator
+	encode bool  // the builder builds sc's dictionaries as their values
+	rows   int64 // in the batches read so far
 	chunk  int
 	cur    arrow.RecordBatch
 	err    error
 	eof    bool
 }
 
+// newRecordReader builds batches of sc. Dictionary columns (at any depth)
+// are built as their values and encoded once per batch
+// (codec.ConformArray), which arrow-go's builders cannot do value by value
+// for every value type.
 func newRecordReader(sc *arrow.Schema, chunk int, mem memory.Allocator) recordReader {
 	if chunk <= 0 {
 		chunk = batchRows
 	}
-	return recordReader{schema: sc, bldr: array.NewRecordBuilder(mem, sc), chunk: chunk}
+	build := decodedSchema(sc)
+	return recordReader{schema: sc, bldr: array.NewRecordBuilder(mem, build), mem: mem, encode: build != sc, chunk: chunk}
+}
+
+// decodedSchema is sc with every dictionary replaced by its value type
+// (sc itself when it has none).
+func decodedSchema(sc *arrow.Schema) *arrow.Schema {
+	fields := sc.Fields()
+	changed := false
+	for i, f := range fields {
+		if c := newValueConv(f.Type, f.Nullable); !arrow.TypeEqual(c.build, f.Type) {
+			fields[i].Type, changed = c.build, true
+		}
+	}
+	if !changed {
+		return sc
+	}
+	md := sc.Metadata()
+	return arrow.NewSchema(fields, &md)
+}
+
+// batch is the builder's rows as a batch of the reader's schema.
+func (r *recordReader) batch() (arrow.RecordBatch, error) {
+	rec := r.bldr.NewRecordBatch()
+	if !r.encode {
+		return rec, nil
+	}
+	defer rec.Release()
+	ctx := compute.WithAllocator(context.Background(), r.mem)
+	cols := make([]arrow.Array, rec.NumCols())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for i, c := range rec.Columns() {
+		a, err := codec.ConformArray(ctx, c, r.schema.Field(i).Type)
+		if err != nil { // a dictionary whose index type cannot number the values
+			return nil, fmt.Errorf("column %q: its values up to row %d cannot be encoded as %s, its type: %w",
+				r.schema.Field(i).Name, r.rows+rec.NumRows(), r.schema.Field(i).Type, err)
+		}
+		cols[i] = a
+	}
+	return array.NewRecordBatch(r.schema, cols, rec.NumRows()), nil
 }
 
 func (r *recordReader) Retain() { r.refs.Add(1) }
@@ -151,17 +205,24 @@ func (r *recordReader) next(row func() (bool, error)) bool {
 	if n == 0 {
 		return false
 	}
-	r.cur = r.bldr.NewRecordBatch()
+	if r.cur, r.err = r.batch(); r.err != nil {
+		return false
+	}
+	r.rows += r.cur.NumRows()
 	return true
 }
 
 // csvInput decodes a CSV file with a header row under the schema
 // codec.CSVInference inferred from its first rows, checking every field
 // with codec.CSVValueFits: a field that would have given its column
-// another type is refused, naming its line.
+// another type is refused, naming its line. In an append to a profile the
+// profile's columns are read as its types instead (profileTypes).
 type csvInput struct {
 	recordReader
-	cr *csvRecords
+	cr      *csvRecords
+	out     []int        // the builder column of each field of a record
+	convs   []*valueConv // by field: the profile's type, or nil (inferred)
+	profile string       // the profile whose types convs are
 }
 
 // newCSVInput reads cr, the whole file from its header on, as sc (the
@@ -169,10 +230,21 @@ type csvInput struct {
 // of chunk rows. Every row must have the header's fields (cr refuses
 // others): one with more is refused, not cut to the header's columns.
 func newCSVInput(cr *csvRecords, sc *arrow.Schema, chunk int, mem memory.Allocator) (*csvInput, error) {
+	out := make([]int, sc.NumFields())
+	for i := range out {
+		out[i] = i
+	}
+	return newTypedCSVInput(cr, sc, out, nil, "", chunk, mem)
+}
+
+// newTypedCSVInput is newCSVInput with field i of each record going to
+// column out[i] of sc, read as convs[i] (a profile's type; nil: the
+// inferred type of sc's column, checked by codec.CSVValueFits).
+func newTypedCSVInput(cr *csvRecords, sc *arrow.Schema, out []int, convs []*valueConv, profile string, chunk int, mem memory.Allocator) (*csvInput, error) {
 	if _, err := cr.Read(); err != nil {
 		return nil, csvError(err, sc)
 	}
-	in := &csvInput{recordReader: newRecordReader(sc, chunk, mem), cr: cr}
+	in := &csvInput{recordReader: newRecordReader(sc, chunk, mem), cr: cr, out: out, convs: convs, profile: profile}
 	in.refs.Store(1)
 	return in, nil
 }
@@ -210,22 +282,51 @@ func (in *csvInput) row() (bool, error) {
 		return false, csvError(err, in.schema)
 	}
 	for i, v := range rec {
-		if err := in.field(i, v); err != nil {
+		var err error
+		if in.convs != nil && in.convs[i] != nil {
+			err = in.typed(i, v)
+		} else {
+			err = in.field(i, v)
+		}
+		if err != nil {
 			line := in.cr.FieldLine(i)
-			return false, fmt.Errorf("CSV line %d: column %q %w", line, in.schema.Field(i).Name, err)
+			return false, fmt.Errorf("CSV line %d: column %q %w", line, in.schema.Field(in.out[i]).Name, err)
 		}
 	}
 	return true, nil
 }
 
+// typed appends field v to its column as the profile's type; its error
+// completes "column "c" …".
+func (in *csvInput) typed(i int, v string) error {
+	c, b := in.convs[i], in.bldr.Field(in.out[i])
+	switch {
+	case v == "" && !c.nullable:
+		return fmt.Errorf("is empty, which is null, but the column is not nullable in %s", in.profile)
+	case v == "":
+		b.AppendNull()
+		return nil
+	}
+	var err error
+	if c.text == nil {
+		err = c.cannot()
+	} else {
+		err = c.text(b, v)
+	}
+	if err != nil {
+		return fmt.Errorf("holds %s, which does not fit %s, its type in %s: %w", quoteShort(v), c.typ, in.profile, err)
+	}
+	return nil
+}
+
 // field appends field v to column i; its error completes "column "c" …".
 func (in *csvInput) field(i int, v string) error {
-	b := in.bldr.Field(i)
+	b := in.bldr.Field(in.out[i])
 	if v == "" { // null in every column, as the store reads CSV
 		b.AppendNull()
 		return nil
 	}
-	typ := in.schema.Field(i).Type
+	typ := in.schema.Field(in.out[i]).Type
 	if !codec.CSVValueFits(typ, v) {
 		return fmt.Errorf("holds %s, which is not %s: the column's type was inferred as %s from the first %d rows; "+
 			"move a row with such a value into the first %d rows (the column then gets a wider type), %s",
@@ -381,6 +482,18 @@ func shortLiteral(s string) string {
 // encoding/json's Decoder.Token, which is three times slower (a fuzz test
 // holds the two to the same answers).
 func eachJSONField(line []byte, seen map[string]struct{}, fn func(key string, v jsonValue) error) error {
+	return eachJSONKey(line, seen, func(key string, s *jsonScanner) error {
+		v, err := s.value(key)
+		if err != nil {
+			return err
+		}
+		return fn(key, v)
+	})
+}
+
+// eachJSONKey is eachJSONField with the scanner at each key's value, which
+// fn must read (s.value for a flat one).
+func eachJSONKey(line []byte, seen map[string]struct{}, fn func(key string, s *jsonScanner) error) error {
 	if !utf8.Valid(line) {
 		return errors.New("not valid UTF-8")
 	}
@@ -410,11 +523,7 @@ func eachJSONField(line []byte, seen map[string]struct{}, fn func(key string, v 
 				return s.syntax("':' after a key")
 			}
 			s.space()
-			v, err := s.value(key)
-			if err != nil {
-				return err
-			}
-			if err := fn(key, v); err != nil {
+			if err := fn(key, &s); err != nil {
 				return err
 			}
 			s.space()
@@ -505,6 +614,65 @@ func (s *jsonScanner) value(key string) (jsonValue, error) {
 		return s.number()
 	}
 	return jsonValue{}, s.syntax("a value")
+}
+
+// skip reads past the JSON value at the scanner, nested at most depth
+// levels deep.
+func (s *jsonScanner) skip(depth int) error {
+	if s.i >= len(s.b) {
+		return s.syntax("a value")
+	}
+	switch c := s.b[s.i]; {
+	case c == '"':
+		_, err := s.str()
+		return err
+	case c == '[' || c == '{':
+		if depth <= 0 {
+			return errors.New("nested too deep")
+		}
+		end := byte(']')
+		if c == '{' {
+			end = '}'
+		}
+		s.i++
+		s.space()
+		if s.eat(end) {
+			return nil
+		}
+		for {
+			s.space()
+			if c == '{' {
+				if _, err := s.str(); err != nil {
+					return err
+				}
+				s.space()
+				if !s.eat(':') {
+					return s.syntax("':' after a key")
+				}
+				s.space()
+			}
+			if err := s.skip(depth - 1); err != nil {
+				return err
+			}
+			s.space()
+			if s.eat(end) {
+				return nil
+			}
+			if !s.eat(',') {
+				return s.syntax(fmt.Sprintf("',' or '%c'", end))
+			}
+		}
+	case c == '-' || (c >= '0' && c <= '9'):
+		_, err := s.number()
+		return err
+	}
+	for _, lit := range []string{"true", "false", "null"} {
+		if bytes.HasPrefix(s.b[s.i:], []byte(lit)) {
+			s.i += len(lit)
+			return nil
+		}
+	}
+	return s.syntax("a value")
 }
 
 // number reads -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?.
@@ -643,11 +811,19 @@ func hex4(b []byte) (rune, bool) {
 }
 
 // ndjsonInference gathers an NDJSON file's columns, in order of first
-// appearance, and their kinds.
+// appearance, and their kinds. In an append to a profile (target) the
+// profile's columns are not inferred: their values are read as the
+// profile's types (into scratch builders, so that a value that does not
+// fit is refused here as it would be later), and names holds the other
+// keys only.
 type ndjsonInference struct {
-	names []string
-	kinds map[string]kind
-	seen  map[string]struct{}
+	names   []string
+	kinds   map[string]kind
+	seen    map[string]struct{}
+	target  *profileTypes
+	convs   map[string]*valueConv
+	scratch map[string]array.Builder
+	mem     memory.Allocator
 }
 
 // add takes the keys and value kinds of the object on one line.
@@ -655,9 +831,28 @@ func (f *ndjsonInference) add(line []byte) error {
 	if f.kinds == nil {
 		f.kinds, f.seen = map[string]kind{}, map[string]struct{}{}
 	}
-	return eachJSONField(line, f.seen, func(key string, v jsonValue) error {
+	return eachJSONKey(line, f.seen, func(key string, s *jsonScanner) error {
+		if c, ok := f.convs[key]; ok {
+			b := f.scratch[key]
+			if b == nil {
+				b = array.NewBuilder(f.mem, c.build)
+				f.scratch[key] = b
+			}
+			start := s.i
+			if err := c.appendJSON(b, s, false); err != nil {
+				return typedJSONError(key, c, f.target.name, s.b, start, err)
+			}
+			return nil
+		}
+		v, err := s.value(key)
+		if err != nil {
+			return err
+		}
 		old, seen := f.kinds[key]
 		if !seen {
+			if err := f.likeProfileColumn(key); err != nil {
+				return err
+			}
 			f.names = append(f.names, key)
 		}
 		if old != kindUnknown && v.kind != kindUnknown && old.widen(v.kind) == kindString && old != v.kind {
@@ -668,39 +863,114 @@ func (f *ndjsonInference) add(line []byte) error {
 	})
 }
 
+// likeProfileColumn refuses a key that would be a new column but differs
+// from one of the profile's only in case: the profile's column would be
+// null in every row, and the new one, under a higher schema version,
+// added beside it.
+func (f *ndjsonInference) likeProfileColumn(key string) error {
+	if f.target == nil {
+		return nil
+	}
+	for _, c := range f.target.schema.Fields() {
+		if strings.EqualFold(c.Name, key) {
+			return fmt.Errorf("key %s is not a column of %s, but %s is (keys are case-sensitive)", quoteKey(key), f.target.name, quoteKey(c.Name))
+		}
+	}
+	return nil
+}
+
+// release frees the scratch builders.
+func (f *ndjsonInference) release() {
+	for _, b := range f.scratch {
+		b.Release()
+	}
+	f.scratch = nil
+}
+
+// typedJSONError explains err, the error of reading the value of key that
+// starts at line[start:] as c, a type of profile.
+func typedJSONError(key string, c *valueConv, profile string, line []byte, start int, err error) error {
+	if errors.Is(err, errNull) {
+		return fmt.Errorf("column %s is null, but it is not nullable in %s", quoteKey(key), profile)
+	}
+	raw := line[start:]
+	if t := (jsonScanner{b: line, i: start}); t.skip(64) == nil {
+		raw = line[start:t.i]
+	}
+	return fmt.Errorf("column %s holds %s, which does not fit %s, its type in %s: %w", quoteKey(key), shortJSON(raw), c.typ, profile, err)
+}
+
+// shortJSON is a JSON value (valid UTF-8) for an error message, cut to
+// maxShown characters.
+func shortJSON(raw []byte) string {
+	s := string(raw)
+	if utf8.RuneCountInString(s) > maxShown {
+		s = string([]rune(s)[:maxShown]) + "…"
+	}
+	return s
+}
+
 // ndjsonInput decodes an NDJSON file, one object per line, under the
 // columns and kinds inferred from its first objects; a key those objects
 // lacked, or a value of a kind its column's does not take, is refused,
-// naming its line.
+// naming its line. In an append to a profile the profile's columns come
+// first, read as its types (a key an object lacks is null), then the
+// other keys, inferred.
 type ndjsonInput struct {
 	recordReader
-	lines *ndjsonLines
-	names []string
-	kinds []kind
-	index map[string]int
-	seen  map[string]struct{}
-	got   []bool // the columns the current row has set
+	lines   *ndjsonLines
+	names   []string
+	kinds   []kind
+	convs   []*valueConv // by column: the profile's type, or nil (inferred)
+	profile string
+	index   map[string]int
+	seen    map[string]struct{}
+	got     []bool // the columns the current row has set
 }
 
 // newNDJSONInput reads lines, the whole file, with the inferred columns in
 // batches of chunk rows.
 func newNDJSONInput(lines *ndjsonLines, inf *ndjsonInference, chunk int, mem memory.Allocator) *ndjsonInput {
-	fields := make([]arrow.Field, len(inf.names))
-	kinds := make([]kind, len(inf.names))
-	index := make(map[string]int, len(inf.names))
-	for i, name := range inf.names {
-		kinds[i] = inf.kinds[name]
-		fields[i] = arrow.Field{Name: name, Type: kinds[i].arrowType(), Nullable: true}
+	var fields []arrow.Field
+	var convs []*valueConv
+	var profile string
+	if inf.target != nil {
+		profile = inf.target.name
+		fields = inf.target.schema.Fields()
+		for _, f := range fields {
+			convs = append(convs, inf.convs[f.Name])
+		}
+	}
+	names := columnNamesOf(arrow.NewSchema(fields, nil))
+	kinds := make([]kind, len(fields))
+	for _, name := range inf.names {
+		k := inf.kinds[name]
+		names, kinds = append(names, name), append(kinds, k)
+		fields = append(fields, arrow.Field{Name: name, Type: k.arrowType(), Nullable: true})
+		if convs != nil {
+			convs = append(convs, nil)
+		}
+	}
+	index := make(map[string]int, len(names))
+	for i, name := range names {
 		index[name] = i
 	}
 	in := &ndjsonInput{
 		recordReader: newRecordReader(arrow.NewSchema(fields, nil), chunk, mem),
 		lines:        lines,
-		names:        inf.names, kinds: kinds, index: index,
+		names:        names, kinds: kinds, convs: convs, profile: profile, index: index,
 		seen: map[string]struct{}{}, got: make([]bool, len(fields)),
 	}
 	in.refs.Store(1)
 	return in
+}
+
+// conv is column i's reader of the profile's type, or nil.
+func (in *ndjsonInput) conv(i int) *valueConv {
+	if in.convs == nil {
+		return nil
+	}
+	return in.convs[i]
 }
 
 func (in *ndjsonInput) Next() bool { return in.next(in.row) }
@@ -818,12 +1088,23 @@ func (l *ndjsonLines) read() ([]byte, error) {
 
 func (in *ndjsonInput) object(line []byte) error {
 	clear(in.got)
-	err := eachJSONField(line, in.seen, func(key string, v jsonValue) error {
+	err := eachJSONKey(line, in.seen, func(key string, s *jsonScanner) error {
 		i, ok := in.index[key]
 		if !ok {
 			return in.unknownKey(key)
 		}
 		in.got[i] = true
+		if c := in.conv(i); c != nil {
+			start := s.i
+			if err := c.appendJSON(in.bldr.Field(i), s, false); err != nil {
+				return typedJSONError(key, c, in.profile, s.b, start, err)
+			}
+			return nil
+		}
+		v, err := s.value(key)
+		if err != nil {
+			return err
+		}
 		return in.value(i, v)
 	})
 	if err != nil {
@@ -831,6 +1112,9 @@ func (in *ndjsonInput) object(line []byte) error {
 	}
 	for i, set := range in.got {
 		if !set {
+			if c := in.conv(i); c != nil && !c.nullable {
+				return fmt.Errorf("the object has no key %s, and that column is not nullable in %s", quoteKey(in.names[i]), in.profile)
+			}
 			in.bldr.Field(i).AppendNull()
 		}
 	}
@@ -886,6 +1170,19 @@ func (in *ndjsonInput) unknownKey(key string) error {
 			like = fmt.Sprintf(" (keys are case-sensitive: the column is %s)", quoteKey(n))
 			break
 		}
+	}
+	if in.convs != nil {
+		var own, added []string
+		for i, n := range in.names {
+			if in.convs[i] != nil {
+				own = append(own, n)
+			} else {
+				added = append(added, n)
+			}
+		}
+		return fmt.Errorf("key %s is not a column: not one of %s (%s), nor one of the keys the first %d objects add (%s)%s; "+
+			"move a line with key %s into the first %d lines (a new column also needs --schema-version above the profile's), %s",
+			quoteKey(key), in.profile, listNames(own), inferRows, listNames(added), like, quoteShort(key), inferRows, inputHint)
 	}
 	return fmt.Errorf("key %s is not a column: the columns are the keys of the first %d objects (%s)%s; "+
 		"move a line with key %s into the first %d lines, %s",

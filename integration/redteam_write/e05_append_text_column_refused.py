@@ -12,7 +12,7 @@ The put client infers types from the file alone and never looks at the
 profile's schema. Expected: values that fit the profile's column are taken.
 """
 import sys, os
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "redteam_write"))  # elib.py
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from elib import *
 
 s = Server()
@@ -28,7 +28,12 @@ try:
     print("null optional int column (NDJSON):", r.returncode, out(r)[:150]); fails += [r.returncode != 0]
     r = s.put("t/i", s.write("i3.ndjson", '{"id":4}\n'))
     print("NDJSON without the key:", r.returncode, out(r)[:230]); fails += [r.returncode != 0]
-    verdict(not any(fails[:3]), "the first three appends accepted (every value fits the profile's column); the fourth (key absent = null) arguably too",
-            f"{sum(fails[:3])} of the first 3 refused ({sum(fails)} of 4)")
+    # (added with the fix) the values stored are the profile's types
+    f, i = s.doget("t/f"), s.doget("t/i")
+    stored = (f.schema.field("amount").type == pa.float64() and f.column("amount").to_pylist() == [1.5, 2.0, 3.0]
+              and i.schema.field("amount").type == pa.int64() and i.column("amount").to_pylist() == [10, None, None, None, None])
+    print("stored:", f.column("amount").to_pylist(), i.column("amount").to_pylist())
+    verdict(not any(fails[:3]) and stored, "the first three appends accepted (every value fits the profile's column); the fourth (key absent = null) arguably too",
+            f"{sum(fails[:3])} of the first 3 refused ({sum(fails)} of 4); values stored as the profile's types: {stored}")
 finally:
     s.cleanup()
