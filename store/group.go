@@ -148,23 +148,45 @@ func (s *Store) writeGroups(ctx context.Context, ps *profileState, batch []*comm
 		return recs, accepted
 	}
 	failed := map[int]bool{}
-	for _, g := range groups {
-		sts := make([]*staged, len(g.members))
-		for k, j := range g.members {
+	// write writes the file of members (positions in recs) and fills in
+	// their records; a file of several that fails is written again as a
+	// file per append, so that one append whose rows cannot be stored
+	// (a value that passed the checks at its arrival and fails the
+	// encoding: red team round 14's g01) fails alone, with its own error.
+	var write func(members []int)
+	write = func(members []int) {
+		sts := make([]*staged, len(members))
+		var rows int64
+		for k, j := range members {
 			sts[k] = batch[accepted[j]].st
+			rows += sts[k].rows
+		}
+		if len(members) > 1 && rows == 0 {
+			// Appends of no rows: a shared file of 0 rows could not say
+			// whose it is (file_rows 0), so each gets its own (g02).
+			for _, j := range members {
+				write([]int{j})
+			}
+			return
 		}
 		files, err := s.writeShared(ctx, ps, sts)
-		if err != nil {
-			for _, j := range g.members {
+		if err != nil && len(members) > 1 {
+			for _, j := range members {
+				write([]int{j})
+			}
+			return
+		}
+		for k, j := range members {
+			if err != nil {
 				res[accepted[j]].err = err
 				failed[j] = true
+				continue
 			}
-			continue
+			recs[j].Index, recs[j].Files = sts[k].index, []FileRecord{files[k]}
 		}
-		for k, j := range g.members {
-			st := sts[k]
-			recs[j].Index, recs[j].Files = st.index, []FileRecord{files[k]}
-		}
+	}
+	for _, g := range groups {
+		write(g.members)
 	}
 	if len(failed) == 0 {
 		return recs, accepted

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
 	"github.com/quiverdb/quiver/store/fsys"
 	"github.com/quiverdb/quiver/store/fsys/faultfs"
 )
@@ -23,6 +26,18 @@ import (
 // commit queue, and frees the lock. It returns each append's result.
 func queueAppends(t *testing.T, s *Store, fs *lockWaitFS, dir string, k []string, n, rows int) ([]*CommitRecord, []error) {
 	t.Helper()
+	return queuePuts(t, s, fs, dir, k, n, func(i int) array.RecordReader {
+		vals := make([]int64, rows)
+		for j := range vals {
+			vals[j] = int64(100*i + j + 1)
+		}
+		return ids(vals...)
+	})
+}
+
+// queuePuts is queueAppends of the batches data(i) gives.
+func queuePuts(t *testing.T, s *Store, fs *lockWaitFS, dir string, k []string, n int, data func(i int) array.RecordReader) ([]*CommitRecord, []error) {
+	t.Helper()
 	lock := filepath.Join(dir, filepath.Join(k...), lockName)
 	if err := os.WriteFile(lock, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -31,11 +46,7 @@ func queueAppends(t *testing.T, s *Store, fs *lockWaitFS, dir string, k []string
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			vals := make([]int64, rows)
-			for j := range vals {
-				vals[j] = int64(100*i + j + 1)
-			}
-			rdr := ids(vals...)
+			rdr := data(i)
 			defer rdr.Release()
 			o := PutOptions{Mode: ModeAppend}
 			if i%2 == 0 {
@@ -252,5 +263,62 @@ func TestSharedFileFailureLeavesNothing(t *testing.T) {
 				t.Fatalf("%d rows after the retries, want 9", len(got))
 			}
 		})
+	}
+}
+
+// TestBadAppendFailsAlone: an append whose rows pass the checks at their
+// arrival but cannot be encoded (a timestamp[s] that overflows the
+// milliseconds Parquet stores) fails alone with its own error; the other
+// appends of its cycle commit (red team round 14's g01: the whole group
+// was refused with the bad append's InvalidArgument).
+func TestBadAppendFailsAlone(t *testing.T) {
+	s, fs, dir := newLockWaitStore(t)
+	k := []string{"g"}
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "t", Type: &arrow.TimestampType{Unit: arrow.Second}, Nullable: true}}, nil)
+	put(t, s, ModeWrite, k, fromJSON(t, sc, `[{"id": 0, "t": 0}]`), PutOptions{})
+	const n, bad = 6, 3
+	_, errs := queuePuts(t, s, fs, dir, k, n, func(i int) array.RecordReader {
+		ts := 60 * i
+		if i == bad {
+			ts = 1 << 62
+		}
+		return fromJSON(t, sc, fmt.Sprintf(`[{"id": %d, "t": %d}]`, i, ts))
+	})
+	for i, err := range errs {
+		switch {
+		case i == bad && !errors.Is(err, ErrInvalidArgument):
+			t.Fatalf("the bad append: %v, want InvalidArgument", err)
+		case i != bad && err != nil:
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	got := readIDs(t, s, k, Latest)
+	slices.Sort(got)
+	if !slices.Equal(got, []int64{0, 0, 1, 2, 4, 5}) {
+		t.Fatalf("read %v", got)
+	}
+}
+
+// TestEmptyAppendsGetFilesOfTheirOwn: appends of no rows in one cycle are
+// not written to one shared file of 0 rows, whose records could not say
+// it is shared (red team round 14's g02).
+func TestEmptyAppendsGetFilesOfTheirOwn(t *testing.T) {
+	s, fs, dir := newLockWaitStore(t)
+	k := []string{"g"}
+	put(t, s, ModeWrite, k, ids(0), PutOptions{})
+	recs, errs := queuePuts(t, s, fs, dir, k, 4, func(int) array.RecordReader { return ids() })
+	paths := map[string]bool{}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		if f := recs[i].Files[0]; f.Shared() || paths[f.Path] {
+			t.Fatalf("append %d: %+v, want a file of its own", i, f)
+		}
+		paths[recs[i].Files[0].Path] = true
+	}
+	if got := readIDs(t, s, k, Latest); !slices.Equal(got, []int64{0}) {
+		t.Fatalf("read %v", got)
 	}
 }
