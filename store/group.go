@@ -18,10 +18,11 @@ import (
 
 // Small appends share a data file.
 //
-// Creating a file costs about a millisecond of kernel CPU on an ext4
-// volume (docs/benchmarks.md, BenchmarkFileSyscalls), more than encoding
-// and syncing a 1,000-row append; one file per append caps appends near
-// 1,000/s a core. So an unpartitioned Parquet append whose rows fit in
+// A file of its own costs a small append more than its rows: creating it
+// takes 0.1–1 ms of kernel CPU on an ext4 volume, depending on the
+// journal (docs/benchmarks.md, BenchmarkFileSyscalls), and zstd, the
+// footer and the hash are paid per file, on pages of a few KiB. So an
+// unpartitioned Parquet append whose rows fit in
 // the group limit (WithGroupAppendBytes) writes no file while it streams:
 // it holds its validated, conformed batches (staged.pending). The commit
 // cycle that accepts it writes the pending rows of all the appends it
