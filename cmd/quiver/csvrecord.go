@@ -132,8 +132,12 @@ func formatBytes(n int) string {
 
 // csvRecords reads RFC 4180 CSV records, comma-separated, streaming. A
 // record ends at LF, CRLF or a lone CR (as pyarrow reads them); a quoted
-// field holds its bytes exactly, line ends included, with "" for a '"'.
-// Blank lines are skipped. A '"' in an unquoted field, text after a
+// field holds its bytes exactly, line ends included, with "" for a '"';
+// Quoted tells a quoted empty field ("", the empty string) from an
+// unquoted one (null). Blank lines are skipped, but for those after the
+// header of a one-column file: there a blank line is a record of one
+// unquoted empty field, a null, as quiver get and pyarrow write a null row
+// of one column (a row the skip lost). A '"' in an unquoted field, text after a
 // closing quote, a quote unclosed at the end of the file, a record of more
 // than max bytes and (as encoding/csv's FieldsPerRecord 0) a record with
 // another number of fields than the first are errors (*csvSyntaxError).
@@ -150,16 +154,19 @@ type csvRecords struct {
 	big     longLine // buf, once a quoted field makes it span lines and over lineChunk
 	ends    []int    // where each field ends in buf
 	lines   []int    // the line each field starts on
+	quoted  []bool   // whether each field was quoted
 	rec     []string // the record, reused
 	keep    bool     // keep each record read, for rewind
 	kept    []keptRecord
 	replay  []keptRecord // the kept records Read gives again first
 }
 
-// keptRecord is a record and the lines its fields start on.
+// keptRecord is a record, the lines its fields start on and whether
+// each was quoted.
 type keptRecord struct {
-	rec   []string
-	lines []int
+	rec    []string
+	lines  []int
+	quoted []bool
 }
 
 // rewind makes Read give the records read since keep was set again, and
@@ -176,6 +183,10 @@ func newCSVRecords(r io.Reader, max int) *csvRecords {
 
 // FieldLine is the line field i of the last record starts on.
 func (r *csvRecords) FieldLine(i int) int { return r.lines[i] }
+
+// Quoted reports whether field i of the last record was quoted: an empty
+// one is then the empty string, not null.
+func (r *csvRecords) Quoted(i int) bool { return r.quoted[i] }
 
 // lengthNL is the length of the line end at the end of b: 0, 1 or 2.
 func lengthNL(b []byte) int {
@@ -265,12 +276,12 @@ func (r *csvRecords) Read() ([]string, error) {
 	if len(r.replay) > 0 {
 		k := r.replay[0]
 		r.replay[0], r.replay = keptRecord{}, r.replay[1:]
-		r.lines = k.lines
+		r.lines, r.quoted = k.lines, k.quoted
 		return k.rec, nil
 	}
 	rec, err := r.read()
 	if err == nil && r.keep {
-		r.kept = append(r.kept, keptRecord{rec: slices.Clone(rec), lines: slices.Clone(r.lines)})
+		r.kept = append(r.kept, keptRecord{rec: slices.Clone(rec), lines: slices.Clone(r.lines), quoted: slices.Clone(r.quoted)})
 	}
 	return rec, err
 }
@@ -290,9 +301,17 @@ func (r *csvRecords) read() ([]string, error) {
 		if len(line) > lengthNL(line) {
 			break // not a blank line
 		}
+		if r.fields == 1 {
+			// A null row of a one-column file, after its header: the
+			// only way CSV writes one (quiver get, pyarrow).
+			r.rec = append(r.rec[:0], "")
+			r.lines = append(r.lines[:0], r.numLine)
+			r.quoted = append(r.quoted[:0], false)
+			return r.rec, nil
+		}
 	}
 	recLine, used := r.numLine, len(line)
-	r.buf, r.ends, r.lines = r.buf[:0], r.ends[:0], r.lines[:0]
+	r.buf, r.ends, r.lines, r.quoted = r.buf[:0], r.ends[:0], r.lines[:0], r.quoted[:0]
 	r.big.reset()
 	posLine, col := r.numLine, 1
 	syntax := func(line, col int, err error) error {
@@ -313,6 +332,7 @@ parseField:
 			}
 			r.put(field)
 			r.ends, r.lines = append(r.ends, r.size()), append(r.lines, posLine)
+			r.quoted = append(r.quoted, false)
 			if i >= 0 {
 				line = line[i+1:]
 				col += i + 1
@@ -337,9 +357,11 @@ parseField:
 					line = line[1:]
 					col++
 					r.ends, r.lines = append(r.ends, r.size()), append(r.lines, fieldLine)
+					r.quoted = append(r.quoted, true)
 					continue parseField
 				case lengthNL(line) == len(line):
 					r.ends, r.lines = append(r.ends, r.size()), append(r.lines, fieldLine)
+					r.quoted = append(r.quoted, true)
 					break parseField
 				default:
 					return nil, syntax(r.numLine, col-1, stdcsv.ErrQuote)

@@ -229,7 +229,9 @@ func (r *ipcFileReader) Next() bool {
 // mark, if any). Column types are inferred from the first inferRows rows by
 // the store's own rule (codec.CSVInference, what polars and so pyrosome
 // infer): int64, then float64, true/false in any case as bool, else
-// string. Only an empty field is null, in every column. Every row is then
+// string; a quoted empty field ("") is the empty string, and makes its
+// column a string column (csvStringColumns). Only an unquoted empty field
+// is null (in a one-column file also a blank line: csvRecords). Every row is then
 // checked by the same rule (csvInput): a later field that would have given
 // its column another type, or a row with more fields than the header, is
 // refused, naming its line.
@@ -250,10 +252,11 @@ func (in *input) openCSV(src io.Reader, mem memory.Allocator, target *profileTyp
 	recs := newCSVRecords(r, maxRecordBytes)
 	recs.keep = true
 	var inf codec.CSVInference
-	if err := inf.AddRecords(recs.Read, inferRows); err != nil {
+	var strs csvStringColumns
+	if err := inf.AddRecords(strs.read(recs), inferRows); err != nil {
 		return csvError(err, inf.Schema())
 	}
-	sc := inf.Schema()
+	sc := strs.schema(inf.Schema())
 	if sc.NumFields() == 0 {
 		return errors.New("no CSV header row")
 	}
@@ -273,6 +276,52 @@ func (in *input) openCSV(src io.Reader, mem memory.Allocator, target *profileTyp
 	}
 	in.rdr = rdr
 	return nil
+}
+
+// csvStringColumns notes the columns that hold a quoted empty field ("")
+// in the rows the inference reads: it is the empty string, so that such a
+// column is a string column, as polars infers it (codec.CSVInference,
+// which sees only the fields' text, takes it for null). A string column
+// whose values look like numbers, with an empty one among them, so keeps
+// its type through quiver get and put.
+type csvStringColumns struct {
+	rows    int
+	strings []bool // by column
+}
+
+// read is recs.Read, noting quoted empty fields after the header.
+func (c *csvStringColumns) read(recs *csvRecords) func() ([]string, error) {
+	return func() ([]string, error) {
+		rec, err := recs.Read()
+		if err != nil {
+			return rec, err
+		}
+		if c.rows++; c.rows == 1 {
+			c.strings = make([]bool, len(rec))
+			return rec, nil
+		}
+		for i, v := range rec {
+			if v == "" && i < len(c.strings) && recs.Quoted(i) {
+				c.strings[i] = true
+			}
+		}
+		return rec, nil
+	}
+}
+
+// schema is sc, the inferred schema, with the noted columns strings.
+func (c *csvStringColumns) schema(sc *arrow.Schema) *arrow.Schema {
+	fields := sc.Fields()
+	changed := false
+	for i := range fields {
+		if i < len(c.strings) && c.strings[i] && fields[i].Type.ID() != arrow.STRING {
+			fields[i].Type, changed = arrow.BinaryTypes.String, true
+		}
+	}
+	if !changed {
+		return sc
+	}
+	return arrow.NewSchema(fields, nil)
 }
 
 // typedCSVColumns lays out a CSV file whose header and inferred types are

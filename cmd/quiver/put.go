@@ -53,7 +53,9 @@ all. They must have the same columns. Files are streamed, never loaded whole.
 The format comes from the extension (.parquet, .csv, .arrow/.feather/.ipc,
 .ndjson/.jsonl) or --format. Appended to an existing profile, CSV and NDJSON
 are read as the profile's column types: 1 is 1.0 in a float64 column, an
-empty field (or JSON null, or an absent NDJSON key) is null; dates are
+empty field (or JSON null, or an absent NDJSON key) is null, a quoted
+empty field ("") the empty string in a string or binary column (null in
+others); dates are
 2006-01-02, timestamps 2006-01-02 15:04:05.999999999 with a UTC offset
 (+01:00, Z) where the type has a time zone, binary base64, lists JSON arrays
 (as quiver get writes them); the CSV header must name every column of the
@@ -62,11 +64,14 @@ column, more decimal places than the scale, a null in a non-nullable
 column, …) fails the put with its line, column and type: nothing is
 rounded or converted. Otherwise (a new profile, --mode write) column types
 are inferred from the first 1000 rows (int64, float64, bool, string); use
-Parquet or Arrow to keep exact types. A later value of another type, or a
+Parquet or Arrow to keep exact types; a column with a "" is a string
+column. A later value of another type, or a
 key (a CSV field) the first 1000 rows lack, fails the put with its line:
 nothing is converted or dropped. Columns the profile lacks are inferred so
 too, and are added under a higher --schema-version. CSV records end at LF,
-CRLF or CR; quoted fields are kept byte for byte. One CSV record or NDJSON
+CRLF or CR; quoted fields are kept byte for byte. Blank lines are skipped,
+but after the header of a one-column file a blank line is a null row (as
+quiver get writes one). One CSV record or NDJSON
 line may hold at most 64 MiB.
 
 Each invocation sends a fresh request id (or --request-id): a put whose

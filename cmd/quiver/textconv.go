@@ -61,14 +61,15 @@ var errNull = errors.New("null")
 // valueConv reads the values of one type of a profile's schema from text
 // (a CSV field, text) and from JSON (an NDJSON value, a list element).
 type valueConv struct {
-	typ      arrow.DataType // the profile's type
-	build    arrow.DataType // the type the builder builds: typ with its dictionaries decoded
-	nullable bool           // null is a value of it
-	form     jsonForm
-	want     string                                // what a value is, for messages ("an integer")
-	text     func(b array.Builder, v string) error // a value from its text (non-empty); nil: none can be
-	elem     *valueConv                            // a list's elements
-	size     int                                   // a fixed-size list's length; -1 for others
+	typ       arrow.DataType // the profile's type
+	build     arrow.DataType // the type the builder builds: typ with its dictionaries decoded
+	nullable  bool           // null is a value of it
+	form      jsonForm
+	want      string                                // what a value is, for messages ("an integer")
+	text      func(b array.Builder, v string) error // a value from its text (non-empty, or "" if emptyText); nil: none can be
+	emptyText bool                                  // text takes "" (a quoted empty CSV field): strings, binary
+	elem      *valueConv                            // a list's elements
+	size      int                                   // a fixed-size list's length; -1 for others
 }
 
 // newValueConv is the reader of values of type dt (nullable: whether null
@@ -92,9 +93,9 @@ func newValueConv(dt arrow.DataType, nullable bool) *valueConv {
 	case arrow.DecimalType:
 		c.form, c.want, c.text = jsonDecimal, "a decimal number", decimalText(t)
 	case *arrow.StringType, *arrow.LargeStringType, *arrow.StringViewType:
-		c.form, c.want, c.text = jsonString, "a string", stringText
+		c.form, c.want, c.text, c.emptyText = jsonString, "a string", stringText, true
 	case *arrow.BinaryType, *arrow.LargeBinaryType, *arrow.BinaryViewType:
-		c.form, c.want, c.text = jsonString, "a string of base64", binaryText(-1)
+		c.form, c.want, c.text, c.emptyText = jsonString, "a string of base64", binaryText(-1), true
 	case *arrow.FixedSizeBinaryType:
 		c.form, c.want, c.text = jsonString, "a string of base64", binaryText(t.ByteWidth)
 	case *arrow.Date32Type, *arrow.Date64Type:

@@ -283,10 +283,11 @@ func (in *csvInput) row() (bool, error) {
 	}
 	for i, v := range rec {
 		var err error
+		q := v == "" && in.cr.Quoted(i) // "": the empty string, not null
 		if in.convs != nil && in.convs[i] != nil {
-			err = in.typed(i, v)
+			err = in.typed(i, v, q)
 		} else {
-			err = in.field(i, v)
+			err = in.field(i, v, q)
 		}
 		if err != nil {
 			line := in.cr.FieldLine(i)
@@ -297,10 +298,17 @@ func (in *csvInput) row() (bool, error) {
 }
 
 // typed appends field v to its column as the profile's type; its error
-// completes "column "c" …".
-func (in *csvInput) typed(i int, v string) error {
+// completes "column "c" …". A quoted empty field (quotedEmpty) is the
+// empty string in a string column, no bytes in a binary one, and null, as
+// an unquoted one, in a column of another type.
+func (in *csvInput) typed(i int, v string, quotedEmpty bool) error {
 	c, b := in.convs[i], in.bldr.Field(in.out[i])
 	switch {
+	case quotedEmpty && c.emptyText:
+		if err := c.text(b, v); err != nil { // cannot fail: "" is a string, and base64 of no bytes
+			return fmt.Errorf("holds \"\", which does not fit %s, its type in %s: %w", c.typ, in.profile, err)
+		}
+		return nil
 	case v == "" && !c.nullable:
 		return fmt.Errorf("is empty, which is null, but the column is not nullable in %s", in.profile)
 	case v == "":
@@ -320,17 +328,28 @@ func (in *csvInput) typed(i int, v string) error {
 }
 
 // field appends field v to column i; its error completes "column "c" …".
-func (in *csvInput) field(i int, v string) error {
+// An unquoted empty field is null; a quoted one (quotedEmpty) is the empty
+// string, which only a string column takes (the inference makes a column
+// with one a string column: csvStringColumns).
+func (in *csvInput) field(i int, v string, quotedEmpty bool) error {
 	b := in.bldr.Field(in.out[i])
-	if v == "" { // null in every column, as the store reads CSV
+	typ := in.schema.Field(in.out[i]).Type
+	switch sb, isString := b.(*array.StringBuilder); {
+	case quotedEmpty && isString:
+		sb.Append("")
+		return nil
+	case v == "" && !quotedEmpty:
 		b.AppendNull()
 		return nil
 	}
-	typ := in.schema.Field(in.out[i]).Type
-	if !codec.CSVValueFits(typ, v) {
+	if !codec.CSVValueFits(typ, v) || quotedEmpty {
+		shown := quoteShort(v)
+		if quotedEmpty {
+			shown = `"" (quoted: the empty string, where an unquoted empty field is null)`
+		}
 		return fmt.Errorf("holds %s, which is not %s: the column's type was inferred as %s from the first %d rows; "+
 			"move a row with such a value into the first %d rows (the column then gets a wider type), %s",
-			quoteShort(v), typeNoun(typ), typ, inferRows, inferRows, inputHint)
+			shown, typeNoun(typ), typ, inferRows, inferRows, inputHint)
 	}
 	switch b := b.(type) {
 	case *array.StringBuilder:

@@ -241,7 +241,10 @@ func TestCSVLateValuesAreCheckedAsEarlyOnes(t *testing.T) {
 		{"true", "tRuE", "true"},
 		{"x", "1", "1"},
 		{"x", "\"a,\r\nb\"", "a,  b"}, // the CR is kept (e02)
-		{"1", "\"\"", "null"},
+		{"1", "\"\"", refused},        // f01: "" is the empty string, which would have made the column a string one
+		{"1", "", "null"},
+		{"x", "\"\"", ""},
+		{"x", "", "null"},
 	} {
 		t.Run(c.first+" then "+c.late, func(t *testing.T) {
 			sc, _, last, err := readInput(t, "a.csv", "a,b\n"+lines(c.first+",x", inferRows)+c.late+",y\n")
