@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -19,8 +18,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/quiverdb/quiver/catalog"
 	"github.com/quiverdb/quiver/client"
@@ -368,32 +365,12 @@ func listStrings(t *testing.T, addr, profile, col string) []string {
 	return out
 }
 
-// failFirstSchema answers the first GetSchema with Unavailable.
-type failFirstSchema struct {
-	mu    sync.Mutex
-	calls int
-}
-
-// (The server serves the Flight RPCs as streams, unary ones too.)
-func (f *failFirstSchema) intercept(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	if strings.HasSuffix(info.FullMethod, "/GetSchema") {
-		f.mu.Lock()
-		f.calls++
-		first := f.calls == 1
-		f.mu.Unlock()
-		if first {
-			return status.Error(codes.Unavailable, "server restarting (test)")
-		}
-	}
-	return h(srv, ss)
-}
-
 // TestAppendTextAsksForTheSchemaAgain: the profile's schema is asked for
 // again, as a put is retried, when the server cannot be reached; the
 // append is then read as the profile's types (inference, without the
 // schema, would make the whole numbers int64 and the server refuse them).
 func TestAppendTextAsksForTheSchemaAgain(t *testing.T) {
-	f := &failFirstSchema{}
+	f := &failFirst{method: "GetSchema"}
 	addr, _ := testServer(t, flightserver.WithGRPCOptions(grpc.ChainStreamInterceptor(f.intercept)))
 	mustRun(t, "put", "--server="+addr, "--progress=never", "t/f", writeCSV(t, "f0.csv", "id,amount\n1,1.5\n"))
 	f.mu.Lock()

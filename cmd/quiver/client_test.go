@@ -133,14 +133,17 @@ func TestConnFlagErrors(t *testing.T) {
 	}
 }
 
-// failFirstPut answers the first DoPut with Unavailable before reading it.
-type failFirstPut struct {
-	mu    sync.Mutex
-	calls int
+// failFirst answers the first call of one Flight method ("DoPut",
+// "GetSchema") with Unavailable before reading it. (The server serves the
+// Flight RPCs as streams, unary ones too.)
+type failFirst struct {
+	method string
+	mu     sync.Mutex
+	calls  int
 }
 
-func (f *failFirstPut) intercept(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	if strings.HasSuffix(info.FullMethod, "/DoPut") {
+func (f *failFirst) intercept(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if strings.HasSuffix(info.FullMethod, "/"+f.method) {
 		f.mu.Lock()
 		f.calls++
 		first := f.calls == 1
@@ -153,7 +156,7 @@ func (f *failFirstPut) intercept(srv any, ss grpc.ServerStream, info *grpc.Strea
 }
 
 func TestPutRetriesWithItsRequestID(t *testing.T) {
-	f := &failFirstPut{}
+	f := &failFirst{method: "DoPut"}
 	addr, _ := testServer(t, flightserver.WithGRPCOptions(grpc.ChainStreamInterceptor(f.intercept)))
 	a := writeCSV(t, "a.csv", "id\n1\n")
 	out, stderr, err := run(t, "put", "--server", addr, "--progress=never", "--request-id", "job-7", "a/b", a)
