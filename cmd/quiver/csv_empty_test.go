@@ -102,12 +102,7 @@ func TestCSVQuotedEmptyField(t *testing.T) {
 			{"b\ntrue\n\"\"\n", "b utf8 [true ]"},
 			{"s\n\"\"\n\"\"\n", "s utf8 [ ]"},
 		} {
-			sc, cols := readAll(t, write(t, "a.csv", c.body), "csv")
-			var got []string
-			for i, fl := range sc.Fields() {
-				got = append(got, fmt.Sprintf("%s %s %v", fl.Name, fl.Type, cols[i]))
-			}
-			if g := strings.Join(got, " "); g != c.want {
+			if g := readDescribed(t, c.body); g != c.want {
 				t.Errorf("%q: read %s, want %s", c.body, g, c.want)
 			}
 		}
@@ -177,12 +172,7 @@ func TestCSVOneColumnBlankLines(t *testing.T) {
 		{"c\n\n", "c utf8 [null]"},
 		{"a,b\n\n1,2\n\n\n3,4\n\n", "a int64 [1 3] b int64 [2 4]"},
 	} {
-		sc, cols := readAll(t, write(t, "a.csv", c.body), "csv")
-		var got []string
-		for i, fl := range sc.Fields() {
-			got = append(got, fmt.Sprintf("%s %s %v", fl.Name, fl.Type, cols[i]))
-		}
-		if g := strings.Join(got, " "); g != c.want {
+		if g := readDescribed(t, c.body); g != c.want {
 			t.Errorf("%q: read %s, want %s", c.body, g, c.want)
 		}
 	}
@@ -191,4 +181,16 @@ func TestCSVOneColumnBlankLines(t *testing.T) {
 	if want := `CSV line 3: column "c" is empty, which is null, but the column is not nullable in t/p`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("a blank line in a non-nullable column: %v, want %q", err, want)
 	}
+}
+
+// readDescribed reads body as a CSV put does and describes each column:
+// name, type and values.
+func readDescribed(t *testing.T, body string) string {
+	t.Helper()
+	sc, cols := readAll(t, write(t, "a.csv", body), "csv")
+	var got []string
+	for i, fl := range sc.Fields() {
+		got = append(got, fmt.Sprintf("%s %s %v", fl.Name, fl.Type, cols[i]))
+	}
+	return strings.Join(got, " ")
 }
