@@ -47,15 +47,6 @@ func zstdFree(l zstd.EncoderLevel) chan *zstd.Encoder {
 	return ch
 }
 
-// zstdWindow is the window of the encoders. An encoder's history buffer
-// is twice its window: 16 MiB at the default 8 MiB window, allocated in
-// full on its first page, for pages of 64 KiB; a put encoding on every
-// core kept several, a tenth of the heap's soft limit. A page no larger
-// than the window is one segment, and its frame the same whatever the
-// window (TestZstdCodecMatchesArrowGo); larger pages (rare: long values)
-// find their matches within the last MiB.
-const zstdWindow = 1 << 20
-
 func zstdLevel(level int) zstd.EncoderLevel {
 	if level == compress.DefaultCompressionLevel {
 		return zstd.SpeedDefault
@@ -77,10 +68,9 @@ func (z zstdCodec) EncodeLevel(dst, src []byte, level int) []byte {
 	case enc = <-free:
 	default:
 		var err error
-		// arrow-go's options, but a window of zstdWindow: the same
-		// frames for every page up to that size.
+		// arrow-go's options: the same frames.
 		enc, err = zstd.NewWriter(nil, zstd.WithZeroFrames(true), zstd.WithEncoderLevel(zstdLevel(level)),
-			zstd.WithEncoderConcurrency(1), zstd.WithAllLitEntropyCompression(true), zstd.WithWindowSize(zstdWindow))
+			zstd.WithEncoderConcurrency(1), zstd.WithAllLitEntropyCompression(true))
 		if err != nil {
 			return z.Codec.EncodeLevel(dst, src, level)
 		}

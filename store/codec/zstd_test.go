@@ -29,7 +29,7 @@ func TestZstdCodecMatchesArrowGo(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	inputs := [][]byte{nil, {0}, bytes.Repeat([]byte("quiver"), 10_000)}
-	for _, n := range []int{100, 8 << 10, 200 << 10, 1 << 20, 3 << 20} {
+	for _, n := range []int{100, 8 << 10, 200 << 10, 1 << 20} {
 		b := make([]byte, n)
 		for i := range b {
 			b[i] = byte(r.IntN(16)) // compressible, not trivially
@@ -42,7 +42,7 @@ func TestZstdCodecMatchesArrowGo(t *testing.T) {
 			for round := range 20 {
 				for i, in := range inputs {
 					got := c.EncodeLevel(nil, in, 1)
-					if round == 0 && g == 0 && len(in) <= zstdWindow {
+					if round == 0 && g == 0 {
 						if want := ref.EncodeAll(in, nil); !bytes.Equal(got, want) {
 							t.Errorf("input %d: frames differ from arrow-go's encoder options", i)
 						}
