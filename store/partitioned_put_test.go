@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -193,6 +194,11 @@ func TestPartitionedPutHeapBounded(t *testing.T) {
 	}
 	const batches, parts = 24, 60
 	s, _ := newTestStore(t, WithPutMemory(1<<20))
+	// A put of the same shape first: the partitions' files are encoded
+	// on every core, and the compressors they leave in the codec's free
+	// list (a bounded number, 16 MiB of history each) are not what this
+	// test looks for.
+	put(t, s, ModeWrite, []string{"warm"}, spread(8, parts, 1, 96<<10, nil), PutOptions{PartitionBy: []string{"k"}})
 	heap := make([]uint64, batches+1)
 	rdr := spread(batches, parts, 1, 96<<10, func(i int) {
 		runtime.GC()
@@ -204,9 +210,12 @@ func TestPartitionedPutHeapBounded(t *testing.T) {
 	if len(c.Files) < batches*parts/2 {
 		t.Fatalf("%d files: the budget did not finish files as it should", len(c.Files))
 	}
-	// What the put holds after the 5th batch and after the last must not
-	// differ by more than noise.
-	if grew := int64(heap[batches]) - int64(heap[4]); grew > 6<<20 {
+	// What the put holds after its first batches and after its last must
+	// not differ by more than noise. (The least of five samples each: the
+	// heap after a batch swings by a few MiB with what the writers of
+	// its partitions, encoding in parallel, held at that moment.)
+	if grew := int64(slices.Min(heap[batches-4:])) - int64(slices.Min(heap[3:8])); grew > 6<<20 {
+		t.Logf("heap after each batch: %v", heap)
 		t.Errorf("heap grew by %d KiB over %d batches (%d files)", grew>>10, batches-4, len(c.Files))
 	}
 }

@@ -1091,8 +1091,15 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		charged += s.budget.adjust(now - charged)
 	}
 	var finish func(k *sink) error
+	// pending are the parts of the batch being split that go to open
+	// files, written together by drain.
+	var pending []partWrite
+	var drain func() error
 	// evict finishes the open file written least recently, but keep.
 	evict := func(keep *sink) (bool, error) {
+		if err := drain(); err != nil { // (the victim may have rows pending)
+			return false, err
+		}
 		var lru *sink
 		for _, k := range sinks {
 			if k != keep && k.fw != nil && (lru == nil || k.used < lru.used) {
@@ -1182,22 +1189,29 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		order = append(order, k)
 		return k, nil
 	}
+	// groupBytes is the encoded size at which an open file ends its row
+	// group: the files open share rowGroupBytes.
+	groupBytes := func() int64 { return s.opts.rowGroupBytes / int64(max(1, opened)) }
+	// written counts what a write to k added to the put.
+	written := func(k *sink, before int64) error {
+		total += k.fw.Size() - before
+		if s.opts.maxPutBytes > 0 && st.o.carry == nil && total > s.opts.maxPutBytes { // (a compaction is no client's put)
+			return fmt.Errorf("%w: %s: more than %d bytes in one put", ErrTooLarge, p, s.opts.maxPutBytes)
+		}
+		return nil
+	}
 	// encodeTo writes rec into k's open file.
 	encodeTo := func(k *sink, rec arrow.RecordBatch) error {
 		before := k.fw.Size()
 		if err := k.fw.Write(rec); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
-		if k.fw.RowGroupBytes() >= s.opts.rowGroupBytes/int64(max(1, opened)) {
+		if k.fw.RowGroupBytes() >= groupBytes() {
 			if err := k.fw.EndRowGroup(); err != nil {
 				return fmt.Errorf("%s: %w", p, err)
 			}
 		}
-		total += k.fw.Size() - before
-		if s.opts.maxPutBytes > 0 && st.o.carry == nil && total > s.opts.maxPutBytes { // (a compaction is no client's put)
-			return fmt.Errorf("%w: %s: more than %d bytes in one put", ErrTooLarge, p, s.opts.maxPutBytes)
-		}
-		return nil
+		return written(k, before)
 	}
 	// openFile opens k's file and writes the rows it held.
 	openFile := func(k *sink) error {
@@ -1287,6 +1301,18 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		k.fw, k.w = nil, nil
 		return nil
 	}
+	// rollOver finishes k's file once it reached TargetFileBytes: the next
+	// rows of its directory start a new file.
+	rollOver := func(k *sink) error {
+		if st.o.TargetFileBytes > 0 && st.mode == ModeWrite && st.format == FormatParquet && k.fw.Size()+k.fw.RowGroupBytes() >= st.o.TargetFileBytes {
+			delete(sinks, k.dir)
+			if err := finish(k); err != nil {
+				return err
+			}
+			charge()
+		}
+		return nil
+	}
 	// writeTo writes rec to k's file, opening it.
 	writeTo := func(k *sink, rec arrow.RecordBatch) error {
 		tick++
@@ -1299,13 +1325,25 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		if err := encodeTo(k, rec); err != nil {
 			return err
 		}
-		if st.o.TargetFileBytes > 0 && st.mode == ModeWrite && st.format == FormatParquet && k.fw.Size()+k.fw.RowGroupBytes() >= st.o.TargetFileBytes {
-			// Roll over: the next rows of this directory start a new file.
-			delete(sinks, k.dir)
-			if err := finish(k); err != nil {
+		return rollOver(k)
+	}
+	// drain writes the pending parts (writeParts: on every core).
+	drain = func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		parts := pending
+		pending = nil
+		if err := writeParts(ctx, parts, groupBytes()); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		for _, w := range parts {
+			if err := written(w.k, w.before); err != nil {
 				return err
 			}
-			charge()
+			if err := rollOver(w.k); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
@@ -1419,16 +1457,19 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 					hb.refs++
 					continue
 				}
-				var batch arrow.RecordBatch
-				if batch, _, werr = codec.TakeRows(ctx, g.Data, part.Rows); werr != nil {
-					break
+				tick++
+				k.used = tick
+				if k.fw == nil {
+					if werr = openFile(k); werr != nil {
+						break
+					}
 				}
-				werr = writeTo(k, batch)
-				batch.Release()
-				if werr != nil {
-					break
-				}
+				pending = append(pending, partWrite{k: k, data: g.Data, rows: part.Rows})
 			}
+			if werr == nil {
+				werr = drain()
+			}
+			pending = nil
 			for len(held) > 0 && held[0].rec == nil {
 				held = held[1:]
 			}
