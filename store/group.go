@@ -19,7 +19,7 @@ import (
 // Small appends share a data file.
 //
 // A file of its own costs a small append more than its rows: creating it
-// takes 0.1–1 ms of kernel CPU on an ext4 volume, depending on the
+// takes 0.02–1 ms of kernel CPU on an ext4 volume, depending on the
 // journal (docs/benchmarks.md, BenchmarkFileSyscalls), and zstd, the
 // footer and the hash are paid per file, on pages of a few KiB. So an
 // unpartitioned Parquet append whose rows fit in
