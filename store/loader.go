@@ -112,6 +112,18 @@ func (s *Store) head(ctx context.Context, ps *profileState, v int) (*versionHead
 	retired := ps.log.retired[v] != nil
 	ps.mu.Unlock()
 	if err == nil && vi == nil && w != nil && w.VersionInfo != "" && !retired {
+		// Retention (of another server, whose retire record this view
+		// has not read yet) commits its record before it removes the
+		// version's files: read the log again, from after the file was
+		// found missing, before calling it lost.
+		if err := s.syncLog(ctx, ps); err != nil {
+			return nil, err
+		}
+		ps.mu.Lock()
+		retired = ps.log.retired[v] != nil
+		ps.mu.Unlock()
+	}
+	if err == nil && vi == nil && w != nil && w.VersionInfo != "" && !retired {
 		// Its write record vouches for a .version.json that is gone: the
 		// version would read as pyrosome's, without its partitioning.
 		return nil, fmt.Errorf("%w: %s %s: its .version.json (schema, partitioning), which its write record vouches for, is missing", ErrDataLoss, ps.p, VersionName(v))
