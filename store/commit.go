@@ -126,12 +126,18 @@ func (s *Store) runCycle(c *committer) {
 		live = appends
 	}
 	res, finish := s.cycle(c.ps, live)
-	// The clients are answered once the cycle is over (head written, lock
-	// released): a process that exits after its last put returned
-	// leaves no lock and no lagging head behind.
-	s.finishCycle(c, finish)
+	// The clients are answered once the head is written and the lock
+	// released: a process that exits after its last put returned leaves
+	// no lock and no lagging head behind. Making the release durable
+	// (a sync of the profile directory, once the profile is idle) waits
+	// for no client: it guards only against a machine crash bringing the
+	// lock back, which its owner's boot being gone then marks stale.
+	idle := s.finishCycle(c, finish)
 	for i, r := range live {
 		r.done <- res[i]
+	}
+	if idle {
+		s.syncRelease(c.ps)
 	}
 }
 
@@ -148,10 +154,13 @@ type cycleEnd struct {
 // finishCycle writes the log head and releases the lock. Back-to-back
 // cycles of a busy profile write the head at most every headEvery: it is
 // a hint that only ever lags (format.md), and the next cycle, already
-// queued, writes it soon.
-func (s *Store) finishCycle(c *committer, e cycleEnd) {
+// queued, writes it soon. The release is not synced (the next cycle,
+// already queued, takes the lock again); idle reports that the profile
+// was idle and the lock released, so that the caller makes the release
+// durable (syncRelease).
+func (s *Store) finishCycle(c *committer, e cycleEnd) (idle bool) {
 	if e.unlock == nil {
-		return
+		return false
 	}
 	defer e.cancel()
 	if e.last != nil {
@@ -166,15 +175,18 @@ func (s *Store) finishCycle(c *committer, e cycleEnd) {
 	}
 	if err := e.unlock(); err != nil {
 		s.opts.log.Error().Err(err).Str("profile", c.ps.p.String()).Msg("manifest lock")
-		return
+		return false
 	}
-	if !busy {
-		// The release was not synced (the next cycle, already queued,
-		// takes the lock again); now that the profile is idle it is made
-		// durable, so that a crash cannot bring back a released lock.
-		if err := fsys.SyncDir(e.ctx, s.fs, c.ps.p.dir); err != nil {
-			s.opts.log.Warn().Err(err).Str("profile", c.ps.p.String()).Msg("sync after releasing the manifest lock")
-		}
+	return !busy
+}
+
+// syncRelease makes the release of an idle profile's lock durable, so
+// that a crash cannot bring back a released lock.
+func (s *Store) syncRelease(ps *profileState) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.lockTimeout)
+	defer cancel()
+	if err := fsys.SyncDir(ctx, s.fs, ps.p.dir); err != nil {
+		s.opts.log.Warn().Err(err).Str("profile", ps.p.String()).Msg("sync after releasing the manifest lock")
 	}
 }
 
