@@ -573,7 +573,10 @@ type imgEntry struct {
 // directory dir (created; it must be empty or absent), and describes it.
 // It may be called while other goroutines use f: the image is one
 // consistent cut.
-func (f *FS) Crash(dir string) (*Image, error) {
+func (f *FS) Crash(dir string) (*Image, error) { return f.CrashWith(dir, f.opts.Tear) }
+
+// CrashWith is Crash with tear in place of the FS's Options.Tear.
+func (f *FS) CrashWith(dir string, tear Tear) (*Image, error) {
 	img := &Image{}
 	f.mu.Lock()
 	if len(f.diverged) > 0 {
@@ -582,7 +585,7 @@ func (f *FS) Crash(dir string) (*Image, error) {
 		return nil, fmt.Errorf("crashfs: the model lost track of the storage: %s", strings.Join(d, "; "))
 	}
 	var out []imgEntry
-	f.image(f.root, "", img, &out)
+	f.image(f.root, "", tear, img, &out)
 	f.mu.Unlock()
 	if err := os.MkdirAll(dir, dirPerm); err != nil {
 		return nil, fmt.Errorf("crashfs: crash image: %w", err)
@@ -607,7 +610,7 @@ func (f *FS) Crash(dir string) (*Image, error) {
 
 // image lists the durable tree under d (named name) into out, parents
 // first. Callers hold f.mu.
-func (f *FS) image(d *node, name string, img *Image, out *[]imgEntry) {
+func (f *FS) image(d *node, name string, tear Tear, img *Image, out *[]imgEntry) {
 	names := make([]string, 0, len(d.dur))
 	for k := range d.dur {
 		names = append(names, k)
@@ -630,20 +633,20 @@ func (f *FS) image(d *node, name string, img *Image, out *[]imgEntry) {
 		if n.dir {
 			img.Dirs++
 			*out = append(*out, imgEntry{name: full, dir: true})
-			f.image(n, full, img, out)
+			f.image(n, full, tear, img, out)
 			continue
 		}
 		img.Files++
 		keep := n.synced
-		tear := f.opts.Tear
-		if tear == TearMixed {
-			tear = Tear(f.rng.IntN(3))
+		t := tear
+		if t == TearMixed {
+			t = Tear(f.rng.IntN(3))
 		}
 		switch rest := len(n.data) - n.synced; {
 		case rest == 0:
-		case tear == TearKeep:
+		case t == TearKeep:
 			keep = len(n.data)
-		case tear == TearPrefix:
+		case t == TearPrefix:
 			keep += f.rng.IntN(rest + 1)
 		}
 		if keep < len(n.data) {
