@@ -37,7 +37,6 @@ package store_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -264,13 +263,13 @@ func TestPowerLoss(t *testing.T) {
 		})
 	}
 	t.Logf("%d images checked in %s: %d acknowledged puts checked, %d puts in flight found committed, %d retries replayed; "+
-		"left by the crashes: %d uncommitted files, %d temps, %d manifest locks (%d empty), %d manifests behind the log; %d puts after a crash refused once (partition file without claim)",
+		"left by the crashes: %d uncommitted files, %d temps, %d manifest locks (%d empty), %d manifests behind the log",
 		len(images), time.Since(start).Round(time.Millisecond), stats.acked, stats.unacked, stats.replayed,
-		stats.orphans, stats.temps, stats.locks, stats.emptyLocks, stats.lagging, stats.claimGap)
+		stats.orphans, stats.temps, stats.locks, stats.emptyLocks, stats.lagging)
 }
 
 type plStats struct {
-	acked, unacked, replayed, orphans, temps, locks, emptyLocks, lagging, claimGap int
+	acked, unacked, replayed, orphans, temps, locks, emptyLocks, lagging int
 }
 
 // plCheckImage opens a crash image as a restarted server would and checks
@@ -325,13 +324,13 @@ func plCheckImage(t *testing.T, run *plRun, im plImage, rng *rand.Rand, stats *p
 	// nothing.
 	for k, keys := range [][]string{plKeysA, plKeysB} {
 		p := plPut{keys: keys, gen: 90 + int64(k), seq: 0, rows: 5, mode: store.ModeAppend}
-		if _, err := plPutAfterCrash(t, s, p, stats); err != nil {
+		if _, err := plPutAfterCrash(t, s, p); err != nil {
 			t.Errorf("put after the crash to %v: %v", keys, err)
 		}
 	}
 	for range min(4, len(im.acked)) {
 		a := im.acked[rng.IntN(len(im.acked))]
-		c, err := plPutAfterCrash(t, s, a.put, stats)
+		c, err := plPutAfterCrash(t, s, a.put)
 		switch {
 		case err != nil:
 			t.Errorf("retry of acknowledged %s after the crash: %v", a.put.id(), err)
@@ -358,24 +357,12 @@ func plCheckImage(t *testing.T, run *plRun, im plImage, rng *rand.Rand, stats *p
 	t.Logf("checked in %s (reads %s)", time.Since(t0).Round(time.Millisecond), tRead.Round(time.Millisecond))
 }
 
-// plPutAfterCrash puts p on the store opened over a crash image. A put
-// refused with "file exists" is the known gap of
-// TestPowerLossPartitionFileWithoutClaim (a partition file the crash kept
-// without its claim): it is counted and retried once (this process then
-// claims the next index), and must then succeed.
-func plPutAfterCrash(t *testing.T, s *store.Store, p plPut, stats *plStats) (*store.CommitRecord, error) {
+// plPutAfterCrash puts p on the store opened over a crash image.
+func plPutAfterCrash(t *testing.T, s *store.Store, p plPut) (*store.CommitRecord, error) {
 	t.Helper()
-	for try := 0; ; try++ {
-		rdr := crashBatches(p.gen, p.seq, p.rows)
-		c, err := s.Put(context.Background(), p.keys, rdr, p.options())
-		rdr.Release()
-		if err != nil && errors.Is(err, fsys.ErrExist) && try == 0 {
-			t.Logf("known gap (TestPowerLossPartitionFileWithoutClaim): %v", err)
-			stats.claimGap++
-			continue
-		}
-		return c, err
-	}
+	rdr := crashBatches(p.gen, p.seq, p.rows)
+	defer rdr.Release()
+	return s.Put(context.Background(), p.keys, rdr, p.options())
 }
 
 // plCheckProfile checks one profile of a crash image: the log, the

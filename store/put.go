@@ -1018,6 +1018,9 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		wopts.Metadata[writerKey] = s.writerOf(st.o)
 	}
 	sinks := map[string]*sink{} // the open (or holding) file of each directory
+	// claimSynced: indices of this append whose claim is durable (see
+	// openFile).
+	claimSynced := map[int]bool{}
 	if st.dirSeqs == nil {
 		st.dirSeqs = map[string]int{}
 	}
@@ -1242,6 +1245,20 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			if st.grouped {
 				st.grouped, st.index = false, idx
 			}
+		}
+		if st.mode == ModeAppend && k.dir != "" && !claimSynced[idx] {
+			// The claim lies in the version directory, the file in a
+			// partition directory, whose sync (by this cycle or any
+			// other) can make the file's name durable before the
+			// claim's: a power loss would then keep a file that no
+			// claim holds, and a restarted server would claim its index
+			// again and fail on the name (TestPowerLossPartitionFile-
+			// WithoutClaim). So the claim is made durable first: one
+			// sync per index of a partitioned append.
+			if err := fsys.SyncDir(ctx, s.fs, vdir); err != nil {
+				return fmt.Errorf("write %s: %w", p, err)
+			}
+			claimSynced[idx] = true
 		}
 		k.name = path.Join(vdir, k.dir, dataFileName(idx, st.format))
 		// The file's content is synced at its Commit, its name by the
