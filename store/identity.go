@@ -38,6 +38,8 @@ type procs interface {
 	// (a zombie counts as dead: it will never finish a put).
 	startTime(pid int) (start uint64, ok bool)
 	bootID() string
+	// bootTime is when this machine booted (the zero time if unknown).
+	bootTime() time.Time
 }
 
 type linuxProcs struct{}
@@ -48,6 +50,21 @@ func (linuxProcs) bootID() string {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
+}
+
+func (linuxProcs) bootTime() time.Time {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "btime "); ok {
+			if sec, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64); err == nil && sec > 0 {
+				return time.Unix(sec, 0)
+			}
+		}
+	}
+	return time.Time{}
 }
 
 func (linuxProcs) startTime(pid int) (uint64, bool) {

@@ -92,10 +92,21 @@ func (s *Store) inspectLock(ctx context.Context, p profile) (*lockState, error) 
 	ls.age = max(0, s.opts.now().Sub(when)).Round(time.Millisecond)
 	ls.state = s.judge(ls.owner)
 	limit := s.opts.lockStaleAfter
+	boot := s.opts.procs.bootTime()
 	switch {
 	case ls.state == ownerGone:
 		ls.stale = true
 		ls.reason = fmt.Sprintf("owner %s is gone; lock held for %s", describeOwner(ls), ls.age)
+	case ls.state == ownerUnknown && (!ls.known || ls.owner.Host == s.id.Host) && !boot.IsZero() && !when.IsZero() && when.Before(boot):
+		// A lock of this host's name (or of no name: an empty lock, or
+		// one whose content a crash lost) taken before this machine
+		// booted: a lock that survived a machine crash. Its owner held
+		// a lock for a commit, never for as long as this machine has
+		// been up since (and another machine of the same name would
+		// have to have held it that long too).
+		ls.stale = true
+		ls.state = ownerGone
+		ls.reason = fmt.Sprintf("lock of %s taken at %s, before this machine booted (%s)", describeOwner(ls), when.UTC().Format(time.RFC3339), boot.UTC().Format(time.RFC3339))
 	case ls.age > limit:
 		ls.stale = true
 		ls.reason = fmt.Sprintf("lock is %s old, past the stale limit of %s (owner %s)", ls.age, limit, describeOwner(ls))
@@ -177,10 +188,11 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 	for {
 		// The lock's creation need not be durable: a lock lost in a
 		// machine crash protected nothing any more, and one that
-		// survives is judged as before (its owner's boot is gone). Its
-		// release is made durable (by the release, or by the commit
-		// cycle once the profile is idle), so that a released lock does
-		// not come back after a crash.
+		// survives (whole, or empty: its content is not synced) was
+		// taken before the machine booted again, which makes it stale
+		// (inspectLock). Its release is made durable (by the release,
+		// or by the commit cycle once the profile is idle), so that a
+		// released lock does not come back after a crash.
 		err := fsys.CreateExclusiveSync(ctx, s.fs, name, me, fsys.SyncNone)
 		if err == nil {
 			acquired = true
