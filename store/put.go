@@ -836,12 +836,17 @@ func (s *Store) restage(ctx context.Context, ps *profileState, st *staged, lates
 
 // stagedDirs are the directories whose entries (the put's files and
 // claims) the commit cycle syncs before the put's record is written: the
-// version directory and every directory holding a file of the put.
+// version directory, every directory holding a file of the put, and the
+// directories between the two.
 func (st *staged) stagedDirs() []string {
 	vdir := st.p.vdir(st.version)
 	dirs := []string{vdir}
 	for _, f := range st.files {
-		if d := path.Dir(st.p.join(f.Path)); d != vdir && !slices.Contains(dirs, d) {
+		// The file's directory, and each directory between it and the
+		// version's: a partition directory another put (of this process
+		// or another) created and has not yet synced into its parent
+		// must not be left to that put's sync.
+		for d := path.Dir(st.p.join(f.Path)); d != vdir && strings.HasPrefix(d, vdir+"/") && !slices.Contains(dirs, d); d = path.Dir(d) {
 			dirs = append(dirs, d)
 		}
 	}
