@@ -520,7 +520,7 @@ func crashRead(s *store.Store, keys []string, version int) ([]crashRow, error) {
 		for i := 0; i < int(rec.NumRows()); i++ {
 			r := crashRow{gen: g.Value(i), seq: q.Value(i), j: j.Value(i), null: p.IsNull(i)}
 			if !r.null {
-				r.part = p.ValueStr(i)
+				r.part = strings.Clone(p.ValueStr(i)) // it may alias the batch, released at the next Next
 			}
 			out = append(out, r)
 		}
