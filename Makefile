@@ -75,7 +75,7 @@ test: vet lint test-go test-race test-python test-on-s3 test-reliability
 
 # Full-size concurrency and crash runs (minutes).
 stress:
-	QUIVER_STRESS=1 $(GO) test -count=1 -run 'MultiProcess|CrashKilled' -v ./store/
+	QUIVER_STRESS=1 $(GO) test -count=1 -run 'MultiProcess|CrashKilled|PowerLoss' -v ./store/
 	QUIVER_STRESS_SCALE=$${QUIVER_STRESS_SCALE:-full} $(GO) test -count=1 -timeout 90m -v ./reliability/
 	FUZZTIME=$${FUZZTIME:-10m} reliability/fuzz.sh
 
