@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/util"
 
 	"github.com/quiverdb/quiver/store/codec"
+	"github.com/quiverdb/quiver/store/fsys"
 	"github.com/quiverdb/quiver/store/ipccache"
 )
 
@@ -817,10 +818,18 @@ func (r *SnapshotReader) open(df DataFile) (*openFile, error) {
 		return of, nil
 	}
 	ropts.RowBytes = math.Float64frombits(r.rowBytes.Load())
+	var footerKey string
+	if sf, ok := f.(fsys.Stamper); ok && df.Recorded && df.SHA256 != "" {
+		footerKey = r.p.join(df.Path) + "\x00" + df.SHA256 + "\x00" + sf.Stamp()
+		ropts.Metadata = r.s.footers.get(footerKey)
+	}
 	pf, err := codec.OpenParquet(f, f.Size(), ropts)
 	if err != nil {
 		f.Close()
 		return nil, wrap(r.s.badFile(r.p, df, err))
+	}
+	if footerKey != "" && ropts.Metadata == nil {
+		r.s.footers.put(footerKey, pf.Metadata())
 	}
 	of.closeFn = func() { _ = pf.Close(); _ = f.Close() }
 	if err := r.s.checkRows(r.p, df, pf.Footer().Rows, pf.Schema().NumFields()); err != nil {

@@ -43,6 +43,8 @@ type Store struct {
 	// readMem allocates what reads decode: a pool unless WithAllocator
 	// gave another allocator (pool.go).
 	readMem memory.Allocator
+	// footers keeps the parsed footers of files read (footercache.go).
+	footers *footerCache
 }
 
 // OnLockWait registers fn to be told, after every manifest lock attempt, how
@@ -198,6 +200,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	}
 	s := &Store{opts: o, profiles: map[string]*profileState{}, writing: map[string]int{}, budget: newMemBudget(o.putMemory), cache: o.cache}
 	s.readMem = o.mem
+	s.footers = newFooterCache(footerCacheBytes)
 	if !o.memSet {
 		s.readMem = newPoolAllocator()
 	}

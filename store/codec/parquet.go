@@ -72,8 +72,18 @@ func newFileReader(pr *file.Reader, props pqarrow.ArrowReadProperties, mem memor
 	if fr, err = pqarrow.NewFileReader(pr, props, mem); err != nil {
 		return nil, nil, err
 	}
-	sc, err = fr.Schema()
-	return fr, sc, err
+	// The schema of the manifest just built (what fr.Schema, which builds
+	// another manifest, returns: pqarrow.FromParquet).
+	m := fr.Manifest
+	fields := make([]arrow.Field, len(m.Fields))
+	for i, f := range m.Fields {
+		fields[i] = *f.Field
+	}
+	if m.OriginSchema != nil {
+		md := m.OriginSchema.Metadata()
+		return fr, arrow.NewSchema(fields, &md), nil
+	}
+	return fr, arrow.NewSchema(fields, m.SchemaMeta), nil
 }
 
 func footerOf(pr *file.Reader) *Footer {
@@ -104,6 +114,11 @@ type ReadOptions struct {
 	RowBytes float64
 	// Allocator for the decoded batches (memory.DefaultAllocator if nil).
 	Allocator memory.Allocator
+	// Metadata, when set, is the file's footer as parsed by an earlier
+	// open of the same bytes (ParquetFile.Metadata): it is used instead
+	// of reading and parsing the footer again. The caller vouches that
+	// the bytes are the same (a cache keyed by fsys.Stamper's stamp).
+	Metadata *metadata.FileMetaData
 	// Parallel, when above 1, decodes the columns of each batch on up to
 	// this many goroutines (each column has a reader of its own). A
 	// batch is still whole before Next returns, so parallel decoding
@@ -195,7 +210,11 @@ func OpenParquet(r io.ReaderAt, size int64, o ReadOptions) (*ParquetFile, error)
 	// many small appended files.
 	props.BufferedStreamEnabled = size > smallParquetFile
 	props.BufferSize = 128 << 10
-	pr, err := newParquetReader(io.NewSectionReader(r, 0, size), file.WithReadProps(props))
+	ropts := []file.ReadOption{file.WithReadProps(props)}
+	if o.Metadata != nil {
+		ropts = append(ropts, file.WithMetadata(o.Metadata))
+	}
+	pr, err := newParquetReader(io.NewSectionReader(r, 0, size), ropts...)
 	if err != nil {
 		return nil, fmt.Errorf("not a Parquet file: %w", err)
 	}
@@ -296,6 +315,17 @@ func (f *ParquetFile) declare(sc, origin *arrow.Schema) *arrow.Schema {
 
 // Footer is the file's footer.
 func (f *ParquetFile) Footer() *Footer { return f.footer }
+
+// Metadata is the file's parsed footer, to give to a later OpenParquet of
+// the same bytes (ReadOptions.Metadata). It is not to be modified. Nil
+// for an encrypted file, whose footer is not to be reused.
+func (f *ParquetFile) Metadata() *metadata.FileMetaData {
+	md := f.pr.MetaData()
+	if md == nil || md.FileDecryptor != nil || md.IsSetEncryptionAlgorithm() {
+		return nil
+	}
+	return md
+}
 
 // Schema is the file's Arrow schema (as stored in it when an Arrow writer
 // wrote it), field ids stripped.

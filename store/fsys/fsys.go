@@ -180,3 +180,12 @@ type File interface {
 	// Size is the object's size when it was opened.
 	Size() int64
 }
+
+// Stamper is implemented by Files that can tell, for the price of opening
+// them, whether their content may have changed since an earlier open:
+// Stamp changes whenever the object's content or metadata do (Local: its
+// inode, change time and size). Readers key what they derive from an
+// immutable file's bytes (a parsed footer) by it.
+type Stamper interface {
+	Stamp() string
+}

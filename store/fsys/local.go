@@ -780,17 +780,23 @@ func readAll(ctx context.Context, fd int) ([]byte, error) {
 
 // regularSize is the size of fd, which must be a regular file.
 func regularSize(fd int) (int64, error) {
+	st, err := regularStat(fd)
+	return st.Size, err
+}
+
+// regularStat is fstat(2) of fd, which must be a regular file.
+func regularStat(fd int) (unix.Stat_t, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return 0, err
+		return st, err
 	}
 	switch uint32(st.Mode) & unix.S_IFMT {
 	case unix.S_IFREG:
-		return st.Size, nil
+		return st, nil
 	case unix.S_IFDIR:
-		return 0, fmt.Errorf("%w: %w", ErrNotRegular, unix.EISDIR)
+		return st, fmt.Errorf("%w: %w", ErrNotRegular, unix.EISDIR)
 	default:
-		return 0, ErrNotRegular
+		return st, ErrNotRegular
 	}
 }
 
@@ -886,12 +892,13 @@ func (l *Local) Open(ctx context.Context, name string) (File, error) {
 	if err != nil {
 		return nil, pathErr(op, name, lookupErr(err))
 	}
-	size, err := regularSize(fd)
+	st, err := regularStat(fd)
 	if err != nil {
 		unix.Close(fd)
 		return nil, pathErr(op, name, err)
 	}
-	f := &localFile{fd: fd, size: size, name: name}
+	f := &localFile{fd: fd, size: st.Size, name: name,
+		stamp: fmt.Sprintf("%d:%d:%d.%d:%d", st.Dev, st.Ino, st.Ctim.Sec, st.Ctim.Nsec, st.Size)}
 	f.cleanup = runtime.AddCleanup(f, closeFD, fd)
 	return f, nil
 }
@@ -904,6 +911,7 @@ type localFile struct {
 	fd      int
 	size    int64
 	name    string
+	stamp   string          // Stamp
 	cleanup runtime.Cleanup // closes a leaked descriptor
 }
 
@@ -975,6 +983,11 @@ func (f *localFile) Close() error {
 }
 
 func (f *localFile) Size() int64 { return f.size }
+
+// Stamp implements Stamper: the device, inode, change time and size
+// the file had when opened. The change time moves with every write,
+// truncation, chmod or link of the file, and cannot be set back.
+func (f *localFile) Stamp() string { return f.stamp }
 
 // Stat implements FS. A symbolic link is refused, not described.
 func (l *Local) Stat(ctx context.Context, name string) (Entry, error) {

@@ -1,0 +1,79 @@
+package store
+
+import (
+	"container/list"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/parquet/metadata"
+)
+
+// footerCache keeps the parsed footers of the Parquet files reads opened,
+// so that the next read of a file does not read and parse its footer
+// again: with many files per read (a partitioned version, or the history
+// of small appends) parsing them was a fifth of the CPU of a read of two
+// columns (docs/benchmarks.md). Entries are keyed by the file's path, its
+// commit record's SHA-256 and its stamp (fsys.Stamper: inode, change time
+// and size on a local disk), so a file replaced or altered since gets
+// another key and is parsed from its bytes, and checked as before. Least
+// recently used entries go first once the footers' bytes pass the limit.
+type footerCache struct {
+	mu    sync.Mutex
+	limit int
+	bytes int
+	lru   *list.List // of *footerEntry, most recent first
+	m     map[string]*list.Element
+}
+
+type footerEntry struct {
+	key  string
+	md   *metadata.FileMetaData
+	size int
+}
+
+// footerCacheBytes bounds the footers kept, by their serialized size: the
+// parsed form takes about 7 times as much heap (measured on the
+// benchmark's files), so about 15 MB at most; the 64 files of the
+// benchmark's 20-column version take 0.45 MiB.
+const footerCacheBytes = 2 << 20
+
+func newFooterCache(limit int) *footerCache {
+	return &footerCache{limit: limit, lru: list.New(), m: map[string]*list.Element{}}
+}
+
+func (c *footerCache) get(key string) *metadata.FileMetaData {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[key]
+	if !ok {
+		return nil
+	}
+	c.lru.MoveToFront(e)
+	return e.Value.(*footerEntry).md
+}
+
+func (c *footerCache) put(key string, md *metadata.FileMetaData) {
+	if c == nil || md == nil {
+		return
+	}
+	size := max(md.Size(), 1)
+	if size > c.limit/4 {
+		return // a huge footer would push out many others
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[key]; ok {
+		return
+	}
+	c.m[key] = c.lru.PushFront(&footerEntry{key: key, md: md, size: size})
+	c.bytes += size
+	for c.bytes > c.limit {
+		e := c.lru.Back()
+		fe := e.Value.(*footerEntry)
+		c.lru.Remove(e)
+		delete(c.m, fe.key)
+		c.bytes -= fe.size
+	}
+}
