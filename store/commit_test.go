@@ -112,56 +112,80 @@ func TestDiskFullCommitsNothing(t *testing.T) {
 		{"claim", faultfs.Rule{Op: faultfs.CreateExclusive, Glob: "*.claim", Err: syscall.ENOSPC}, []Mode{ModeAppend}},
 		{"data file", faultfs.Rule{Op: faultfs.Write, Glob: "*.parquet", Err: syscall.ENOSPC}, []Mode{ModeAppend, ModeWrite}},
 		{"data file commit", faultfs.Rule{Op: faultfs.Commit, Glob: "*.parquet", Err: syscall.ENOSPC}, []Mode{ModeAppend, ModeWrite}},
-		{"log segment", faultfs.Rule{Op: faultfs.CreateExclusive, Glob: "*" + segmentExt, Err: syscall.ENOSPC}, []Mode{ModeAppend, ModeWrite}},
+		// Created by CreateExclusive on storage that is durable at
+		// every call, by CreateSync (a Create) on fsys.Relaxed storage.
+		{"log segment", faultfs.Rule{Op: faultfs.CreateExclusive | faultfs.Create, Glob: "*" + segmentExt, Err: syscall.ENOSPC}, []Mode{ModeAppend, ModeWrite}},
 	}
 	for _, f := range faults {
 		for _, mode := range f.modes {
-			t.Run(f.name+"/"+string(mode), func(t *testing.T) {
-				dir := t.TempDir()
-				l, err := fsys.NewLocal(dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ff := faultfs.New(l)
-				s, _ := newTestStore(t, WithFS(ff))
-				k := []string{"f"}
-				put(t, s, ModeWrite, k, ids(1), PutOptions{})
-				before := hashTree(t, dir)
-				ff.Add(f.rule)
-				rdr := ids(2)
-				_, err = s.Put(context.Background(), k, rdr, PutOptions{Mode: mode, RequestID: "x"})
-				rdr.Release()
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatalf("got %v, want ENOSPC", err)
-				}
-				if ff.Injected(faultfs.All) == 0 {
-					t.Fatal("the fault never fired")
-				}
-				if strings.Contains(err.Error(), dir) {
-					t.Errorf("error shows the server path: %v", err)
-				}
-				// A failed put removes its files and then its claim:
-				// nothing changed.
-				assertOnlyClaims(t, before, hashTree(t, dir), 0)
-				if got := readIDs(t, s, k, Latest); fmt.Sprint(got) != "[1]" {
-					t.Fatalf("rows %v", got)
-				}
-				ff.Clear()
-				c := put(t, s, mode, k, ids(2), PutOptions{RequestID: "x"})
-				if c.Replayed || c.Seq != 2 {
-					t.Fatalf("retry: %+v", c)
-				}
-				want := "[1 2]"
-				if mode == ModeWrite {
-					want = "[2]"
-				}
-				if got := readIDs(t, s, k, Latest); fmt.Sprint(got) != want {
-					t.Fatalf("rows after the retry %v, want %s", got, want)
-				}
-				auditClean(t, s, dir, k)
-			})
+			for _, relaxed := range []bool{true, false} {
+				t.Run(fmt.Sprintf("%s/%s/relaxed=%v", f.name, mode, relaxed), func(t *testing.T) {
+					diskFullCommitsNothing(t, f.rule, mode, relaxed)
+				})
+			}
 		}
 	}
+}
+
+// strictFS hides the optional interfaces of the FS it embeds (among them
+// fsys.Relaxed): the store takes the path of storage that is durable at
+// every call. It is local all the same (Inner).
+type strictFS struct{ fsys.FS }
+
+func (f strictFS) Inner() fsys.FS { return f.FS }
+
+// diskFullCommitsNothing is one case of TestDiskFullCommitsNothing: on a
+// local directory (relaxed durability) or one made strict (strictFS).
+func diskFullCommitsNothing(t *testing.T, rule faultfs.Rule, mode Mode, relaxed bool) {
+	dir := t.TempDir()
+	l, err := fsys.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inner fsys.FS = l
+	if !relaxed {
+		inner = strictFS{l}
+	}
+	ff := faultfs.New(inner)
+	if fsys.IsRelaxed(ff) != relaxed {
+		t.Fatalf("IsRelaxed = %v, want %v", !relaxed, relaxed)
+	}
+	s, _ := newTestStore(t, WithFS(ff))
+	k := []string{"f"}
+	put(t, s, ModeWrite, k, ids(1), PutOptions{})
+	before := hashTree(t, dir)
+	ff.Add(rule)
+	rdr := ids(2)
+	_, err = s.Put(context.Background(), k, rdr, PutOptions{Mode: mode, RequestID: "x"})
+	rdr.Release()
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("got %v, want ENOSPC", err)
+	}
+	if ff.Injected(faultfs.All) == 0 {
+		t.Fatal("the fault never fired")
+	}
+	if strings.Contains(err.Error(), dir) {
+		t.Errorf("error shows the server path: %v", err)
+	}
+	// A failed put removes its files and then its claim:
+	// nothing changed.
+	assertOnlyClaims(t, before, hashTree(t, dir), 0)
+	if got := readIDs(t, s, k, Latest); fmt.Sprint(got) != "[1]" {
+		t.Fatalf("rows %v", got)
+	}
+	ff.Clear()
+	c := put(t, s, mode, k, ids(2), PutOptions{RequestID: "x"})
+	if c.Replayed || c.Seq != 2 {
+		t.Fatalf("retry: %+v", c)
+	}
+	want := "[1 2]"
+	if mode == ModeWrite {
+		want = "[2]"
+	}
+	if got := readIDs(t, s, k, Latest); fmt.Sprint(got) != want {
+		t.Fatalf("rows after the retry %v, want %s", got, want)
+	}
+	auditClean(t, s, dir, k)
 }
 
 // TestFailedSplitWriteLeavesNothing: a write split into several files
@@ -178,7 +202,7 @@ func TestFailedSplitWriteLeavesNothing(t *testing.T) {
 	k := []string{"split"}
 	put(t, s, ModeWrite, k, ids(1), PutOptions{})
 	before := hashTree(t, dir)
-	ff.Add(faultfs.Rule{Op: faultfs.CreateExclusive, Glob: "*" + segmentExt, Err: syscall.ENOSPC})
+	ff.Add(faultfs.Rule{Op: faultfs.CreateExclusive | faultfs.Create, Glob: "*" + segmentExt, Err: syscall.ENOSPC})
 	rdr := twoBatches(t, 2, 3)
 	defer rdr.Release()
 	if _, err := s.Put(context.Background(), k, rdr, PutOptions{Mode: ModeWrite, TargetFileBytes: 1}); !errors.Is(err, syscall.ENOSPC) {

@@ -229,7 +229,7 @@ func TestSharedFileFailureLeavesNothing(t *testing.T) {
 	for _, rule := range []faultfs.Rule{
 		{Op: faultfs.Write, Glob: "*.parquet", Err: syscall.ENOSPC},
 		{Op: faultfs.Commit, Glob: "*.parquet", Err: syscall.ENOSPC},
-		{Op: faultfs.CreateExclusive, Glob: "*" + segmentExt, Err: syscall.ENOSPC},
+		{Op: faultfs.CreateExclusive | faultfs.Create, Glob: "*" + segmentExt, Err: syscall.ENOSPC},
 	} {
 		t.Run(fmt.Sprint(rule.Op, rule.Glob), func(t *testing.T) {
 			dir := t.TempDir()
