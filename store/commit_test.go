@@ -364,3 +364,59 @@ func TestRequestIDReusedInOneCycleRefused(t *testing.T) {
 		t.Fatalf("read %v", got)
 	}
 }
+
+// TestLogDirSyncFailure: the sync of the log directory after a segment
+// was linked fails (EIO, or ENOSPC from a full disk). The commit is then
+// visible but not durable: the puts are told so (ErrUnavailable, with the
+// error) and their files stay, since the visible record vouches for them
+// (the puts' files were removed as if nothing had committed: the latest
+// version was then unreadable, "committed data lost"). No put of the
+// profile is answered — a retry's replay included — until the log
+// directory was synced again.
+func TestLogDirSyncFailure(t *testing.T) {
+	for _, mode := range []Mode{ModeAppend, ModeWrite} {
+		t.Run(string(mode), func(t *testing.T) {
+			dir := t.TempDir()
+			l, err := fsys.NewLocal(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ff := faultfs.New(l)
+			s, _ := newTestStore(t, WithFS(ff))
+			k := []string{"f"}
+			put(t, s, ModeWrite, k, ids(1), PutOptions{})
+			want := "[1 2]"
+			if mode == ModeWrite {
+				want = "[2]"
+			}
+			ff.Add(faultfs.Rule{Op: faultfs.Sync, Glob: logDir, Err: syscall.EIO})
+			rdr := ids(2)
+			_, err = s.Put(context.Background(), k, rdr, PutOptions{Mode: mode, RequestID: "x"})
+			rdr.Release()
+			if got := readIDs(t, s, k, Latest); fmt.Sprint(got) != want {
+				t.Fatalf("rows %v, want %s (the commit is visible)", got, want)
+			}
+			if !errors.Is(err, syscall.EIO) || !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("put: %v, want EIO and ErrUnavailable", err)
+			}
+			t.Logf("put: %v", err)
+			// The log directory still cannot be synced: a retry is not
+			// told its put committed.
+			rdr = ids(2)
+			_, err = s.Put(context.Background(), k, rdr, PutOptions{Mode: mode, RequestID: "x"})
+			rdr.Release()
+			if !errors.Is(err, syscall.EIO) {
+				t.Fatalf("retry while the log cannot be synced: %v, want EIO", err)
+			}
+			ff.Clear()
+			c := put(t, s, mode, k, ids(2), PutOptions{RequestID: "x"})
+			if !c.Replayed || c.Seq != 2 {
+				t.Fatalf("retry: %+v, want the replay of record 2", c)
+			}
+			if got := readIDs(t, s, k, Latest); fmt.Sprint(got) != want {
+				t.Fatalf("rows after the retry %v, want %s", got, want)
+			}
+			auditClean(t, s, dir, k)
+		})
+	}
+}
