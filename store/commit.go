@@ -41,6 +41,12 @@ type committer struct {
 	// answered from the log without a cycle (replay). Only the leader
 	// sets and clears it.
 	logUnsynced atomic.Bool
+	// strandedLock is the content of the profile's manifest lock as this
+	// process took it and then failed to remove (a release that failed):
+	// the lock is still this process's and held by nobody, and this
+	// process's next lockProfile of the profile takes it back
+	// (takeBackLock).
+	strandedLock atomic.Pointer[[]byte]
 }
 
 // headEvery bounds how long a busy profile's .log/HEAD may lag its log:

@@ -420,3 +420,46 @@ func TestLogDirSyncFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedLockReleaseTakenBack: the removal of the manifest lock after
+// a commit fails (EIO; on an object store, a DELETE that failed). The put
+// is committed and acknowledged; the lock, this live process's, stays.
+// The next put of this process takes it back at once (it waited out the
+// lock timeout and failed, "locked by another writer": the profile was
+// locked for every writer until the 10-minute stale limit).
+func TestFailedLockReleaseTakenBack(t *testing.T) {
+	for _, relaxed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("relaxed=%v", relaxed), func(t *testing.T) {
+			dir := t.TempDir()
+			l, err := fsys.NewLocal(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var inner fsys.FS = l
+			if !relaxed {
+				inner = strictFS{l}
+			}
+			ff := faultfs.New(inner)
+			s, _ := newTestStore(t, WithFS(ff), WithLockTimeout(2*time.Second))
+			k := []string{"f"}
+			put(t, s, ModeWrite, k, ids(1), PutOptions{})
+			ff.Add(faultfs.Rule{Op: faultfs.Delete, Glob: lockName, Err: syscall.EIO, Nth: 1})
+			put(t, s, ModeAppend, k, ids(2), PutOptions{})
+			if ff.Injected(faultfs.Delete) != 1 {
+				t.Fatal("the release never failed")
+			}
+			if _, err := os.Stat(filepath.Join(dir, "f", lockName)); err != nil {
+				t.Fatalf("the lock whose release failed: %v", err)
+			}
+			start := time.Now()
+			put(t, s, ModeAppend, k, ids(3), PutOptions{})
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("the next put took %v", d)
+			}
+			if got := readIDs(t, s, k, Latest); fmt.Sprint(got) != "[1 2 3]" {
+				t.Fatalf("rows %v", got)
+			}
+			auditClean(t, s, dir, k)
+		})
+	}
+}
