@@ -227,6 +227,47 @@ func (f *lockWaitFS) CreateExclusive(ctx context.Context, name string, data []by
 	return err
 }
 
+// relaxedLockWaitFS is a lockWaitFS over fsys.Relaxed storage that stays
+// Relaxed (a lockWaitFS hides it: the store then takes the path of
+// storage durable at every call). The lock is created by
+// CreateExclusiveSync there.
+type relaxedLockWaitFS struct {
+	*lockWaitFS
+	r fsys.Relaxed
+}
+
+// withRelaxed is f, Relaxed where the storage it wraps is.
+func (f *lockWaitFS) withRelaxed() fsys.FS {
+	if r, ok := f.FS.(fsys.Relaxed); ok {
+		return relaxedLockWaitFS{f, r}
+	}
+	return f
+}
+
+func (f relaxedLockWaitFS) CreateExclusiveSync(ctx context.Context, name string, data []byte, sync fsys.Sync) error {
+	err := f.r.CreateExclusiveSync(ctx, name, data, sync)
+	if errors.Is(err, fsys.ErrExist) && strings.HasSuffix(name, lockName) {
+		f.once.Do(func() { close(f.waiting) })
+	}
+	return err
+}
+
+func (f relaxedLockWaitFS) CreateSync(ctx context.Context, name string, sync fsys.Sync) (fsys.Writer, error) {
+	return f.r.CreateSync(ctx, name, sync)
+}
+
+func (f relaxedLockWaitFS) ReplaceSync(ctx context.Context, name string, data []byte, ifMatch fsys.Token, sync fsys.Sync) error {
+	return f.r.ReplaceSync(ctx, name, data, ifMatch, sync)
+}
+
+func (f relaxedLockWaitFS) DeleteSync(ctx context.Context, name string, sync fsys.Sync) error {
+	return f.r.DeleteSync(ctx, name, sync)
+}
+
+func (f relaxedLockWaitFS) SyncDir(ctx context.Context, dir string) error {
+	return f.r.SyncDir(ctx, dir)
+}
+
 // TestCancelledWhileWaitingForLockCommitsNothing: a put whose client goes
 // away while its commit cycle waits for the manifest lock (held by another
 // writer) commits nothing once the lock is free (red team round 12's c01:
