@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -176,6 +177,16 @@ func TestStoreENOSPC(t *testing.T) {
 			if ids[1000] != 1 || ids[1099] != 1 {
 				t.Errorf("after the retry the put's rows are visible %d times", ids[1000])
 			}
+			// A new put goes through at once: no lock or claim of the
+			// failed one is in its way.
+			b2 := rowsBatch(2000, 10, "next")
+			start := time.Now()
+			if _, err := s.Put(ctx, keys, recordReader(b2), store.PutOptions{Mode: store.ModeAppend}); err != nil {
+				t.Errorf("the next put: %v", err)
+			} else if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("the next put took %v", d)
+			}
+			b2.Release()
 			if vr, err := maint.Verify(ctx, s, maint.VerifyOptions{}); err != nil || !vr.OK {
 				t.Errorf("verify after retry and sweep: %v %+v", err, vr)
 			}
