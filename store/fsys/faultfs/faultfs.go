@@ -97,8 +97,8 @@ type Rule struct {
 	// Glob is a path.Match pattern. Without a "/" it is matched against
 	// the last element of the name ("*.parquet"), with one against the
 	// whole name ("v*/0.parquet"). Empty matches every name. Writes,
-	// Commits and Reads carry the name their Writer or File was made for;
-	// List carries its directory.
+	// Commits, Reads and a Writer's Sync carry the name their Writer or
+	// File was made for; List and SyncDir carry their directory.
 	Glob string
 	// Err is the error injected (wrapped in an *InjectedError, so that
 	// errors.Is(err, Err) holds).
