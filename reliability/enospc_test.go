@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -57,31 +58,50 @@ func storeIDs(t *testing.T, s *store.Store, keys []string) map[int64]int {
 // TestStoreENOSPC: a disk that fills up at each step of a put (the data
 // file, its commit, the claim of an index, the version directory and its
 // .version.json, the commit log segment, the log head, the manifest, the
-// lock). The put must fail and leave nothing visible (DESIGN.md §3: "a
-// stream that fails commits nothing") — or, where the failure comes after
-// the commit point, be acknowledged with its rows exactly once; verify must
-// report at most sweepable leftovers, and once space is back the same put
-// (same request_id) must succeed with its rows visible exactly once.
+// lock), and at each sync a put makes on a local disk (fsys.Relaxed, which
+// faultfs over Local is: the directories its files and claims are in, the
+// segment's content, the log directory once the segment is linked). The
+// put must fail and leave nothing visible (DESIGN.md §3: "a stream that
+// fails commits nothing") — or, where the failure comes after the commit
+// point, be acknowledged with its rows exactly once, or (committed) be
+// told to retry with its request_id; verify must report at most sweepable
+// leftovers, and once space is back the same put (same request_id) must
+// succeed with its rows visible exactly once.
 func TestStoreENOSPC(t *testing.T) {
 	requireStress(t)
 	enospc := syscall.ENOSPC
+	// The segment is created by CreateExclusive on storage durable at
+	// every call, by CreateSync (a Create) on relaxed storage.
+	segment := faultfs.CreateExclusive | faultfs.Create
 	cases := []struct {
 		name string
 		mode store.Mode
 		rule faultfs.Rule
+		// committed: a failed put is committed all the same (the
+		// fault came after the commit point) and says to retry with
+		// its request_id.
+		committed bool
 	}{
-		{"data file write", store.ModeAppend, faultfs.Rule{Op: faultfs.Write, Glob: "*.parquet", Err: enospc}},
-		{"data file create", store.ModeAppend, faultfs.Rule{Op: faultfs.Create, Glob: "*.parquet", Err: enospc}},
-		{"data file commit", store.ModeAppend, faultfs.Rule{Op: faultfs.Commit, Glob: "*.parquet", Err: enospc}},
-		{"claim index", store.ModeAppend, faultfs.Rule{Op: faultfs.CreateExclusive, Glob: "*.claim", Err: enospc}},
-		{"lock", store.ModeAppend, faultfs.Rule{Op: faultfs.CreateExclusive, Glob: "manifest.json.write_lock", Err: enospc}},
-		{"log segment (append)", store.ModeAppend, faultfs.Rule{Op: faultfs.CreateExclusive, Glob: "*.ndjson", Err: enospc}},
-		{"log head (append)", store.ModeAppend, faultfs.Rule{Op: faultfs.Replace, Glob: "HEAD", Err: enospc}},
-		{"data file write (write)", store.ModeWrite, faultfs.Rule{Op: faultfs.Write, Glob: "*.parquet", Err: enospc}},
-		{"version dir", store.ModeWrite, faultfs.Rule{Op: faultfs.Mkdir, Glob: "v*", Err: enospc}},
-		{"version info", store.ModeWrite, faultfs.Rule{Op: faultfs.CreateExclusive, Glob: ".version.json", Err: enospc}},
-		{"log segment (write)", store.ModeWrite, faultfs.Rule{Op: faultfs.CreateExclusive, Glob: "*.ndjson", Err: enospc}},
-		{"manifest (write)", store.ModeWrite, faultfs.Rule{Op: faultfs.Replace, Glob: "manifest.json", Err: enospc}},
+		{"data file write", store.ModeAppend, faultfs.Rule{Op: faultfs.Write, Glob: "*.parquet", Err: enospc}, false},
+		{"data file create", store.ModeAppend, faultfs.Rule{Op: faultfs.Create, Glob: "*.parquet", Err: enospc}, false},
+		{"data file commit", store.ModeAppend, faultfs.Rule{Op: faultfs.Commit, Glob: "*.parquet", Err: enospc}, false},
+		{"claim index", store.ModeAppend, faultfs.Rule{Op: faultfs.CreateExclusive, Glob: "*.claim", Err: enospc}, false},
+		{"lock", store.ModeAppend, faultfs.Rule{Op: faultfs.CreateExclusive, Glob: "manifest.json.write_lock", Err: enospc}, false},
+		{"log segment (append)", store.ModeAppend, faultfs.Rule{Op: segment, Glob: "*.ndjson", Err: enospc}, false},
+		{"log head (append)", store.ModeAppend, faultfs.Rule{Op: faultfs.Replace, Glob: "HEAD", Err: enospc}, false},
+		{"data file write (write)", store.ModeWrite, faultfs.Rule{Op: faultfs.Write, Glob: "*.parquet", Err: enospc}, false},
+		{"version dir", store.ModeWrite, faultfs.Rule{Op: faultfs.Mkdir, Glob: "v*", Err: enospc}, false},
+		{"version info", store.ModeWrite, faultfs.Rule{Op: faultfs.CreateExclusive, Glob: ".version.json", Err: enospc}, false},
+		{"log segment (write)", store.ModeWrite, faultfs.Rule{Op: segment, Glob: "*.ndjson", Err: enospc}, false},
+		{"manifest (write)", store.ModeWrite, faultfs.Rule{Op: faultfs.Replace, Glob: "manifest.json", Err: enospc}, true},
+		// The syncs of relaxed durability.
+		{"version dir sync (append)", store.ModeAppend, faultfs.Rule{Op: faultfs.Sync, Glob: "v*", Err: enospc}, false},
+		{"version dir sync (write)", store.ModeWrite, faultfs.Rule{Op: faultfs.Sync, Glob: "v*", Err: enospc}, false},
+		{"segment sync (append)", store.ModeAppend, faultfs.Rule{Op: faultfs.Sync, Glob: "*.ndjson", Err: enospc}, false},
+		{"segment sync (write)", store.ModeWrite, faultfs.Rule{Op: faultfs.Sync, Glob: "*.ndjson", Err: enospc}, false},
+		{"log dir sync (append)", store.ModeAppend, faultfs.Rule{Op: faultfs.Sync, Glob: ".log", Err: enospc}, true},
+		{"log dir sync (write)", store.ModeWrite, faultfs.Rule{Op: faultfs.Sync, Glob: ".log", Err: enospc}, true},
+		{"lock release (append)", store.ModeAppend, faultfs.Rule{Op: faultfs.Delete, Glob: "manifest.json.write_lock", Err: enospc}, false},
 	}
 	var fails []string
 	for _, tc := range cases {
@@ -124,7 +144,10 @@ func TestStoreENOSPC(t *testing.T) {
 				if !strings.Contains(err.Error(), "no space") {
 					t.Errorf("error does not say the disk is full: %v", err)
 				}
-				if visible != 0 && tc.name != "manifest (write)" {
+				switch {
+				case tc.committed && visible != 1:
+					t.Errorf("put committed before the fault (%v): its rows visible %d times, want once", err, visible)
+				case !tc.committed && visible != 0:
 					t.Errorf("BUG: put failed with ENOSPC (%v) but its rows are visible (%d times)", err, visible)
 					fails = append(fails, tc.name)
 				}
@@ -154,6 +177,16 @@ func TestStoreENOSPC(t *testing.T) {
 			if ids[1000] != 1 || ids[1099] != 1 {
 				t.Errorf("after the retry the put's rows are visible %d times", ids[1000])
 			}
+			// A new put goes through at once: no lock or claim of the
+			// failed one is in its way.
+			b2 := rowsBatch(2000, 10, "next")
+			start := time.Now()
+			if _, err := s.Put(ctx, keys, recordReader(b2), store.PutOptions{Mode: store.ModeAppend}); err != nil {
+				t.Errorf("the next put: %v", err)
+			} else if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("the next put took %v", d)
+			}
+			b2.Release()
 			if vr, err := maint.Verify(ctx, s, maint.VerifyOptions{}); err != nil || !vr.OK {
 				t.Errorf("verify after retry and sweep: %v %+v", err, vr)
 			}

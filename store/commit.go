@@ -35,6 +35,18 @@ type committer struct {
 	// waiting counts the puts waiting for a cycle's decision (queued,
 	// or in the cycle running now).
 	waiting atomic.Int64
+	// logUnsynced: a cycle linked a segment but could not sync the log
+	// directory (the commit is visible, maybe not durable). The next
+	// cycle syncs it before it answers anything; until then no put is
+	// answered from the log without a cycle (replay). Only the leader
+	// sets and clears it.
+	logUnsynced atomic.Bool
+	// strandedLock is the content of the profile's manifest lock as this
+	// process took it and then failed to remove (a release that failed):
+	// the lock is still this process's and held by nobody, and this
+	// process's next lockProfile of the profile takes it back
+	// (takeBackLock).
+	strandedLock atomic.Pointer[[]byte]
 }
 
 // headEvery bounds how long a busy profile's .log/HEAD may lag its log:
@@ -276,6 +288,15 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 		}
 		return res
 	}
+	if ps.commit.logUnsynced.Load() {
+		// An earlier cycle's segment is visible but its name may not be
+		// durable: no put is answered (a replay of that very commit
+		// included) before it is.
+		if err := fsys.SyncDir(ctx, s.fs, p.join(logDir)); err != nil {
+			return fail(fmt.Errorf("%w: %s: the commit log cannot be made durable: %w", ErrUnavailable, p, err))
+		}
+		ps.commit.logUnsynced.Store(false)
+	}
 	// Appends first, then writes: the batch is concurrent, and this order
 	// lands every append of it in the version that is latest now.
 	order := make([]int, len(batch))
@@ -467,7 +488,17 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 			}
 			headHash = c.Hash()
 		}
-		if err := s.commitSegment(ctx, ps, all, stagedDirsOf(batch, accepted)); err != nil {
+		// notDurable: the commit is made (the segment is linked, its
+		// records visible) but not known to be durable; the puts are
+		// told so, and their files stay.
+		var notDurable error
+		err = s.commitSegment(ctx, ps, all, stagedDirsOf(batch, accepted))
+		var nd *notDurableError
+		if errors.As(err, &nd) {
+			notDurable = fmt.Errorf("%w: %s: committed, but the commit could not be made durable (a machine crash may lose it); retry with the same request_id: %w", ErrUnavailable, p, nd.err)
+			err = nil
+		}
+		if err != nil {
 			if errors.Is(err, fsys.ErrExist) && attempt < 5 {
 				// Another committer (whose lock we took over, or one
 				// ignoring it) got there first: read the log again.
@@ -489,8 +520,12 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 		}
 		for k, i := range accepted {
 			// Committed, even where res[i].err says the manifest did not
-			// follow: the put's files must stay.
+			// follow or the commit is not durable: the put's files must
+			// stay.
 			res[i].rec = recs[k]
+			if notDurable != nil && res[i].err == nil {
+				res[i].err = notDurable
+			}
 		}
 		for _, i := range order {
 			if o := batch[i].st.o; o.RequestID != "" && res[i].rec == nil && res[i].replayed == nil && !res[i].retarget && res[i].carry == nil && res[i].err == nil {
@@ -502,6 +537,8 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 						res[i].err = res[f].err
 					case sameRequest(res[f].rec, o.Mode, batch[i].st.rows) != nil:
 						res[i].err = sameRequest(res[f].rec, o.Mode, batch[i].st.rows)
+					case notDurable != nil:
+						res[i].err = notDurable
 					default:
 						res[i].replayed = res[f].rec
 					}
@@ -589,14 +626,25 @@ func (s *Store) commitSegment(ctx context.Context, ps *profileState, recs []*Com
 		_ = w.Abort()
 		return err
 	}
-	if err := fsys.SyncDir(ctx, s.fs, ps.p.join(logDir)); err != nil {
-		return err
-	}
+	// Linked: the records are committed, visible to every reader, whether
+	// or not the sync of their name succeeds.
 	ps.mu.Lock()
 	ps.log.add(recs)
 	ps.mu.Unlock()
+	if err := fsys.SyncDir(ctx, s.fs, ps.p.join(logDir)); err != nil {
+		ps.commit.logUnsynced.Store(true)
+		return &notDurableError{err: err}
+	}
 	return nil
 }
+
+// notDurableError is commitSegment's error once the segment is linked
+// (its records committed and visible) but the sync that makes its name
+// durable failed.
+type notDurableError struct{ err error }
+
+func (e *notDurableError) Error() string { return e.err.Error() }
+func (e *notDurableError) Unwrap() error { return e.err }
 
 // errCompactionStale: the version a compaction read is no longer the
 // latest when it commits.

@@ -112,56 +112,80 @@ func TestDiskFullCommitsNothing(t *testing.T) {
 		{"claim", faultfs.Rule{Op: faultfs.CreateExclusive, Glob: "*.claim", Err: syscall.ENOSPC}, []Mode{ModeAppend}},
 		{"data file", faultfs.Rule{Op: faultfs.Write, Glob: "*.parquet", Err: syscall.ENOSPC}, []Mode{ModeAppend, ModeWrite}},
 		{"data file commit", faultfs.Rule{Op: faultfs.Commit, Glob: "*.parquet", Err: syscall.ENOSPC}, []Mode{ModeAppend, ModeWrite}},
-		{"log segment", faultfs.Rule{Op: faultfs.CreateExclusive, Glob: "*" + segmentExt, Err: syscall.ENOSPC}, []Mode{ModeAppend, ModeWrite}},
+		// Created by CreateExclusive on storage that is durable at
+		// every call, by CreateSync (a Create) on fsys.Relaxed storage.
+		{"log segment", faultfs.Rule{Op: faultfs.CreateExclusive | faultfs.Create, Glob: "*" + segmentExt, Err: syscall.ENOSPC}, []Mode{ModeAppend, ModeWrite}},
 	}
 	for _, f := range faults {
 		for _, mode := range f.modes {
-			t.Run(f.name+"/"+string(mode), func(t *testing.T) {
-				dir := t.TempDir()
-				l, err := fsys.NewLocal(dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ff := faultfs.New(l)
-				s, _ := newTestStore(t, WithFS(ff))
-				k := []string{"f"}
-				put(t, s, ModeWrite, k, ids(1), PutOptions{})
-				before := hashTree(t, dir)
-				ff.Add(f.rule)
-				rdr := ids(2)
-				_, err = s.Put(context.Background(), k, rdr, PutOptions{Mode: mode, RequestID: "x"})
-				rdr.Release()
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatalf("got %v, want ENOSPC", err)
-				}
-				if ff.Injected(faultfs.All) == 0 {
-					t.Fatal("the fault never fired")
-				}
-				if strings.Contains(err.Error(), dir) {
-					t.Errorf("error shows the server path: %v", err)
-				}
-				// A failed put removes its files and then its claim:
-				// nothing changed.
-				assertOnlyClaims(t, before, hashTree(t, dir), 0)
-				if got := readIDs(t, s, k, Latest); fmt.Sprint(got) != "[1]" {
-					t.Fatalf("rows %v", got)
-				}
-				ff.Clear()
-				c := put(t, s, mode, k, ids(2), PutOptions{RequestID: "x"})
-				if c.Replayed || c.Seq != 2 {
-					t.Fatalf("retry: %+v", c)
-				}
-				want := "[1 2]"
-				if mode == ModeWrite {
-					want = "[2]"
-				}
-				if got := readIDs(t, s, k, Latest); fmt.Sprint(got) != want {
-					t.Fatalf("rows after the retry %v, want %s", got, want)
-				}
-				auditClean(t, s, dir, k)
-			})
+			for _, relaxed := range []bool{true, false} {
+				t.Run(fmt.Sprintf("%s/%s/relaxed=%v", f.name, mode, relaxed), func(t *testing.T) {
+					diskFullCommitsNothing(t, f.rule, mode, relaxed)
+				})
+			}
 		}
 	}
+}
+
+// strictFS hides the optional interfaces of the FS it embeds (among them
+// fsys.Relaxed): the store takes the path of storage that is durable at
+// every call. It is local all the same (Inner).
+type strictFS struct{ fsys.FS }
+
+func (f strictFS) Inner() fsys.FS { return f.FS }
+
+// diskFullCommitsNothing is one case of TestDiskFullCommitsNothing: on a
+// local directory (relaxed durability) or one made strict (strictFS).
+func diskFullCommitsNothing(t *testing.T, rule faultfs.Rule, mode Mode, relaxed bool) {
+	dir := t.TempDir()
+	l, err := fsys.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inner fsys.FS = l
+	if !relaxed {
+		inner = strictFS{l}
+	}
+	ff := faultfs.New(inner)
+	if fsys.IsRelaxed(ff) != relaxed {
+		t.Fatalf("IsRelaxed = %v, want %v", !relaxed, relaxed)
+	}
+	s, _ := newTestStore(t, WithFS(ff))
+	k := []string{"f"}
+	put(t, s, ModeWrite, k, ids(1), PutOptions{})
+	before := hashTree(t, dir)
+	ff.Add(rule)
+	rdr := ids(2)
+	_, err = s.Put(context.Background(), k, rdr, PutOptions{Mode: mode, RequestID: "x"})
+	rdr.Release()
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("got %v, want ENOSPC", err)
+	}
+	if ff.Injected(faultfs.All) == 0 {
+		t.Fatal("the fault never fired")
+	}
+	if strings.Contains(err.Error(), dir) {
+		t.Errorf("error shows the server path: %v", err)
+	}
+	// A failed put removes its files and then its claim:
+	// nothing changed.
+	assertOnlyClaims(t, before, hashTree(t, dir), 0)
+	if got := readIDs(t, s, k, Latest); fmt.Sprint(got) != "[1]" {
+		t.Fatalf("rows %v", got)
+	}
+	ff.Clear()
+	c := put(t, s, mode, k, ids(2), PutOptions{RequestID: "x"})
+	if c.Replayed || c.Seq != 2 {
+		t.Fatalf("retry: %+v", c)
+	}
+	want := "[1 2]"
+	if mode == ModeWrite {
+		want = "[2]"
+	}
+	if got := readIDs(t, s, k, Latest); fmt.Sprint(got) != want {
+		t.Fatalf("rows after the retry %v, want %s", got, want)
+	}
+	auditClean(t, s, dir, k)
 }
 
 // TestFailedSplitWriteLeavesNothing: a write split into several files
@@ -178,7 +202,7 @@ func TestFailedSplitWriteLeavesNothing(t *testing.T) {
 	k := []string{"split"}
 	put(t, s, ModeWrite, k, ids(1), PutOptions{})
 	before := hashTree(t, dir)
-	ff.Add(faultfs.Rule{Op: faultfs.CreateExclusive, Glob: "*" + segmentExt, Err: syscall.ENOSPC})
+	ff.Add(faultfs.Rule{Op: faultfs.CreateExclusive | faultfs.Create, Glob: "*" + segmentExt, Err: syscall.ENOSPC})
 	rdr := twoBatches(t, 2, 3)
 	defer rdr.Release()
 	if _, err := s.Put(context.Background(), k, rdr, PutOptions{Mode: ModeWrite, TargetFileBytes: 1}); !errors.Is(err, syscall.ENOSPC) {
@@ -201,6 +225,47 @@ func (f *lockWaitFS) CreateExclusive(ctx context.Context, name string, data []by
 		f.once.Do(func() { close(f.waiting) })
 	}
 	return err
+}
+
+// relaxedLockWaitFS is a lockWaitFS over fsys.Relaxed storage that stays
+// Relaxed (a lockWaitFS hides it: the store then takes the path of
+// storage durable at every call). The lock is created by
+// CreateExclusiveSync there.
+type relaxedLockWaitFS struct {
+	*lockWaitFS
+	r fsys.Relaxed
+}
+
+// withRelaxed is f, Relaxed where the storage it wraps is.
+func (f *lockWaitFS) withRelaxed() fsys.FS {
+	if r, ok := f.FS.(fsys.Relaxed); ok {
+		return relaxedLockWaitFS{f, r}
+	}
+	return f
+}
+
+func (f relaxedLockWaitFS) CreateExclusiveSync(ctx context.Context, name string, data []byte, sync fsys.Sync) error {
+	err := f.r.CreateExclusiveSync(ctx, name, data, sync)
+	if errors.Is(err, fsys.ErrExist) && strings.HasSuffix(name, lockName) {
+		f.once.Do(func() { close(f.waiting) })
+	}
+	return err
+}
+
+func (f relaxedLockWaitFS) CreateSync(ctx context.Context, name string, sync fsys.Sync) (fsys.Writer, error) {
+	return f.r.CreateSync(ctx, name, sync)
+}
+
+func (f relaxedLockWaitFS) ReplaceSync(ctx context.Context, name string, data []byte, ifMatch fsys.Token, sync fsys.Sync) error {
+	return f.r.ReplaceSync(ctx, name, data, ifMatch, sync)
+}
+
+func (f relaxedLockWaitFS) DeleteSync(ctx context.Context, name string, sync fsys.Sync) error {
+	return f.r.DeleteSync(ctx, name, sync)
+}
+
+func (f relaxedLockWaitFS) SyncDir(ctx context.Context, dir string) error {
+	return f.r.SyncDir(ctx, dir)
 }
 
 // TestCancelledWhileWaitingForLockCommitsNothing: a put whose client goes
@@ -338,5 +403,104 @@ func TestRequestIDReusedInOneCycleRefused(t *testing.T) {
 	}
 	if got := readIDs(t, s, k, -1); len(got) != 1+won {
 		t.Fatalf("read %v", got)
+	}
+}
+
+// TestLogDirSyncFailure: the sync of the log directory after a segment
+// was linked fails (EIO, or ENOSPC from a full disk). The commit is then
+// visible but not durable: the puts are told so (ErrUnavailable, with the
+// error) and their files stay, since the visible record vouches for them
+// (the puts' files were removed as if nothing had committed: the latest
+// version was then unreadable, "committed data lost"). No put of the
+// profile is answered — a retry's replay included — until the log
+// directory was synced again.
+func TestLogDirSyncFailure(t *testing.T) {
+	for _, mode := range []Mode{ModeAppend, ModeWrite} {
+		t.Run(string(mode), func(t *testing.T) {
+			dir := t.TempDir()
+			l, err := fsys.NewLocal(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ff := faultfs.New(l)
+			s, _ := newTestStore(t, WithFS(ff))
+			k := []string{"f"}
+			put(t, s, ModeWrite, k, ids(1), PutOptions{})
+			want := "[1 2]"
+			if mode == ModeWrite {
+				want = "[2]"
+			}
+			ff.Add(faultfs.Rule{Op: faultfs.Sync, Glob: logDir, Err: syscall.EIO})
+			rdr := ids(2)
+			_, err = s.Put(context.Background(), k, rdr, PutOptions{Mode: mode, RequestID: "x"})
+			rdr.Release()
+			if got := readIDs(t, s, k, Latest); fmt.Sprint(got) != want {
+				t.Fatalf("rows %v, want %s (the commit is visible)", got, want)
+			}
+			if !errors.Is(err, syscall.EIO) || !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("put: %v, want EIO and ErrUnavailable", err)
+			}
+			t.Logf("put: %v", err)
+			// The log directory still cannot be synced: a retry is not
+			// told its put committed.
+			rdr = ids(2)
+			_, err = s.Put(context.Background(), k, rdr, PutOptions{Mode: mode, RequestID: "x"})
+			rdr.Release()
+			if !errors.Is(err, syscall.EIO) {
+				t.Fatalf("retry while the log cannot be synced: %v, want EIO", err)
+			}
+			ff.Clear()
+			c := put(t, s, mode, k, ids(2), PutOptions{RequestID: "x"})
+			if !c.Replayed || c.Seq != 2 {
+				t.Fatalf("retry: %+v, want the replay of record 2", c)
+			}
+			if got := readIDs(t, s, k, Latest); fmt.Sprint(got) != want {
+				t.Fatalf("rows after the retry %v, want %s", got, want)
+			}
+			auditClean(t, s, dir, k)
+		})
+	}
+}
+
+// TestFailedLockReleaseTakenBack: the removal of the manifest lock after
+// a commit fails (EIO; on an object store, a DELETE that failed). The put
+// is committed and acknowledged; the lock, this live process's, stays.
+// The next put of this process takes it back at once (it waited out the
+// lock timeout and failed, "locked by another writer": the profile was
+// locked for every writer until the 10-minute stale limit).
+func TestFailedLockReleaseTakenBack(t *testing.T) {
+	for _, relaxed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("relaxed=%v", relaxed), func(t *testing.T) {
+			dir := t.TempDir()
+			l, err := fsys.NewLocal(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var inner fsys.FS = l
+			if !relaxed {
+				inner = strictFS{l}
+			}
+			ff := faultfs.New(inner)
+			s, _ := newTestStore(t, WithFS(ff), WithLockTimeout(2*time.Second))
+			k := []string{"f"}
+			put(t, s, ModeWrite, k, ids(1), PutOptions{})
+			ff.Add(faultfs.Rule{Op: faultfs.Delete, Glob: lockName, Err: syscall.EIO, Nth: 1})
+			put(t, s, ModeAppend, k, ids(2), PutOptions{})
+			if ff.Injected(faultfs.Delete) != 1 {
+				t.Fatal("the release never failed")
+			}
+			if _, err := os.Stat(filepath.Join(dir, "f", lockName)); err != nil {
+				t.Fatalf("the lock whose release failed: %v", err)
+			}
+			start := time.Now()
+			put(t, s, ModeAppend, k, ids(3), PutOptions{})
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("the next put took %v", d)
+			}
+			if got := readIDs(t, s, k, Latest); fmt.Sprint(got) != "[1 2 3]" {
+				t.Fatalf("rows %v", got)
+			}
+			auditClean(t, s, dir, k)
+		})
 	}
 }

@@ -222,47 +222,69 @@ func TestLargeAppendWritesItsOwnFile(t *testing.T) {
 }
 
 // TestSharedFileFailureLeavesNothing: when the shared file or the cycle's
-// log segment cannot be written (a full disk), every append of the cycle
-// fails with that error and leaves no file and no claim behind; the
-// retries commit once.
+// log segment cannot be written (a full disk), or on a local disk the
+// sync of the version directory or of the segment's content fails, every
+// append of the cycle fails with that error and leaves no file and no
+// claim behind; the retries commit once.
 func TestSharedFileFailureLeavesNothing(t *testing.T) {
-	for _, rule := range []faultfs.Rule{
-		{Op: faultfs.Write, Glob: "*.parquet", Err: syscall.ENOSPC},
-		{Op: faultfs.Commit, Glob: "*.parquet", Err: syscall.ENOSPC},
-		{Op: faultfs.CreateExclusive, Glob: "*" + segmentExt, Err: syscall.ENOSPC},
+	for _, tc := range []struct {
+		rule        faultfs.Rule
+		relaxedOnly bool
+	}{
+		{faultfs.Rule{Op: faultfs.Write, Glob: "*.parquet", Err: syscall.ENOSPC}, false},
+		{faultfs.Rule{Op: faultfs.Commit, Glob: "*.parquet", Err: syscall.ENOSPC}, false},
+		{faultfs.Rule{Op: faultfs.CreateExclusive | faultfs.Create, Glob: "*" + segmentExt, Err: syscall.ENOSPC}, false},
+		{faultfs.Rule{Op: faultfs.Sync, Glob: "v*", Err: syscall.ENOSPC}, true},
+		{faultfs.Rule{Op: faultfs.Sync, Glob: "*" + segmentExt, Err: syscall.EIO}, true},
 	} {
-		t.Run(fmt.Sprint(rule.Op, rule.Glob), func(t *testing.T) {
-			dir := t.TempDir()
-			l, err := fsys.NewLocal(dir)
-			if err != nil {
-				t.Fatal(err)
+		for _, relaxed := range []bool{true, false} {
+			if tc.relaxedOnly && !relaxed {
+				continue
 			}
-			ff := faultfs.New(l)
-			fs := &lockWaitFS{FS: ff, waiting: make(chan struct{})}
-			s, _ := newTestStore(t, WithFS(fs), WithLockTimeout(time.Minute))
-			k := []string{"g"}
-			put(t, s, ModeWrite, k, ids(0), PutOptions{})
-			before := hashTree(t, dir)
-			ff.Add(rule)
-			_, errs := queueAppends(t, s, fs, dir, k, 4, 2)
-			for i, err := range errs {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatalf("append %d: %v, want ENOSPC", i, err)
-				}
-			}
-			assertOnlyClaims(t, before, hashTree(t, dir), 0)
-			if got := readIDs(t, s, k, Latest); !slices.Equal(got, []int64{0}) {
-				t.Fatalf("read %v", got)
-			}
-			ff.Clear()
-			fs.once, fs.waiting = sync.Once{}, make(chan struct{})
-			if _, errs = queueAppends(t, s, fs, dir, k, 4, 2); errors.Join(errs...) != nil {
-				t.Fatal(errors.Join(errs...))
-			}
-			if got := readIDs(t, s, k, Latest); len(got) != 9 {
-				t.Fatalf("%d rows after the retries, want 9", len(got))
-			}
-		})
+			t.Run(fmt.Sprintf("%v %s/relaxed=%v", tc.rule.Op, tc.rule.Glob, relaxed), func(t *testing.T) {
+				sharedFileFailureLeavesNothing(t, tc.rule, relaxed)
+			})
+		}
+	}
+}
+
+func sharedFileFailureLeavesNothing(t *testing.T, rule faultfs.Rule, relaxed bool) {
+	dir := t.TempDir()
+	l, err := fsys.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inner fsys.FS = l
+	if !relaxed {
+		inner = strictFS{l}
+	}
+	ff := faultfs.New(inner)
+	fs := &lockWaitFS{FS: ff, waiting: make(chan struct{})}
+	s, _ := newTestStore(t, WithFS(fs.withRelaxed()), WithLockTimeout(time.Minute))
+	if fsys.IsRelaxed(s.fs) != relaxed {
+		t.Fatalf("the store's storage is Relaxed: %v, want %v", !relaxed, relaxed)
+	}
+	k := []string{"g"}
+	put(t, s, ModeWrite, k, ids(0), PutOptions{})
+	before := hashTree(t, dir)
+	ff.Add(rule)
+	_, errs := queueAppends(t, s, fs, dir, k, 4, 2)
+	for i, err := range errs {
+		if !errors.Is(err, rule.Err) {
+			t.Fatalf("append %d: %v, want %v", i, err, rule.Err)
+		}
+	}
+	assertOnlyClaims(t, before, hashTree(t, dir), 0)
+	if got := readIDs(t, s, k, Latest); !slices.Equal(got, []int64{0}) {
+		t.Fatalf("read %v", got)
+	}
+	ff.Clear()
+	fs.once, fs.waiting = sync.Once{}, make(chan struct{})
+	if _, errs = queueAppends(t, s, fs, dir, k, 4, 2); errors.Join(errs...) != nil {
+		t.Fatal(errors.Join(errs...))
+	}
+	if got := readIDs(t, s, k, Latest); len(got) != 9 {
+		t.Fatalf("%d rows after the retries, want 9", len(got))
 	}
 }
 

@@ -156,13 +156,20 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 			(*fn)(time.Since(start), acquired)
 		}
 	}()
+	// stranded records a lock whose release failed: it stays, ours, and
+	// the next lockProfile of this process takes it back rather than
+	// wait for it as another writer's until the stale limit.
+	stranded := func(err error) error {
+		s.state(p).commit.strandedLock.Store(&me)
+		return fmt.Errorf("release manifest lock of %s: %w", p, err)
+	}
 	unlock := func() error {
 		raw, tok, err := s.fs.ReadFile(context.WithoutCancel(ctx), name)
 		if isNotExist(err) {
 			return fmt.Errorf("release manifest lock of %s: it was broken while held", p)
 		}
 		if err != nil {
-			return fmt.Errorf("release manifest lock of %s: %w", p, err)
+			return stranded(err)
 		}
 		if !bytes.Equal(raw, me) {
 			return fmt.Errorf("release manifest lock of %s: it was taken over while held", p)
@@ -175,12 +182,12 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 				return fmt.Errorf("release manifest lock of %s: it was taken over while held", p)
 			}
 			if err != nil {
-				return fmt.Errorf("release manifest lock of %s: %w", p, err)
+				return stranded(err)
 			}
 			return nil
 		}
 		if err := fsys.DeleteSync(context.WithoutCancel(ctx), s.fs, name, releaseSync); err != nil {
-			return fmt.Errorf("release manifest lock of %s: %w", p, err)
+			return stranded(err)
 		}
 		return nil
 	}
@@ -216,6 +223,10 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 		if !ls.held {
 			continue
 		}
+		if s.takeBackLock(ctx, p, ls, me) {
+			acquired = true
+			return unlock, nil
+		}
 		if !time.Now().Before(deadline) {
 			return nil, fmt.Errorf("%w: %s is locked by another writer for more than %s (%s)", ErrLockTimeout, p, s.opts.lockTimeout, ls.reason)
 		}
@@ -228,6 +239,27 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 		}
 		poll = min(2*poll, s.opts.lockPoll)
 	}
+}
+
+// takeBackLock takes over the held lock ls (compare-and-swap, with me)
+// when it is one this process failed to release (strandedLock, byte for
+// byte: its owner's time tells one lock of this process from another),
+// which nobody holds. It reports whether it did.
+func (s *Store) takeBackLock(ctx context.Context, p profile, ls *lockState, me []byte) bool {
+	c := &s.state(p).commit
+	sp := c.strandedLock.Load()
+	if sp == nil || !bytes.Equal(*sp, ls.raw) || !c.strandedLock.CompareAndSwap(sp, nil) {
+		return false
+	}
+	if err := fsys.ReplaceSync(ctx, s.fs, p.join(lockName), me, ls.token, fsys.SyncNone); err != nil {
+		if !errors.Is(err, fsys.ErrPrecondition) {
+			// Still ours: a later attempt takes it back.
+			c.strandedLock.CompareAndSwap(nil, sp)
+		}
+		return false
+	}
+	s.opts.log.Warn().Str("profile", p.String()).Str("lock", string(ls.raw)).Msg("took back a manifest lock this process had failed to release")
+	return true
 }
 
 // BreakLockResult is the outcome of BreakLock.

@@ -224,7 +224,10 @@ func (s *Store) replay(ctx context.Context, ps *profileState, key reqKey) (*Comm
 	ps.mu.Lock()
 	c := ps.log.request(key)
 	ps.mu.Unlock()
-	if c == nil {
+	if c == nil || ps.commit.logUnsynced.Load() {
+		// Not committed; or maybe committed by a cycle that could not
+		// make its commit durable: then the put goes to a commit cycle,
+		// which answers it once the log is synced.
 		return nil, nil
 	}
 	if c.Mode == ModeWrite {

@@ -3,7 +3,15 @@
 // write on, an I/O error on one read, a Commit that fails. Rules can be
 // added and cleared while the FS is in use, and every call is counted.
 //
-// With no rule active it is the FS it wraps (and passes fsystest).
+// With no rule active it is the FS it wraps (and passes fsystest). It
+// offers the optional interfaces of the storage it wraps, with the rules
+// applying to them: fsys.Relaxed exactly when the wrapped FS is Relaxed
+// (so that a store over it takes the same commit path as over the bare
+// storage), fsys.DataSyncer on its Writers exactly when the wrapped
+// Writers are DataSyncers, and always fsys.Marker and fsys.PairStater
+// (which fall back to what the package functions fsys.CreateMarker and
+// fsys.StatPair do without them, so that offering them changes nothing
+// but the counting).
 package faultfs
 
 import (
@@ -18,7 +26,12 @@ import (
 )
 
 // Op is a set of operations (a bit mask): the FS methods, plus Write,
-// Commit (Writer) and Read (File: Read and ReadAt).
+// Commit (Writer), Read (File: Read and ReadAt) and Sync (fsys.Relaxed's
+// SyncDir and fsys.DataSyncer's Sync). The optional methods count as the
+// FS method they relax: CreateExclusiveSync and CreateMarker as
+// CreateExclusive, CreateSync as Create, ReplaceSync as Replace,
+// DeleteSync as Delete, StatPair as a Stat of the directory and (if that
+// one succeeds) a Stat of the name.
 type Op uint32
 
 // The operations a Rule can fail.
@@ -36,11 +49,19 @@ const (
 	Mkdir
 	Delete
 	DeleteAll
+	// Sync is an fsync: fsys.Relaxed's SyncDir (its name is the
+	// directory) and fsys.DataSyncer's Sync of a Writer.
+	Sync
 
 	numOps = iota
 
-	// Writes are the operations a full disk fails.
-	Writes = CreateExclusive | Create | Write | Commit | Replace | Mkdir
+	// Writes are the operations a full disk fails. Sync is one of them:
+	// with delayed allocation (ext4, XFS, btrfs) blocks are allocated
+	// when dirty pages are written back, so fsync and fdatasync return
+	// ENOSPC (or EDQUOT) on a full disk although every write(2) had
+	// succeeded; and a directory's fsync commits metadata that may need
+	// blocks too. Deletes are not: they free space.
+	Writes = CreateExclusive | Create | Write | Commit | Replace | Mkdir | Sync
 	// Reads are the operations that read.
 	Reads = ReadFile | Open | Read | Stat | List
 	// All is every operation.
@@ -49,7 +70,7 @@ const (
 
 var opNames = [numOps]string{
 	"CreateExclusive", "Create", "Write", "Commit", "ReadFile", "Replace",
-	"Open", "Read", "Stat", "List", "Mkdir", "Delete", "DeleteAll",
+	"Open", "Read", "Stat", "List", "Mkdir", "Delete", "DeleteAll", "Sync",
 }
 
 // String names the operations in o, joined by "|".
@@ -76,8 +97,8 @@ type Rule struct {
 	// Glob is a path.Match pattern. Without a "/" it is matched against
 	// the last element of the name ("*.parquet"), with one against the
 	// whole name ("v*/0.parquet"). Empty matches every name. Writes,
-	// Commits and Reads carry the name their Writer or File was made for;
-	// List carries its directory.
+	// Commits, Reads and a Writer's Sync carry the name their Writer or
+	// File was made for; List and SyncDir carry their directory.
 	Glob string
 	// Err is the error injected (wrapped in an *InjectedError, so that
 	// errors.Is(err, Err) holds).
@@ -108,9 +129,31 @@ type rule struct {
 	seen int
 }
 
-// FS is an fsys.FS that fails calls as its rules say. It is safe for
-// concurrent use.
-type FS struct {
+// FS is an fsys.FS that fails calls as its rules say, with the methods
+// that control the rules. It is safe for concurrent use. The FS New
+// returns is an fsys.Relaxed too when the FS it wraps is one.
+type FS interface {
+	fsys.FS
+	fsys.Marker
+	fsys.PairStater
+	// Add adds rules. It panics on a rule that could never fire (no Op,
+	// no Err, a malformed Glob): a test bug.
+	Add(rules ...Rule)
+	// Clear removes every rule (the disk is no longer full). Counters
+	// stay.
+	Clear()
+	// Calls is the number of calls of the operations in op so far,
+	// failed or not.
+	Calls(op Op) int
+	// Injected is the number of calls of the operations in op that a
+	// rule failed.
+	Injected(op Op) int
+	// Inner is the wrapped FS.
+	Inner() fsys.FS
+}
+
+// faultFS is the FS over storage that is not fsys.Relaxed.
+type faultFS struct {
 	inner fsys.FS
 
 	mu       sync.Mutex
@@ -119,16 +162,25 @@ type FS struct {
 	injected [numOps]int
 }
 
-// New wraps inner with rules (more can be added with Add).
-func New(inner fsys.FS, rules ...Rule) *FS {
-	f := &FS{inner: inner}
+// relaxedFS is the FS over fsys.Relaxed storage: it is Relaxed too.
+type relaxedFS struct {
+	*faultFS
+	r fsys.Relaxed
+}
+
+// New wraps inner with rules (more can be added with Add). The FS is an
+// fsys.Relaxed if and only if inner is one.
+func New(inner fsys.FS, rules ...Rule) FS {
+	f := &faultFS{inner: inner}
 	f.Add(rules...)
+	if r, ok := inner.(fsys.Relaxed); ok {
+		return &relaxedFS{faultFS: f, r: r}
+	}
 	return f
 }
 
-// Add adds rules. It panics on a rule that could never fire (no Op, no
-// Err, a malformed Glob): a test bug.
-func (f *FS) Add(rules ...Rule) {
+// Add implements FS.
+func (f *faultFS) Add(rules ...Rule) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, r := range rules {
@@ -142,22 +194,20 @@ func (f *FS) Add(rules ...Rule) {
 	}
 }
 
-// Clear removes every rule (the disk is no longer full). Counters stay.
-func (f *FS) Clear() {
+// Clear implements FS.
+func (f *faultFS) Clear() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rules = nil
 }
 
-// Calls is the number of calls of the operations in op so far, failed or
-// not.
-func (f *FS) Calls(op Op) int { return f.count(&f.calls, op) }
+// Calls implements FS.
+func (f *faultFS) Calls(op Op) int { return f.count(&f.calls, op) }
 
-// Injected is the number of calls of the operations in op that a rule
-// failed.
-func (f *FS) Injected(op Op) int { return f.count(&f.injected, op) }
+// Injected implements FS.
+func (f *faultFS) Injected(op Op) int { return f.count(&f.injected, op) }
 
-func (f *FS) count(c *[numOps]int, op Op) int {
+func (f *faultFS) count(c *[numOps]int, op Op) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
@@ -169,12 +219,12 @@ func (f *FS) count(c *[numOps]int, op Op) int {
 	return n
 }
 
-// Inner is the wrapped FS.
-func (f *FS) Inner() fsys.FS { return f.inner }
+// Inner implements FS.
+func (f *faultFS) Inner() fsys.FS { return f.inner }
 
 // fault counts a call of op (exactly one bit) on name and returns the
 // error to inject, if a rule says so.
-func (f *FS) fault(op Op, name string) error {
+func (f *faultFS) fault(op Op, name string) error {
 	i := bits.TrailingZeros32(uint32(op))
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -211,7 +261,7 @@ func (r *rule) matches(name string) bool {
 }
 
 // CreateExclusive implements fsys.FS.
-func (f *FS) CreateExclusive(ctx context.Context, name string, data []byte) error {
+func (f *faultFS) CreateExclusive(ctx context.Context, name string, data []byte) error {
 	if err := f.fault(CreateExclusive, name); err != nil {
 		return err
 	}
@@ -220,7 +270,7 @@ func (f *FS) CreateExclusive(ctx context.Context, name string, data []byte) erro
 
 // Create implements fsys.FS; the Writer's Write and Commit are subject to
 // rules too.
-func (f *FS) Create(ctx context.Context, name string) (fsys.Writer, error) {
+func (f *faultFS) Create(ctx context.Context, name string) (fsys.Writer, error) {
 	if err := f.fault(Create, name); err != nil {
 		return nil, err
 	}
@@ -228,11 +278,20 @@ func (f *FS) Create(ctx context.Context, name string) (fsys.Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &writer{f: f, name: name, w: w}, nil
+	return f.wrap(name, w), nil
+}
+
+// wrap wraps a Writer of the inner FS: a DataSyncer if it is one.
+func (f *faultFS) wrap(name string, w fsys.Writer) fsys.Writer {
+	fw := &writer{f: f, name: name, w: w}
+	if _, ok := w.(fsys.DataSyncer); ok {
+		return &syncWriter{fw}
+	}
+	return fw
 }
 
 // ReadFile implements fsys.FS.
-func (f *FS) ReadFile(ctx context.Context, name string) ([]byte, fsys.Token, error) {
+func (f *faultFS) ReadFile(ctx context.Context, name string) ([]byte, fsys.Token, error) {
 	if err := f.fault(ReadFile, name); err != nil {
 		return nil, "", err
 	}
@@ -240,7 +299,7 @@ func (f *FS) ReadFile(ctx context.Context, name string) ([]byte, fsys.Token, err
 }
 
 // Replace implements fsys.FS.
-func (f *FS) Replace(ctx context.Context, name string, data []byte, ifMatch fsys.Token) error {
+func (f *faultFS) Replace(ctx context.Context, name string, data []byte, ifMatch fsys.Token) error {
 	if err := f.fault(Replace, name); err != nil {
 		return err
 	}
@@ -249,7 +308,7 @@ func (f *FS) Replace(ctx context.Context, name string, data []byte, ifMatch fsys
 
 // Open implements fsys.FS; the File's Read and ReadAt are subject to
 // rules too.
-func (f *FS) Open(ctx context.Context, name string) (fsys.File, error) {
+func (f *faultFS) Open(ctx context.Context, name string) (fsys.File, error) {
 	if err := f.fault(Open, name); err != nil {
 		return nil, err
 	}
@@ -261,7 +320,7 @@ func (f *FS) Open(ctx context.Context, name string) (fsys.File, error) {
 }
 
 // Stat implements fsys.FS.
-func (f *FS) Stat(ctx context.Context, name string) (fsys.Entry, error) {
+func (f *faultFS) Stat(ctx context.Context, name string) (fsys.Entry, error) {
 	if err := f.fault(Stat, name); err != nil {
 		return fsys.Entry{}, err
 	}
@@ -269,7 +328,7 @@ func (f *FS) Stat(ctx context.Context, name string) (fsys.Entry, error) {
 }
 
 // List implements fsys.FS.
-func (f *FS) List(ctx context.Context, dir string) ([]fsys.Entry, error) {
+func (f *faultFS) List(ctx context.Context, dir string) ([]fsys.Entry, error) {
 	if err := f.fault(List, dir); err != nil {
 		return nil, err
 	}
@@ -277,7 +336,7 @@ func (f *FS) List(ctx context.Context, dir string) ([]fsys.Entry, error) {
 }
 
 // Mkdir implements fsys.FS.
-func (f *FS) Mkdir(ctx context.Context, name string) error {
+func (f *faultFS) Mkdir(ctx context.Context, name string) error {
 	if err := f.fault(Mkdir, name); err != nil {
 		return err
 	}
@@ -285,7 +344,7 @@ func (f *FS) Mkdir(ctx context.Context, name string) error {
 }
 
 // Delete implements fsys.FS.
-func (f *FS) Delete(ctx context.Context, name string) error {
+func (f *faultFS) Delete(ctx context.Context, name string) error {
 	if err := f.fault(Delete, name); err != nil {
 		return err
 	}
@@ -293,17 +352,90 @@ func (f *FS) Delete(ctx context.Context, name string) error {
 }
 
 // DeleteAll implements fsys.FS.
-func (f *FS) DeleteAll(ctx context.Context, dir string) error {
+func (f *faultFS) DeleteAll(ctx context.Context, dir string) error {
 	if err := f.fault(DeleteAll, dir); err != nil {
 		return err
 	}
 	return f.inner.DeleteAll(ctx, dir)
 }
 
+// CreateMarker implements fsys.Marker: a CreateExclusive for the rules,
+// then the inner FS's CreateMarker where it has one (else what
+// fsys.CreateMarker does without it).
+func (f *faultFS) CreateMarker(ctx context.Context, name string) error {
+	if err := f.fault(CreateExclusive, name); err != nil {
+		return err
+	}
+	return fsys.CreateMarker(ctx, f.inner, name)
+}
+
+// StatPair implements fsys.PairStater: a Stat of dir and, if that one
+// succeeds, a Stat of dir/name for the rules (as fsys.StatPair does them
+// without a PairStater), through the inner FS's StatPair where it has one.
+func (f *faultFS) StatPair(ctx context.Context, dir, name string) (d, e fsys.Entry, errName, err error) {
+	if err := f.fault(Stat, dir); err != nil {
+		return fsys.Entry{}, fsys.Entry{}, nil, err
+	}
+	d, e, errName, err = fsys.StatPair(ctx, f.inner, dir, name)
+	if err != nil {
+		return fsys.Entry{}, fsys.Entry{}, nil, err
+	}
+	if ferr := f.fault(Stat, path.Join(dir, name)); ferr != nil {
+		return d, fsys.Entry{}, ferr, nil
+	}
+	return d, e, errName, nil
+}
+
+// CreateExclusiveSync implements fsys.Relaxed (a CreateExclusive for the
+// rules).
+func (f *relaxedFS) CreateExclusiveSync(ctx context.Context, name string, data []byte, sync fsys.Sync) error {
+	if err := f.fault(CreateExclusive, name); err != nil {
+		return err
+	}
+	return f.r.CreateExclusiveSync(ctx, name, data, sync)
+}
+
+// CreateSync implements fsys.Relaxed (a Create for the rules); the
+// Writer is the same as Create's.
+func (f *relaxedFS) CreateSync(ctx context.Context, name string, sync fsys.Sync) (fsys.Writer, error) {
+	if err := f.fault(Create, name); err != nil {
+		return nil, err
+	}
+	w, err := f.r.CreateSync(ctx, name, sync)
+	if err != nil {
+		return nil, err
+	}
+	return f.wrap(name, w), nil
+}
+
+// ReplaceSync implements fsys.Relaxed (a Replace for the rules).
+func (f *relaxedFS) ReplaceSync(ctx context.Context, name string, data []byte, ifMatch fsys.Token, sync fsys.Sync) error {
+	if err := f.fault(Replace, name); err != nil {
+		return err
+	}
+	return f.r.ReplaceSync(ctx, name, data, ifMatch, sync)
+}
+
+// DeleteSync implements fsys.Relaxed (a Delete for the rules).
+func (f *relaxedFS) DeleteSync(ctx context.Context, name string, sync fsys.Sync) error {
+	if err := f.fault(Delete, name); err != nil {
+		return err
+	}
+	return f.r.DeleteSync(ctx, name, sync)
+}
+
+// SyncDir implements fsys.Relaxed (a Sync of dir for the rules).
+func (f *relaxedFS) SyncDir(ctx context.Context, dir string) error {
+	if err := f.fault(Sync, dir); err != nil {
+		return err
+	}
+	return f.r.SyncDir(ctx, dir)
+}
+
 // writer injects Write and Commit faults. Like a real disk's, a failed
 // Write fails the Writer: its Commit fails too.
 type writer struct {
-	f    *FS
+	f    *faultFS
 	name string
 	w    fsys.Writer
 	err  error // the injected Write error
@@ -336,10 +468,25 @@ func (w *writer) Commit(ctx context.Context) error {
 
 func (w *writer) Abort() error { return w.w.Abort() }
 
+// syncWriter is a writer whose inner Writer is an fsys.DataSyncer.
+type syncWriter struct{ *writer }
+
+// Sync implements fsys.DataSyncer (a Sync for the rules). A failed Sync
+// leaves the Writer as it was, its Commit free to succeed: that is what
+// Linux does after a failed fsync, which reports a writeback error once
+// (the next fsync may return nil although the data never reached the
+// disk), so a caller must not go on to Commit after a failed Sync.
+func (w *syncWriter) Sync(ctx context.Context) error {
+	if err := w.f.fault(Sync, w.name); err != nil {
+		return err
+	}
+	return w.w.(fsys.DataSyncer).Sync(ctx)
+}
+
 // file injects Read faults into Read and ReadAt.
 type file struct {
 	fsys.File
-	f    *FS
+	f    *faultFS
 	name string
 }
 
@@ -357,4 +504,9 @@ func (r *file) ReadAt(p []byte, off int64) (int, error) {
 	return r.File.ReadAt(p, off)
 }
 
-var _ fsys.FS = (*FS)(nil)
+var (
+	_ FS              = (*faultFS)(nil)
+	_ FS              = (*relaxedFS)(nil)
+	_ fsys.Relaxed    = (*relaxedFS)(nil)
+	_ fsys.DataSyncer = (*syncWriter)(nil)
+)

@@ -25,18 +25,98 @@ func newLocal(t *testing.T) *fsys.Local {
 	return l
 }
 
+// strict hides the optional interfaces of the FS it embeds (fsys.Relaxed
+// among them): storage that is durable at every call.
+type strict struct{ fsys.FS }
+
+// variants are the storages the conformance runs wrap: Local, which is
+// fsys.Relaxed (so is the faultfs over it), and Local hidden behind
+// strict, which is not.
+var variants = []struct {
+	name    string
+	relaxed bool
+	inner   func(t *testing.T) fsys.FS
+}{
+	{"Relaxed", true, func(t *testing.T) fsys.FS { return newLocal(t) }},
+	{"Strict", false, func(t *testing.T) fsys.FS { return strict{newLocal(t)} }},
+}
+
 func TestConformance(t *testing.T) {
-	fsystest.Run(t, func(t *testing.T) fsys.FS { return faultfs.New(newLocal(t)) })
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			fsystest.Run(t, func(t *testing.T) fsys.FS {
+				f := faultfs.New(v.inner(t))
+				if fsys.IsRelaxed(f) != v.relaxed {
+					t.Fatalf("IsRelaxed = %v, want %v", !v.relaxed, v.relaxed)
+				}
+				return f
+			})
+		})
+	}
 }
 
 // TestConformanceInertRules: rules that never fire change nothing.
 func TestConformanceInertRules(t *testing.T) {
-	fsystest.Run(t, func(t *testing.T) fsys.FS {
-		return faultfs.New(newLocal(t),
-			faultfs.Rule{Op: faultfs.All, Glob: "no-such-name", Err: syscall.EIO},
-			faultfs.Rule{Op: faultfs.Writes, Err: syscall.ENOSPC, After: 1 << 30},
-		)
-	})
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			fsystest.Run(t, func(t *testing.T) fsys.FS {
+				return faultfs.New(v.inner(t),
+					faultfs.Rule{Op: faultfs.All, Glob: "no-such-name", Err: syscall.EIO},
+					faultfs.Rule{Op: faultfs.Writes, Err: syscall.ENOSPC, After: 1 << 30},
+				)
+			})
+		})
+	}
+}
+
+// TestOptionalInterfaces: faultfs is fsys.Relaxed, and its Writers
+// fsys.DataSyncers, exactly when what it wraps is (nested too).
+func TestOptionalInterfaces(t *testing.T) {
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name    string
+		f       fsys.FS
+		relaxed bool
+	}{
+		{"local", faultfs.New(newLocal(t)), true},
+		{"faultfs over local", faultfs.New(faultfs.New(newLocal(t))), true},
+		{"strict", faultfs.New(strict{newLocal(t)}), false},
+		{"faultfs over strict", faultfs.New(faultfs.New(strict{newLocal(t)})), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := fsys.IsRelaxed(tc.f); got != tc.relaxed {
+				t.Errorf("IsRelaxed = %v, want %v", got, tc.relaxed)
+			}
+			w, err := tc.f.Create(ctx, "w")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Abort()
+			// strict hides the FS's interfaces, not its Writers'.
+			if _, ok := w.(fsys.DataSyncer); !ok {
+				t.Errorf("the Writer of Local is no DataSyncer through faultfs")
+			}
+		})
+	}
+	w, err := faultfs.New(plainWriters{strict{newLocal(t)}}).Create(ctx, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	if _, ok := w.(fsys.DataSyncer); ok {
+		t.Errorf("a Writer that was no DataSyncer is one through faultfs")
+	}
+}
+
+// plainWriters hides the optional interfaces of its Writers.
+type plainWriters struct{ fsys.FS }
+
+func (p plainWriters) Create(ctx context.Context, name string) (fsys.Writer, error) {
+	w, err := p.FS.Create(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return struct{ fsys.Writer }{w}, nil
 }
 
 var errCustom = errors.New("custom failure")
@@ -45,40 +125,42 @@ var errCustom = errors.New("custom failure")
 // the injected one, that the call had no effect, and the counters.
 func TestEachOp(t *testing.T) {
 	ctx := t.Context()
+	relaxed := func(f fsys.FS) fsys.Relaxed { return f.(fsys.Relaxed) }
 	ops := []struct {
-		op faultfs.Op
+		name string // the method called, when it is not op's
+		op   faultfs.Op
 		// call performs the operation on f (set up by setup) and
 		// returns its error.
 		call func(f fsys.FS) error
 		// unchanged checks that the failed call had no effect.
 		unchanged func(t *testing.T, f fsys.FS)
 	}{
-		{faultfs.CreateExclusive, func(f fsys.FS) error { return f.CreateExclusive(ctx, "d/new", []byte("x")) }, absent("d/new")},
-		{faultfs.Create, func(f fsys.FS) error {
+		{"", faultfs.CreateExclusive, func(f fsys.FS) error { return f.CreateExclusive(ctx, "d/new", []byte("x")) }, absent("d/new")},
+		{"", faultfs.Create, func(f fsys.FS) error {
 			w, err := f.Create(ctx, "d/new")
 			if err == nil {
 				w.Abort()
 			}
 			return err
 		}, absent("d/new")},
-		{faultfs.Write, func(f fsys.FS) error { return stream(ctx, f, "d/new", []byte("x")) }, absent("d/new")},
-		{faultfs.Commit, func(f fsys.FS) error { return stream(ctx, f, "d/new", []byte("x")) }, absent("d/new")},
-		{faultfs.ReadFile, func(f fsys.FS) error { _, _, err := f.ReadFile(ctx, "d/obj"); return err }, content("d/obj", "obj")},
-		{faultfs.Replace, func(f fsys.FS) error {
+		{"", faultfs.Write, func(f fsys.FS) error { return stream(ctx, f, "d/new", []byte("x")) }, absent("d/new")},
+		{"", faultfs.Commit, func(f fsys.FS) error { return stream(ctx, f, "d/new", []byte("x")) }, absent("d/new")},
+		{"", faultfs.ReadFile, func(f fsys.FS) error { _, _, err := f.ReadFile(ctx, "d/obj"); return err }, content("d/obj", "obj")},
+		{"", faultfs.Replace, func(f fsys.FS) error {
 			_, tok, err := f.ReadFile(ctx, "d/obj")
 			if err != nil {
 				return err
 			}
 			return f.Replace(ctx, "d/obj", []byte("changed"), tok)
 		}, content("d/obj", "obj")},
-		{faultfs.Open, func(f fsys.FS) error {
+		{"", faultfs.Open, func(f fsys.FS) error {
 			r, err := f.Open(ctx, "d/obj")
 			if err == nil {
 				r.Close()
 			}
 			return err
 		}, nil},
-		{faultfs.Read, func(f fsys.FS) error {
+		{"", faultfs.Read, func(f fsys.FS) error {
 			r, err := f.Open(ctx, "d/obj")
 			if err != nil {
 				return err
@@ -90,15 +172,54 @@ func TestEachOp(t *testing.T) {
 			_, err = io.ReadAll(r)
 			return err
 		}, nil},
-		{faultfs.Stat, func(f fsys.FS) error { _, err := f.Stat(ctx, "d/obj"); return err }, nil},
-		{faultfs.List, func(f fsys.FS) error { _, err := f.List(ctx, "d"); return err }, nil},
-		{faultfs.Mkdir, func(f fsys.FS) error { return f.Mkdir(ctx, "d/newdir") }, absent("d/newdir")},
-		{faultfs.Delete, func(f fsys.FS) error { return f.Delete(ctx, "d/obj") }, content("d/obj", "obj")},
-		{faultfs.DeleteAll, func(f fsys.FS) error { return f.DeleteAll(ctx, "d") }, content("d/obj", "obj")},
+		{"", faultfs.Stat, func(f fsys.FS) error { _, err := f.Stat(ctx, "d/obj"); return err }, nil},
+		{"", faultfs.List, func(f fsys.FS) error { _, err := f.List(ctx, "d"); return err }, nil},
+		{"", faultfs.Mkdir, func(f fsys.FS) error { return f.Mkdir(ctx, "d/newdir") }, absent("d/newdir")},
+		{"", faultfs.Delete, func(f fsys.FS) error { return f.Delete(ctx, "d/obj") }, content("d/obj", "obj")},
+		{"", faultfs.DeleteAll, func(f fsys.FS) error { return f.DeleteAll(ctx, "d") }, content("d/obj", "obj")},
+		// The optional interfaces, failed as the operation they count as.
+		{"CreateExclusiveSync", faultfs.CreateExclusive, func(f fsys.FS) error {
+			return relaxed(f).CreateExclusiveSync(ctx, "d/new", []byte("x"), fsys.SyncContent)
+		}, absent("d/new")},
+		{"CreateMarker", faultfs.CreateExclusive, func(f fsys.FS) error {
+			return f.(fsys.Marker).CreateMarker(ctx, "d/new")
+		}, absent("d/new")},
+		{"CreateSync", faultfs.Create, func(f fsys.FS) error {
+			w, err := relaxed(f).CreateSync(ctx, "d/new", fsys.SyncNone)
+			if err == nil {
+				w.Abort()
+			}
+			return err
+		}, absent("d/new")},
+		{"CreateSync.Write", faultfs.Write, func(f fsys.FS) error { return streamSync(ctx, f, "d/new", []byte("x"), false) }, absent("d/new")},
+		{"CreateSync.Commit", faultfs.Commit, func(f fsys.FS) error { return streamSync(ctx, f, "d/new", []byte("x"), false) }, absent("d/new")},
+		{"DataSyncer.Sync", faultfs.Sync, func(f fsys.FS) error { return streamSync(ctx, f, "d/new", []byte("x"), true) }, absent("d/new")},
+		{"ReplaceSync", faultfs.Replace, func(f fsys.FS) error {
+			_, tok, err := f.ReadFile(ctx, "d/obj")
+			if err != nil {
+				return err
+			}
+			return relaxed(f).ReplaceSync(ctx, "d/obj", []byte("changed"), tok, fsys.SyncContent)
+		}, content("d/obj", "obj")},
+		{"DeleteSync", faultfs.Delete, func(f fsys.FS) error {
+			return relaxed(f).DeleteSync(ctx, "d/obj", fsys.SyncNone)
+		}, content("d/obj", "obj")},
+		{"SyncDir", faultfs.Sync, func(f fsys.FS) error { return relaxed(f).SyncDir(ctx, "d") }, content("d/obj", "obj")},
+		{"StatPair", faultfs.Stat, func(f fsys.FS) error {
+			_, _, errName, err := f.(fsys.PairStater).StatPair(ctx, "d", "obj")
+			if err == nil {
+				err = errName
+			}
+			return err
+		}, nil},
 	}
 	for _, o := range ops {
 		for _, injected := range []error{syscall.ENOSPC, syscall.EIO, errCustom} {
-			t.Run(fmt.Sprintf("%v/%v", o.op, injected), func(t *testing.T) {
+			name := o.name
+			if name == "" {
+				name = o.op.String()
+			}
+			t.Run(fmt.Sprintf("%s/%v", name, injected), func(t *testing.T) {
 				local := newLocal(t)
 				if err := local.CreateExclusive(ctx, "d/obj", []byte("obj")); err != nil {
 					t.Fatal(err)
@@ -145,6 +266,30 @@ func stream(ctx context.Context, f fsys.FS, name string, data []byte) error {
 	if _, err := w.Write(data); err != nil {
 		w.Abort()
 		return err
+	}
+	if err := w.Commit(ctx); err != nil {
+		w.Abort()
+		return err
+	}
+	return nil
+}
+
+// streamSync writes data to name through CreateSync (SyncContent), with
+// a DataSyncer's Sync before the Commit if sync is set.
+func streamSync(ctx context.Context, f fsys.FS, name string, data []byte, sync bool) error {
+	w, err := f.(fsys.Relaxed).CreateSync(ctx, name, fsys.SyncContent)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(data); err != nil {
+		w.Abort()
+		return err
+	}
+	if sync {
+		if err := w.(fsys.DataSyncer).Sync(ctx); err != nil {
+			w.Abort()
+			return err
+		}
 	}
 	if err := w.Commit(ctx); err != nil {
 		w.Abort()
@@ -347,5 +492,57 @@ func TestOpString(t *testing.T) {
 	}
 	if got := faultfs.DeleteAll.String(); got != "DeleteAll" {
 		t.Errorf("String = %q", got)
+	}
+}
+
+// TestStatPairName: a rule on the name fails StatPair's name, not the
+// directory, as it fails the second of fsys.StatPair's two Stats.
+func TestStatPairName(t *testing.T) {
+	ctx := t.Context()
+	local := newLocal(t)
+	if err := local.CreateExclusive(ctx, "d/obj", []byte("obj")); err != nil {
+		t.Fatal(err)
+	}
+	f := faultfs.New(local, faultfs.Rule{Op: faultfs.Stat, Glob: "d/obj", Err: syscall.EIO})
+	d, _, errName, err := f.StatPair(ctx, "d", "obj")
+	if err != nil || !d.Dir || !errors.Is(errName, syscall.EIO) {
+		t.Errorf("StatPair = %+v, %v, %v; want the directory and an injected EIO", d, errName, err)
+	}
+	if got := f.Calls(faultfs.Stat); got != 2 {
+		t.Errorf("Calls(Stat) = %d, want 2", got)
+	}
+	if _, _, _, err := f.StatPair(ctx, "nodir", "obj"); !errors.Is(err, fsys.ErrNotExist) {
+		t.Errorf("StatPair(nodir): %v", err)
+	}
+	if got := f.Calls(faultfs.Stat); got != 3 {
+		t.Errorf("Calls(Stat) = %d, want 3 (a missing directory's name is not stated)", got)
+	}
+}
+
+// TestFailedSyncLeavesWriter: a failed Sync does not fail the Writer (a
+// failed fsync on Linux does not either): its Commit succeeds, which is
+// why a caller must not Commit after a failed Sync.
+func TestFailedSyncLeavesWriter(t *testing.T) {
+	ctx := t.Context()
+	f := faultfs.New(newLocal(t), faultfs.Rule{Op: faultfs.Writes, Err: syscall.ENOSPC, Nth: 3})
+	if err := streamSync(ctx, f, "obj", []byte("x"), true); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("the Sync (the 3rd write: Create, Write, Sync): %v", err)
+	}
+	if got := f.Injected(faultfs.Sync); got != 1 {
+		t.Errorf("Injected(Sync) = %d, want 1", got)
+	}
+	w, err := f.Create(ctx, "obj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.(fsys.DataSyncer).Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.Add(faultfs.Rule{Op: faultfs.Sync, Err: syscall.EIO})
+	if err := w.(fsys.DataSyncer).Sync(ctx); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Sync: %v", err)
+	}
+	if err := w.Commit(ctx); err != nil {
+		t.Errorf("Commit after a failed Sync: %v, want nil", err)
 	}
 }
