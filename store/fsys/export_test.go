@@ -13,3 +13,6 @@ func DisableMarkers(l *Local) {
 	l.marker.disabled = true
 	l.marker.mu.Unlock()
 }
+
+// FailWriter records err as w's (a Writer of Local) failed write or sync.
+func FailWriter(w Writer, err error) { w.(*localWriter).err = err }

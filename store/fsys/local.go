@@ -635,6 +635,13 @@ func (w *localWriter) Commit(ctx context.Context) error {
 		return pathErr(op, w.name, fs.ErrClosed)
 	}
 	err := ctx.Err()
+	if err == nil && w.err != nil {
+		// A write or a Sync failed: what was written may be lost even if
+		// another fdatasync now succeeds (Linux reports a writeback error
+		// once), so the object must not be published.
+		w.release(false)
+		return w.err
+	}
 	if err == nil {
 		if err = w.flush(); err != nil {
 			w.release(false)

@@ -428,3 +428,36 @@ func TestLocalCreateWhileEmptyDirsGo(t *testing.T) {
 		}
 	}
 }
+
+// TestCommitAfterFailedSync: a Writer whose write or sync failed is never
+// published, even when nothing is left to flush and a second fdatasync
+// would succeed (Linux reports a lost writeback once).
+func TestCommitAfterFailedSync(t *testing.T) {
+	ctx := context.Background()
+	l, err := fsys.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	w, err := l.Create(ctx, "d/obj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.(fsys.DataSyncer).Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eio := errors.New("injected EIO")
+	fsys.FailWriter(w, eio)
+	if err := w.Commit(ctx); !errors.Is(err, eio) {
+		t.Fatalf("Commit after a failed sync: %v, want the sync's error", err)
+	}
+	if _, err := l.Stat(ctx, "d/obj"); !errors.Is(err, fsys.ErrNotExist) {
+		t.Fatalf("the object was published: %v", err)
+	}
+	if entries, _ := l.List(ctx, "d"); len(entries) != 0 {
+		t.Fatalf("left behind: %v", entries)
+	}
+}
