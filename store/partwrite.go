@@ -5,6 +5,7 @@ import (
 	"runtime"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/arrow/util"
 
 	"github.com/quiverdb/quiver/internal/par"
@@ -39,12 +40,20 @@ var gatherChunkBytes int64 = 8 << 20 // (a variable for tests)
 // column for the chunk, where gathering part by part read the batch once
 // per part, at random (docs/benchmarks.md).
 //
+// The gathered batches are allocated from mem (compute.GetAllocator(ctx)
+// if nil) and freed as soon as the writes of their chunk return. A pool
+// that handed the next chunk the last chunk's buffers would be safe: no
+// encoder keeps a reference to its input past Write without taking an
+// Arrow reference of it (TestWritePartsPooledBuffers). It was measured
+// and not kept: the same CPU, and 11 MiB more peak RSS for what it holds
+// (docs/benchmarks.md).
+//
 // The caller does the rest of the bookkeeping (sizes, limits, roll-over)
 // once it returns; on an error the files are unusable and the put fails.
-func writeParts(ctx context.Context, parts []partWrite, groupBytes int64) error {
+func writeParts(ctx context.Context, parts []partWrite, groupBytes int64, mem memory.Allocator) error {
 	workers := runtime.GOMAXPROCS(0)
 	for len(parts) > 0 {
-		n, err := gatherParts(ctx, parts, workers)
+		n, err := gatherParts(ctx, parts, workers, mem)
 		if err != nil {
 			return err
 		}
@@ -80,7 +89,7 @@ func writeParts(ctx context.Context, parts []partWrite, groupBytes int64) error 
 // that share a batch and whose rows, not already one run of it, come to
 // at most gatherChunkBytes: slices of one batch gathered by
 // codec.GatherRuns, or of their batch for rows that are one run.
-func gatherParts(ctx context.Context, parts []partWrite, workers int) (n int, err error) {
+func gatherParts(ctx context.Context, parts []partWrite, workers int, mem memory.Allocator) (n int, err error) {
 	data := parts[0].data
 	var rowBytes int64
 	if rows := data.NumRows(); rows > 0 {
@@ -109,7 +118,7 @@ func gatherParts(ctx context.Context, parts []partWrite, workers int) (n int, er
 	if len(runs) == 0 {
 		return n, nil
 	}
-	all, err := codec.GatherRuns(ctx, data, runs, workers)
+	all, err := codec.GatherRuns(ctx, data, runs, workers, mem)
 	if err != nil {
 		for _, w := range parts[:n] {
 			if w.rec != nil {

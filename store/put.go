@@ -1334,7 +1334,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		}
 		parts := pending
 		pending = nil
-		if err := writeParts(ctx, parts, groupBytes()); err != nil {
+		if err := writeParts(ctx, parts, groupBytes(), nil); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
 		for _, w := range parts {

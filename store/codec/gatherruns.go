@@ -19,6 +19,14 @@ import (
 // be in two runs. The columns are gathered on up to workers goroutines.
 // The result must be released.
 //
+// The buffers of the columns it gathers itself (and its scratch memory)
+// come from mem, compute.GetAllocator(ctx) if nil, taken uncleared when
+// mem can hand out memory uncleared (UnzeroedAllocator): every byte of
+// them, padding included, is written. Nested and dictionary columns go
+// through compute.Take, with ctx's allocator: arrow-go's kernels assume
+// that an allocation's capacity is its length, which a pool's size
+// classes are not (execBufBuilder indexes past the length).
+//
 // It is gatherBatch for the rows of several partitions at once, made
 // another way: gathering each partition's rows out of a batch, partition
 // after partition, read every column once per partition at random (the
@@ -26,19 +34,26 @@ import (
 // each other out of the cache in between — a fifth of a 64-partition
 // put's CPU. Here each column is read once, in the order of its rows,
 // and each row written to its place in the output (a scatter into one
-// stream per run). Nested and dictionary columns go through compute.Take.
-// Buffers come from compute.GetAllocator(ctx), taken uncleared when it
-// can hand out memory uncleared (UnzeroedAllocator): every byte of them,
-// padding included, is written.
-func GatherRuns(ctx context.Context, data arrow.RecordBatch, runs [][]int32, workers int) (arrow.RecordBatch, error) {
+// stream per run).
+func GatherRuns(ctx context.Context, data arrow.RecordBatch, runs [][]int32, workers int, mem memory.Allocator) (arrow.RecordBatch, error) {
 	rows := int(data.NumRows())
 	total := 0
 	for _, r := range runs {
 		total += len(r)
 	}
+	if mem == nil {
+		mem = compute.GetAllocator(ctx)
+	}
 	// dst[row] is the row's place in the output, or -1; then src and pos
-	// list the rows taken, ascending, and their places.
-	dst := make([]int32, rows)
+	// list the rows taken, ascending, and their places. (Scratch memory
+	// from mem too: a pool hands the last chunk's out again.)
+	scratch := pageAllocator(mem)
+	ints := func(n int) ([]int32, func()) {
+		b := scratch.Allocate(n * arrow.Int32SizeBytes)
+		return arrow.Int32Traits.CastFromBytes(b), func() { scratch.Free(b) }
+	}
+	dst, free := ints(rows)
+	defer free()
 	for i := range dst {
 		dst[i] = -1
 	}
@@ -52,15 +67,17 @@ func GatherRuns(ctx context.Context, data arrow.RecordBatch, runs [][]int32, wor
 			k++
 		}
 	}
-	src := make([]int32, 0, total)
-	pos := make([]int32, 0, total)
+	src, free := ints(total)
+	defer free()
+	pos, free := ints(total)
+	defer free()
+	j := 0
 	for row, k := range dst {
 		if k >= 0 {
-			src = append(src, int32(row))
-			pos = append(pos, k)
+			src[j], pos[j] = int32(row), k
+			j++
 		}
 	}
-	mem := compute.GetAllocator(ctx)
 	cols := make([]arrow.Array, data.NumCols())
 	var direct []int
 	var order *array.Int32 // the output's rows of data, for compute.Take
@@ -70,7 +87,7 @@ func GatherRuns(ctx context.Context, data arrow.RecordBatch, runs [][]int32, wor
 			continue
 		}
 		if order == nil {
-			buf := memory.NewResizableBuffer(mem)
+			buf := memory.NewResizableBuffer(compute.GetAllocator(ctx))
 			buf.Resize(total * arrow.Int32SizeBytes)
 			o := arrow.Int32Traits.CastFromBytes(buf.Bytes())
 			for j, row := range src {

@@ -84,7 +84,7 @@ func TestGatherRunsMatchesGather(t *testing.T) {
 			src := rec.NewSlice(tc.lo, tc.hi)
 			defer src.Release()
 			runs := tc.runs(int(src.NumRows()))
-			got, err := GatherRuns(ctx, src, runs, 2)
+			got, err := GatherRuns(ctx, src, runs, 2, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,13 +121,13 @@ func TestGatherRunsMatchesGather(t *testing.T) {
 		})
 	}
 	t.Run("a row twice", func(t *testing.T) {
-		if b, err := GatherRuns(ctx, rec, [][]int32{{1, 2}, {2}}, 2); err == nil {
+		if b, err := GatherRuns(ctx, rec, [][]int32{{1, 2}, {2}}, 2, nil); err == nil {
 			b.Release()
 			t.Fatal("no error")
 		}
 	})
 	t.Run("a row out of range", func(t *testing.T) {
-		if b, err := GatherRuns(ctx, rec, [][]int32{{1, 500}}, 2); err == nil {
+		if b, err := GatherRuns(ctx, rec, [][]int32{{1, 500}}, 2, nil); err == nil {
 			b.Release()
 			t.Fatal("no error")
 		}
@@ -141,16 +141,15 @@ func TestGatherRunsMatchesGather(t *testing.T) {
 func TestGatherRunsUnzeroed(t *testing.T) {
 	mem, _ := checkedMem(t)
 	dirty := &dirtyAllocator{Allocator: mem}
-	ctx := compute.WithAllocator(context.Background(), dirty)
 	rec := flatBatch(mem, 300, 3)
 	defer rec.Release()
 	runs := [][]int32{{1, 5, 7, 200}, {0, 2, 299}, {3}}
-	want, err := GatherRuns(compute.WithAllocator(context.Background(), mem), rec, runs, 1)
+	want, err := GatherRuns(compute.WithAllocator(context.Background(), mem), rec, runs, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer want.Release()
-	got, err := GatherRuns(ctx, rec, runs, 2)
+	got, err := GatherRuns(compute.WithAllocator(context.Background(), mem), rec, runs, 2, dirty)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +236,7 @@ func BenchmarkGatherRuns(b *testing.B) {
 	})
 	b.Run("GatherRuns", func(b *testing.B) {
 		for b.Loop() {
-			r, err := GatherRuns(ctx, g.Data, runs, 1)
+			r, err := GatherRuns(ctx, g.Data, runs, 1, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
