@@ -25,7 +25,7 @@ type partWrite struct {
 // gatherChunkBytes bounds the rows gathered at once for the writes of one
 // batch's partitions: a copy of that many bytes of the batch is alive on
 // top of it while they are written.
-var gatherChunkBytes int64 = 8 << 20 // (a variable for tests)
+var gatherChunkBytes int64 = 4 << 20 // (a variable for tests)
 
 // writeParts gathers each part's rows and encodes them into its sink's
 // file, on every core: the parts of one batch go to distinct files, whose
