@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -181,7 +182,7 @@ func TestGatherRunsUnzeroed(t *testing.T) {
 			}
 		}
 	}
-	if dirty.unzeroed == 0 {
+	if dirty.unzeroed.Load() == 0 {
 		t.Error("the dirty allocator was never asked for uncleared memory")
 	}
 }
@@ -190,11 +191,11 @@ func TestGatherRunsUnzeroed(t *testing.T) {
 // uncleared (UnzeroedAllocator).
 type dirtyAllocator struct {
 	memory.Allocator
-	unzeroed int
+	unzeroed atomic.Int64
 }
 
 func (d *dirtyAllocator) AllocateUnzeroed(size int) []byte {
-	d.unzeroed++
+	d.unzeroed.Add(1)
 	b := d.Allocator.Allocate(size)
 	for i := range b[:cap(b)] {
 		b[:cap(b)][i] = 0xEE
