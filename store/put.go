@@ -1090,8 +1090,12 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 	overhead := int64(len(fileSchema.Fields())+1) * perColumnWriter
 	var tick int64
 	opened := 0 // sinks whose file is open
+	// gathering is the memory writeParts gathers a batch's partitions into
+	// (a chunk of them at a time, up to gatherChunkBytes), charged while
+	// the put splits batches.
+	var gathering int64
 	charge := func() {
-		now := heldBytes
+		now := heldBytes + gathering
 		for _, k := range sinks {
 			k.mem = 0
 			if k.fw != nil {
@@ -1359,7 +1363,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		}
 		parts := pending
 		pending = nil
-		if err := writeParts(ctx, parts, groupBytes()); err != nil {
+		if err := writeParts(ctx, parts, groupBytes(), nil); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
 		for _, w := range parts {
@@ -1457,6 +1461,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			// (A held batch also keeps the row numbers of its parts, 4
 			// bytes a row.)
 			bytes, n := util.TotalRecordSize(rec)+4*g.Data.NumRows(), g.Data.NumRows()
+			gathering = max(gathering, min(bytes, gatherChunkBytes))
 			rec.Release()
 			released = true
 			hb := &heldBatch{rec: g.Data, bytes: bytes, refs: 1} // (this loop's own reference)
