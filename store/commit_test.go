@@ -134,10 +134,11 @@ type strictFS struct{ fsys.FS }
 
 func (f strictFS) Inner() fsys.FS { return f.FS }
 
-// diskFullCommitsNothing is one case of TestDiskFullCommitsNothing: on a
-// local directory (relaxed durability) or one made strict (strictFS).
-func diskFullCommitsNothing(t *testing.T, rule faultfs.Rule, mode Mode, relaxed bool) {
-	dir := t.TempDir()
+// faultLocal is a faultfs over a fresh local directory, relaxed (as
+// fsys.Local is) or made strict (strictFS); dir is the directory.
+func faultLocal(t *testing.T, relaxed bool) (ff faultfs.FS, dir string) {
+	t.Helper()
+	dir = t.TempDir()
 	l, err := fsys.NewLocal(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +147,13 @@ func diskFullCommitsNothing(t *testing.T, rule faultfs.Rule, mode Mode, relaxed 
 	if !relaxed {
 		inner = strictFS{l}
 	}
-	ff := faultfs.New(inner)
+	return faultfs.New(inner), dir
+}
+
+// diskFullCommitsNothing is one case of TestDiskFullCommitsNothing: on a
+// local directory (relaxed durability) or one made strict (strictFS).
+func diskFullCommitsNothing(t *testing.T, rule faultfs.Rule, mode Mode, relaxed bool) {
+	ff, dir := faultLocal(t, relaxed)
 	if fsys.IsRelaxed(ff) != relaxed {
 		t.Fatalf("IsRelaxed = %v, want %v", !relaxed, relaxed)
 	}
@@ -156,7 +163,7 @@ func diskFullCommitsNothing(t *testing.T, rule faultfs.Rule, mode Mode, relaxed 
 	before := hashTree(t, dir)
 	ff.Add(rule)
 	rdr := ids(2)
-	_, err = s.Put(context.Background(), k, rdr, PutOptions{Mode: mode, RequestID: "x"})
+	_, err := s.Put(context.Background(), k, rdr, PutOptions{Mode: mode, RequestID: "x"})
 	rdr.Release()
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("got %v, want ENOSPC", err)
@@ -192,12 +199,7 @@ func diskFullCommitsNothing(t *testing.T, rule faultfs.Rule, mode Mode, relaxed 
 // (each further file's index claimed) that fails at its commit removes its
 // files, its claims and its version directory.
 func TestFailedSplitWriteLeavesNothing(t *testing.T) {
-	dir := t.TempDir()
-	l, err := fsys.NewLocal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ff := faultfs.New(l)
+	ff, dir := faultLocal(t, true)
 	s, _ := newTestStore(t, WithFS(ff))
 	k := []string{"split"}
 	put(t, s, ModeWrite, k, ids(1), PutOptions{})
@@ -417,12 +419,7 @@ func TestRequestIDReusedInOneCycleRefused(t *testing.T) {
 func TestLogDirSyncFailure(t *testing.T) {
 	for _, mode := range []Mode{ModeAppend, ModeWrite} {
 		t.Run(string(mode), func(t *testing.T) {
-			dir := t.TempDir()
-			l, err := fsys.NewLocal(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ff := faultfs.New(l)
+			ff, dir := faultLocal(t, true)
 			s, _ := newTestStore(t, WithFS(ff))
 			k := []string{"f"}
 			put(t, s, ModeWrite, k, ids(1), PutOptions{})
@@ -432,7 +429,7 @@ func TestLogDirSyncFailure(t *testing.T) {
 			}
 			ff.Add(faultfs.Rule{Op: faultfs.Sync, Glob: logDir, Err: syscall.EIO})
 			rdr := ids(2)
-			_, err = s.Put(context.Background(), k, rdr, PutOptions{Mode: mode, RequestID: "x"})
+			_, err := s.Put(context.Background(), k, rdr, PutOptions{Mode: mode, RequestID: "x"})
 			rdr.Release()
 			if got := readIDs(t, s, k, Latest); fmt.Sprint(got) != want {
 				t.Fatalf("rows %v, want %s (the commit is visible)", got, want)
@@ -471,16 +468,7 @@ func TestLogDirSyncFailure(t *testing.T) {
 func TestFailedLockReleaseTakenBack(t *testing.T) {
 	for _, relaxed := range []bool{true, false} {
 		t.Run(fmt.Sprintf("relaxed=%v", relaxed), func(t *testing.T) {
-			dir := t.TempDir()
-			l, err := fsys.NewLocal(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var inner fsys.FS = l
-			if !relaxed {
-				inner = strictFS{l}
-			}
-			ff := faultfs.New(inner)
+			ff, dir := faultLocal(t, relaxed)
 			s, _ := newTestStore(t, WithFS(ff), WithLockTimeout(2*time.Second))
 			k := []string{"f"}
 			put(t, s, ModeWrite, k, ids(1), PutOptions{})

@@ -249,16 +249,7 @@ func TestSharedFileFailureLeavesNothing(t *testing.T) {
 }
 
 func sharedFileFailureLeavesNothing(t *testing.T, rule faultfs.Rule, relaxed bool) {
-	dir := t.TempDir()
-	l, err := fsys.NewLocal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var inner fsys.FS = l
-	if !relaxed {
-		inner = strictFS{l}
-	}
-	ff := faultfs.New(inner)
+	ff, dir := faultLocal(t, relaxed)
 	fs := &lockWaitFS{FS: ff, waiting: make(chan struct{})}
 	s, _ := newTestStore(t, WithFS(fs.withRelaxed()), WithLockTimeout(time.Minute))
 	if fsys.IsRelaxed(s.fs) != relaxed {
