@@ -28,6 +28,12 @@ func (s *Store) readManifest(ctx context.Context, p profile) (int, fsys.Token, e
 	if isNotExist(err) {
 		return 0, "", s.notFound(ctx, p)
 	}
+	if errors.Is(err, fsys.ErrNotRegular) || errors.Is(err, fsys.ErrUnsafePath) {
+		// Replaced by a directory, a link or a special file: tampering,
+		// reported as corruption (DataLoss), never followed (red team
+		// round 15's h02).
+		return 0, "", &CorruptionError{Path: p.join(manifestName), Err: fmt.Errorf("%w (a directory, link or special file where the manifest belongs)", err)}
+	}
 	if err != nil {
 		return 0, "", fmt.Errorf("read manifest of %s: %w", p, err)
 	}
@@ -75,6 +81,11 @@ func (s *Store) inspectLock(ctx context.Context, p profile) (*lockState, error) 
 	raw, tok, err := s.fs.ReadFile(ctx, name)
 	if isNotExist(err) {
 		return &lockState{}, nil
+	}
+	if errors.Is(err, fsys.ErrNotRegular) || errors.Is(err, fsys.ErrUnsafePath) {
+		// Not a lock any writer makes: reported as corruption, never
+		// removed by the store (red team round 15's h03).
+		return nil, &CorruptionError{Path: name, Err: fmt.Errorf("%w (a directory, link or special file where the manifest lock belongs; an operator must remove it)", err)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read manifest lock of %s: %w", p, err)

@@ -42,35 +42,41 @@ func schemaPrint(sc *arrow.Schema) string {
 }
 
 // fileStamp checks a committed file as opening it would (gone, replaced
-// by a link, another size: the read's error) and returns its modification
-// time, part of its cache key: a file altered in place gets another key,
-// and is read — and checked — from its bytes. ok is false when the file
-// has no modification time (it is then not cached).
-func (s *Store) fileStamp(ctx context.Context, p profile, df DataFile) (int64, bool, error) {
+// by a link, another size: the read's error) and returns its times, part
+// of its cache key: a file altered in place gets another key, and is read
+// — and checked — from its bytes. The change time (local disks) is in it
+// because the modification time can be set back (`touch -r`, `cp -p`;
+// red team round 15's h05). ok is false when the file has no
+// modification time (it is then not cached).
+func (s *Store) fileStamp(ctx context.Context, p profile, df DataFile) (string, bool, error) {
 	st, err := s.fs.Stat(ctx, p.join(df.Path))
 	if err != nil {
-		return 0, false, s.openErr(ctx, p, df, err)
+		return "", false, s.openErr(ctx, p, df, err)
 	}
 	if st.Size != df.Bytes {
-		return 0, false, fmt.Errorf("%w: %s: committed file %s has %d bytes, its commit record says %d", ErrDataLoss, p, df.Path, st.Size, df.Bytes)
+		return "", false, fmt.Errorf("%w: %s: committed file %s has %d bytes, its commit record says %d", ErrDataLoss, p, df.Path, st.Size, df.Bytes)
 	}
 	if st.ModTime.IsZero() {
-		return 0, false, nil
+		return "", false, nil
 	}
-	return st.ModTime.UnixNano(), true, nil
+	stamp := strconv.FormatInt(st.ModTime.UnixNano(), 10)
+	if !st.Changed.IsZero() {
+		stamp += "." + strconv.FormatInt(st.Changed.UnixNano(), 10)
+	}
+	return stamp, true, nil
 }
 
 // cacheKey names the cache entry of a committed file read with columns
 // (nil: every column, in the version's order): the file's path, the
-// SHA-256 its record vouches for, its size and modification time, and the
+// SHA-256 its record vouches for, its size, its times (fileStamp), and the
 // schema it is read with.
-func cacheKey(p profile, sn *Snapshot, schemaPrint string, df DataFile, stamp int64, columns []string) ipccache.Key {
+func cacheKey(p profile, sn *Snapshot, schemaPrint string, df DataFile, stamp string, columns []string) ipccache.Key {
 	cols := "*"
 	if columns != nil {
 		cols = "cols:" + strings.Join(columns, "\x00")
 	}
 	return ipccache.KeyOf(cacheKeyVersion, p.dir, df.Path, df.SHA256, strconv.FormatInt(df.Bytes, 10),
-		strconv.FormatInt(stamp, 10), string(sn.Format), schemaPrint, cols)
+		stamp, string(sn.Format), schemaPrint, cols)
 }
 
 // hit returns the cache entry of key, or nil: a miss, or an entry that
