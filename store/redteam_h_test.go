@@ -53,3 +53,27 @@ func TestImpossiblePIDIsGone(t *testing.T) {
 		t.Error("this process judged gone")
 	}
 }
+
+// TestLogDeletedUnderServer: a profile's commit log deleted under a
+// running store: the next put is refused (DataLoss), not acknowledged on
+// top of a log every fresh reader refuses (red team round 15's h01).
+func TestLogDeletedUnderServer(t *testing.T) {
+	s, dir := newTestStore(t)
+	k := []string{"p"}
+	put(t, s, ModeWrite, k, ids(1), PutOptions{})
+	put(t, s, ModeAppend, k, ids(2), PutOptions{})
+	if err := os.RemoveAll(filepath.Join(dir, "p", logDir)); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []Mode{ModeAppend, ModeWrite} {
+		rdr := ids(3)
+		_, err := s.Put(context.Background(), k, rdr, PutOptions{Mode: mode})
+		rdr.Release()
+		if !errors.Is(err, ErrDataLoss) {
+			t.Fatalf("%s after the log was deleted: %v, want ErrDataLoss", mode, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "p", logDir, segmentName(3))); !os.IsNotExist(err) {
+		t.Fatalf("a segment was committed on the deleted log: %v", err)
+	}
+}
