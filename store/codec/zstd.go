@@ -6,26 +6,32 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/klauspost/compress/zstd"
 )
 
-// zstdCodec replaces arrow-go's zstd codec for encoding (decoding and
-// streams are arrow-go's). arrow-go keeps its encoders in a sync.Pool,
-// which every GC empties: a server writing many small files (appends)
-// built a new encoder, and allocated its history and tables (about
-// 600 KiB), again after every collection; in an allocation profile of
-// 32 concurrent appenders that was the third largest allocator. Here
-// encoders live in a free list that GC does not empty, made with
-// arrow-go's options, so the frames written are the same
-// (BenchmarkZstdSmallPages, TestZstdCodecMatchesArrowGo).
+// zstdCodec replaces arrow-go's zstd codec for encoding pages (decoding
+// and streams stay arrow-go's). Built with cgo (the default where a C
+// compiler is), pages are encoded by libzstd, the C library pyarrow uses,
+// bundled by github.com/DataDog/zstd (zstd_cgo.go): at level 1 it
+// encodes Parquet pages about twice as fast as klauspost/compress,
+// arrow-go's pure-Go codec, which spent 43% of a one-file put's CPU time
+// (server CPU per put -18%, side by side). Without cgo, klauspost/compress
+// encodes with arrow-go's options (zstd_purego.go). Either way the frames
+// are standard zstd that every reader decodes. libzstd's frames carry no
+// checksum (pyarrow's neither); a file's integrity is its SHA-256.
+//
+// Decoding stays klauspost/compress's: libzstd through cgo decoded this
+// data's pages 15-25% slower in the server (side by side, 2 columns and
+// full reads), though faster on synthetic pages (BenchmarkZstdPages).
+//
+// Encoders live in free lists that GC does not empty.
+// arrow-go keeps its encoders in a sync.Pool, which every GC empties: a
+// server writing many small files (appends) built a new encoder, and
+// allocated its history and tables, again after every collection; in an
+// allocation profile of 32 concurrent appenders that was the third
+// largest allocator.
 type zstdCodec struct {
-	compress.Codec // arrow-go's, for everything but encoding
+	compress.Codec // arrow-go's, for streams and CompressBound
 }
-
-var (
-	zstdLevelsMu sync.Mutex
-	zstdLevels   = map[zstd.EncoderLevel]chan *zstd.Encoder{}
-)
 
 func init() {
 	orig, err := compress.GetCodec(compress.Codecs.Zstd)
@@ -35,23 +41,43 @@ func init() {
 	compress.RegisterCodec(compress.Codecs.Zstd, zstdCodec{orig})
 }
 
-// zstdFree is the free list of encoders of level l.
-func zstdFree(l zstd.EncoderLevel) chan *zstd.Encoder {
-	zstdLevelsMu.Lock()
-	defer zstdLevelsMu.Unlock()
-	ch, ok := zstdLevels[l]
-	if !ok {
-		ch = make(chan *zstd.Encoder, 2*runtime.GOMAXPROCS(0))
-		zstdLevels[l] = ch
-	}
-	return ch
+// freeList is a list of reusable (de)compression contexts, one user at
+// a time each, that GC does not empty.
+type freeList[T any] struct {
+	mu    sync.Mutex
+	lists map[int]chan T
 }
 
-func zstdLevel(level int) zstd.EncoderLevel {
-	if level == compress.DefaultCompressionLevel {
-		return zstd.SpeedDefault
+// get takes a context of key k from the list, or makes one.
+func (f *freeList[T]) get(k int, make func() (T, error)) (T, error) {
+	select {
+	case v := <-f.list(k):
+		return v, nil
+	default:
+		return make()
 	}
-	return zstd.EncoderLevelFromZstd(level)
+}
+
+// put gives a context back (dropped when enough are kept).
+func (f *freeList[T]) put(k int, v T) {
+	select {
+	case f.list(k) <- v:
+	default:
+	}
+}
+
+func (f *freeList[T]) list(k int) chan T {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch, ok := f.lists[k]
+	if !ok {
+		if f.lists == nil {
+			f.lists = map[int]chan T{}
+		}
+		ch = make(chan T, 2*runtime.GOMAXPROCS(0))
+		f.lists[k] = ch
+	}
+	return ch
 }
 
 // Encode implements compress.Codec.
@@ -59,28 +85,12 @@ func (z zstdCodec) Encode(dst, src []byte) []byte {
 	return z.EncodeLevel(dst, src, compress.DefaultCompressionLevel)
 }
 
-// EncodeLevel implements compress.Codec: EncodeAll with an encoder of
-// the free list (one goroutine uses an encoder at a time).
+// EncodeLevel implements compress.Codec.
 func (z zstdCodec) EncodeLevel(dst, src []byte, level int) []byte {
-	free := zstdFree(zstdLevel(level))
-	var enc *zstd.Encoder
-	select {
-	case enc = <-free:
-	default:
-		var err error
-		// arrow-go's options: the same frames.
-		enc, err = zstd.NewWriter(nil, zstd.WithZeroFrames(true), zstd.WithEncoderLevel(zstdLevel(level)),
-			zstd.WithEncoderConcurrency(1), zstd.WithAllLitEntropyCompression(true))
-		if err != nil {
-			return z.Codec.EncodeLevel(dst, src, level)
-		}
+	if out, ok := zstdEncode(dst, src, level); ok {
+		return out
 	}
-	out := enc.EncodeAll(src, dst[:0])
-	select {
-	case free <- enc:
-	default: // enough kept
-	}
-	return out
+	return z.Codec.EncodeLevel(dst, src, level)
 }
 
 // DecodeWithError implements compress.ErrorCodec.
