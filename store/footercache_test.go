@@ -3,8 +3,11 @@ package store
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -90,5 +93,57 @@ func TestFooterCacheBound(t *testing.T) {
 	n := footerEntries(s)
 	if n < 5 || n > 6 || s.footers.bytes > s.footers.limit {
 		t.Fatalf("%d footers of %d bytes kept, limit %d bytes: want 5 or 6 within the limit", n, s.footers.bytes, s.footers.limit)
+	}
+}
+
+// TestFooterCacheRowBytes: the first read of a file measures the decoded
+// size of a row of the columns it reads (decoding a few rows twice); the
+// cache keeps it with the file's footer, per projection, so the next read
+// of the same columns sizes its batches alike without measuring, and a
+// read of other columns measures its own.
+func TestFooterCacheRowBytes(t *testing.T) {
+	s, dir := newTestStore(t)
+	k := []string{"rb"}
+	vals := make([]int64, 5000)
+	for i := range vals {
+		vals[i] = int64(i)
+	}
+	rec := put(t, s, ModeWrite, k, ids(vals...), PutOptions{})
+	batches := func() []int64 {
+		rdr, err := s.Read(t.Context(), k, ReadOptions{BatchBytes: 8 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rdr.Release()
+		var n []int64
+		for rdr.Next() {
+			n = append(n, rdr.RecordBatch().NumRows())
+		}
+		if err := rdr.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	first := batches()
+	if len(first) < 2 {
+		t.Fatalf("batches %v: want several of 8 KiB", first)
+	}
+	st, err := os.Stat(filepath.Join(dir, "rb", filepath.FromSlash(rec.Files[0].Path)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.footers.mu.Lock()
+	var kept map[string]float64
+	for key, e := range s.footers.m {
+		if strings.HasPrefix(key, "rb/"+rec.Files[0].Path+"\x00") {
+			kept = maps.Clone(e.Value.(*footerEntry).rowBytes)
+		}
+	}
+	s.footers.mu.Unlock()
+	if rb := kept["id"]; rb < 8 || rb > 9 || len(kept) != 1 {
+		t.Fatalf("row sizes kept %v for a file of %d bytes, want id's, 8 bytes a row", kept, st.Size())
+	}
+	if again := batches(); !slices.Equal(again, first) {
+		t.Fatalf("batches %v on the second read, %v on the first", again, first)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -818,10 +819,13 @@ func (r *SnapshotReader) open(df DataFile) (*openFile, error) {
 		return of, nil
 	}
 	ropts.RowBytes = math.Float64frombits(r.rowBytes.Load())
-	var footerKey string
+	var footerKey, colsKey string
 	if sf, ok := f.(fsys.Stamper); ok && df.Recorded && df.SHA256 != "" {
 		footerKey = r.p.join(df.Path) + "\x00" + df.SHA256 + "\x00" + sf.Stamp()
 		ropts.Metadata = r.s.footers.get(footerKey)
+		if colsKey = strings.Join(fileCols, "\x00"); ropts.RowBytes == 0 {
+			ropts.RowBytes = r.s.footers.rowBytes(footerKey, colsKey)
+		}
 	}
 	pf, err := codec.OpenParquet(f, f.Size(), ropts)
 	if err != nil {
@@ -868,6 +872,9 @@ func (r *SnapshotReader) open(df DataFile) (*openFile, error) {
 	}
 	if rb := pf.RowBytes(); rb > 0 && ropts.RowBytes == 0 {
 		r.rowBytes.CompareAndSwap(0, math.Float64bits(rb))
+		if footerKey != "" {
+			r.s.footers.putRowBytes(footerKey, colsKey, rb)
+		}
 	}
 	of.rr = rr
 	return of, nil
