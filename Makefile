@@ -33,9 +33,12 @@ vet:
 test-go test-race test-python test-on-s3 test-s3 test-reliability: export QUIVER_POISON_FREED = 1
 
 # The crash test kills a writer 100 times here (its plain `go test` default
-# is 30, to keep a developer's loop quick).
+# is 30, to keep a developer's loop quick). Then the build without cgo
+# (pages compressed by pure-Go zstd) and the codec's tests in it.
 test-go: $(VERSITYGW)
 	QUIVER_CRASH_KILLS=100 $(GO) test -count=1 -timeout 20m ./...
+	CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/quiver
+	CGO_ENABLED=0 $(GO) test -count=1 ./store/codec/
 
 # Under the race detector the multi-process and crash tests run their
 # -short sizes.
