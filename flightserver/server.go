@@ -223,7 +223,7 @@ func New(st *store.Store, opts ...Option) *Server {
 	gopts := append([]grpc.ServerOption{
 		grpc.ForceServerCodecV2(newSendCodec()), // DoGet batches sent and DoPut bodies decoded without a copy
 		grpc.MaxRecvMsgSize(o.maxRecv),
-		grpc.WriteBufferSize(writeBuffer), grpc.SharedWriteBuffer(true),
+		grpc.WriteBufferSize(writeBuffer), // shared between flushes: grpc-go's default
 		grpc.MaxConcurrentStreams(o.maxStreams),
 		grpc.StaticStreamWindowSize(streamWindow),
 		grpc.StaticConnWindowSize(connWindow),
