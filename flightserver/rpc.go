@@ -477,7 +477,10 @@ func (c *sendCounter) sendMessage(m *dataMessage) error {
 }
 
 // writeSliced writes rec as slices whose buffers total at most the send
-// target. A single row larger than that is sent alone.
+// target, each cut where its own rows' bytes reach it (sliceEnd): cutting
+// into equal numbers of rows sent a batch whose first rows were small
+// and last ones large as messages of 20 MiB (red team round 16's i01). A
+// single row larger than the target is sent alone.
 func (s *Server) writeSliced(write func(arrow.RecordBatch) error, rec arrow.RecordBatch, ri *rpcInfo) error {
 	rows := rec.NumRows()
 	size := recordSize(rec)
@@ -486,11 +489,10 @@ func (s *Server) writeSliced(write func(arrow.RecordBatch) error, rec arrow.Reco
 	if size <= target || rows <= 1 {
 		return write(rec)
 	}
-	parts := (size + target - 1) / target
-	step := (rows + parts - 1) / parts
-	for off := int64(0); off < rows; off += step {
-		end := min(off+step, rows)
+	for off := int64(0); off < rows; {
+		end := sliceEnd(rec, off, target)
 		sl := rec.NewSlice(off, end)
+		off = end
 		err := write(sl)
 		sl.Release()
 		if err != nil {
