@@ -28,7 +28,7 @@ func (s *Store) readManifest(ctx context.Context, p profile) (int, fsys.Token, e
 	if isNotExist(err) {
 		return 0, "", s.notFound(ctx, p)
 	}
-	if errors.Is(err, fsys.ErrNotRegular) || errors.Is(err, fsys.ErrUnsafePath) {
+	if notPlainFile(err) {
 		// Replaced by a directory, a link or a special file: tampering,
 		// reported as corruption (DataLoss), never followed (red team
 		// round 15's h02).
@@ -82,7 +82,7 @@ func (s *Store) inspectLock(ctx context.Context, p profile) (*lockState, error) 
 	if isNotExist(err) {
 		return &lockState{}, nil
 	}
-	if errors.Is(err, fsys.ErrNotRegular) || errors.Is(err, fsys.ErrUnsafePath) {
+	if notPlainFile(err) {
 		// Not a lock any writer makes: reported as corruption, never
 		// removed by the store (red team round 15's h03).
 		return nil, &CorruptionError{Path: name, Err: fmt.Errorf("%w (a directory, link or special file where the manifest lock belongs; an operator must remove it)", err)}

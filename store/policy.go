@@ -76,7 +76,7 @@ func (s *Store) readPolicy(ctx context.Context, p profile) (*SchemaPolicy, fsys.
 	if isNotExist(err) {
 		return &SchemaPolicy{SchemaPolicy: PolicyNone}, "", nil
 	}
-	if errors.Is(err, fsys.ErrNotRegular) || errors.Is(err, fsys.ErrUnsafePath) {
+	if notPlainFile(err) {
 		// Replaced by a directory, a link or a special file: tampering,
 		// reported as corruption (DataLoss), never followed or replaced.
 		return nil, "", &CorruptionError{Path: p.join(policyName), Err: fmt.Errorf("%w (a directory, link or special file where the schema policy file belongs; remove it)", err)}
@@ -149,7 +149,7 @@ func (s *Store) SetPolicy(ctx context.Context, keys []string, policy, writer str
 		return cur, nil
 	}
 	if err != nil {
-		if errors.Is(err, fsys.ErrNotRegular) || errors.Is(err, fsys.ErrUnsafePath) {
+		if notPlainFile(err) {
 			return nil, err
 		}
 		// An unreadable policy file is replaced (verify reported it).

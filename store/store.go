@@ -279,3 +279,10 @@ func (s *Store) notFound(ctx context.Context, p profile) error {
 func isNotExist(err error) bool {
 	return errors.Is(err, fsys.ErrNotExist) || errors.Is(err, syscallENOTDIR)
 }
+
+// notPlainFile reports whether a read found a directory, a link or a
+// special file where the store keeps a file of its own (manifest, lock,
+// schema policy): tampering, which callers report as corruption.
+func notPlainFile(err error) bool {
+	return errors.Is(err, fsys.ErrNotRegular) || errors.Is(err, fsys.ErrUnsafePath)
+}

@@ -168,15 +168,23 @@ func ValidateBatch(rec arrow.RecordBatch) error {
 // null-type arrays (at any depth) have the one absent validity buffer their
 // layout names: arrow-go's own IPC reader gives them none, and its
 // validator then refuses what its reader made.
-func validateFull(col arrow.Array) error {
+func validateFull(col arrow.Array) error { return validateView(col, array.ValidateFull) }
+
+// validateStructure is arrow-go's Validate (lengths of children, buffer
+// sizes, first and last offsets; no scan of the values) on the same view.
+func validateStructure(col arrow.Array) error { return validateView(col, array.Validate) }
+
+// validateView runs validate on col, null-type arrays given their nil
+// validity buffer (nullLayout).
+func validateView(col arrow.Array, validate func(arrow.Array) error) error {
 	d, changed := nullLayout(col.Data())
 	if !changed {
-		return array.ValidateFull(col)
+		return validate(col)
 	}
 	defer d.Release()
 	a := array.MakeFromData(d)
 	defer a.Release()
-	return array.ValidateFull(a)
+	return validate(a)
 }
 
 // nullLayout returns d with buffer-less null arrays given their nil

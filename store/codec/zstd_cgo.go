@@ -36,7 +36,7 @@ import (
 	"runtime"
 	"unsafe"
 
-	_ "github.com/DataDog/zstd" // links libzstd
+	"github.com/DataDog/zstd" // libzstd's C sources, and CompressBound
 	"github.com/apache/arrow-go/v18/parquet/compress"
 )
 
@@ -63,7 +63,7 @@ func zstdEncode(dst, src []byte, level int) ([]byte, bool) {
 	if level == compress.DefaultCompressionLevel {
 		level = zstdDefaultLevel
 	}
-	bound := int(zstdCompressBound(len(src)))
+	bound := zstd.CompressBound(len(src))
 	if cap(dst) < bound {
 		dst = make([]byte, bound)
 	}
@@ -82,15 +82,5 @@ func zstdEncode(dst, src []byte, level int) ([]byte, bool) {
 	return dst[:n], true
 }
 
-// zstdCompressBound is ZSTD_COMPRESSBOUND (zstd.h): the largest frame
-// of n bytes.
-func zstdCompressBound(n int) int {
-	margin := 0
-	if n < 128<<10 {
-		margin = (128<<10 - n) >> 11
-	}
-	return n + n>>8 + margin
-}
-
-// zstdCgo: pages are compressed by libzstd.
+// zstdCgo reports whether pages are compressed by libzstd: in this build.
 const zstdCgo = true

@@ -33,5 +33,6 @@ func zstdEncode(dst, src []byte, level int) ([]byte, bool) {
 	return out, true
 }
 
-// zstdCgo: pages are compressed by libzstd.
-const zstdCgo = false // but by klauspost/compress
+// zstdCgo reports whether pages are compressed by libzstd: not in this
+// build (klauspost/compress).
+const zstdCgo = false
