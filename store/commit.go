@@ -142,22 +142,26 @@ func (s *Store) runCycle(c *committer) {
 	// released: a process that exits after its last put returned leaves
 	// no lock and no lagging head behind. Making the release durable
 	// (a sync of the profile directory, once the profile is idle) waits
-	// for no client: it guards only against a machine crash bringing the
-	// lock back, which its owner's boot being gone then marks stale.
+	// for no client, nor for the next cycle (a single writer's next put
+	// arrives while it runs): it guards only against a machine crash
+	// bringing the lock back, which its owner's boot being gone then
+	// marks stale. Close waits for it.
 	idle := s.finishCycle(c, finish)
 	for i, r := range live {
 		r.done <- res[i]
 	}
 	if idle {
-		s.syncRelease(c.ps)
+		s.bg.Go(func() { s.syncRelease(c.ps) })
 	}
 }
 
 // cycleEnd is what a cycle leaves to do once its records are durable:
 // write the log head (last is the cycle's last record, nil if it
-// committed nothing) and release the lock.
+// committed nothing; head, if not nil, is its head already staged) and
+// release the lock.
 type cycleEnd struct {
 	last   *CommitRecord
+	head   fsys.StagedReplace
 	unlock func() error
 	cancel context.CancelFunc
 	ctx    context.Context
@@ -181,7 +185,11 @@ func (s *Store) finishCycle(c *committer, e cycleEnd) (idle bool) {
 	c.mu.Lock()
 	busy := len(c.queue) > 0
 	c.mu.Unlock()
-	if c.headDue != nil && (!busy || time.Since(c.headAt) >= headEvery) {
+	switch {
+	case e.head != nil:
+		s.publishHead(e.ctx, c.ps, e.head)
+		c.headDue, c.headAt = nil, time.Now()
+	case c.headDue != nil && (!busy || time.Since(c.headAt) >= headEvery):
 		s.writeHead(e.ctx, c.ps, c.headDue)
 		c.headDue, c.headAt = nil, time.Now()
 	}
@@ -245,7 +253,7 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) (res []commitResult,
 		return res, cycleEnd{}
 	}
 	end = cycleEnd{unlock: unlock, cancel: cancel, ctx: ctx}
-	res = s.cycleLocked(ctx, ps, batch, &end.last)
+	res = s.cycleLocked(ctx, ps, batch, &end)
 	return res, end
 }
 
@@ -277,7 +285,7 @@ func waitCtx(ctx context.Context, batch []*commitReq) (wctx context.Context, sto
 
 // cycleLocked is the body of cycle, holding the lock; *last is set to the
 // last record it committed.
-func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*commitReq, last **CommitRecord) []commitResult {
+func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*commitReq, end *cycleEnd) []commitResult {
 	p := ps.p
 	res := make([]commitResult, len(batch))
 	fail := func(err error) []commitResult {
@@ -505,7 +513,14 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 		// records visible) but not known to be durable; the puts are
 		// told so, and their files stay.
 		var notDurable error
-		err = s.commitSegment(ctx, ps, all, stagedDirsOf(batch, accepted))
+		// The head is staged with the segment (its sync overlapping the
+		// segment's) when finishCycle is going to write it: the profile
+		// is idle, or its head is due (headEvery).
+		c := &ps.commit
+		c.mu.Lock()
+		headNow := len(c.queue) == 0 || time.Since(c.headAt) >= headEvery
+		c.mu.Unlock()
+		end.head, err = s.commitSegment(ctx, ps, all, stagedDirsOf(batch, accepted), headNow)
 		var nd *notDurableError
 		if errors.As(err, &nd) {
 			notDurable = fmt.Errorf("%w: %s: committed, but the commit could not be made durable (a machine crash may lose it); retry with the same request_id: %w", ErrUnavailable, p, nd.err)
@@ -519,7 +534,7 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 			}
 			return fail(fmt.Errorf("commit %s: %w", p, err))
 		}
-		*last = recs[len(recs)-1]
+		end.last = recs[len(recs)-1]
 		// Committed. The manifest follows the highest version written.
 		if newest >= 0 && (missing || newest > latest) {
 			if err := s.advanceManifest(ctx, p, newest, tok, missing); err != nil {
@@ -607,37 +622,50 @@ func stagedDirsOf(batch []*commitReq, accepted []int) []string {
 // puts' files and claims were created without syncing their directories
 // (fsys.SyncContent); here each of dirs is synced once for all of them,
 // in parallel with the sync of the segment's content, and only then is
-// the segment linked to its name and the log directory synced. On storage
-// without relaxed durability it is writeSegment.
-func (s *Store) commitSegment(ctx context.Context, ps *profileState, recs []*CommitRecord, dirs []string) error {
+// the segment linked to its name and the log directory synced. With
+// stageHead, the log head naming the last of recs is staged in parallel
+// too, and returned once the segment is linked (nil otherwise) for
+// finishCycle to publish. On storage without relaxed durability it is
+// writeSegment.
+func (s *Store) commitSegment(ctx context.Context, ps *profileState, recs []*CommitRecord, dirs []string, stageHead bool) (fsys.StagedReplace, error) {
 	if !fsys.IsRelaxed(s.fs) {
-		return s.writeSegment(ctx, ps, recs)
+		return nil, s.writeSegment(ctx, ps, recs)
 	}
 	name, data := segmentOf(ps.p, recs)
 	w, err := fsys.CreateSync(ctx, s.fs, name, fsys.SyncContent)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := w.Write(data); err != nil {
 		_ = w.Abort()
-		return err
+		return nil, err
 	}
 	errs := make([]error, len(dirs)+1)
 	var wg sync.WaitGroup
 	for k, d := range dirs {
 		wg.Go(func() { errs[k] = fsys.SyncDir(ctx, s.fs, d) })
 	}
+	var head fsys.StagedReplace
+	if stageHead {
+		wg.Go(func() { head = s.stageHead(ctx, ps, recs[len(recs)-1]) })
+	}
 	if ds, ok := w.(fsys.DataSyncer); ok {
 		errs[len(dirs)] = ds.Sync(ctx)
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	abort := func() {
 		_ = w.Abort()
-		return err
+		if head != nil {
+			_ = head.Abort()
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		abort()
+		return nil, err
 	}
 	if err := w.Commit(ctx); err != nil {
-		_ = w.Abort()
-		return err
+		abort()
+		return nil, err
 	}
 	// Linked: the records are committed, visible to every reader, whether
 	// or not the sync of their name succeeds.
@@ -646,9 +674,9 @@ func (s *Store) commitSegment(ctx context.Context, ps *profileState, recs []*Com
 	ps.mu.Unlock()
 	if err := fsys.SyncDir(ctx, s.fs, ps.p.join(logDir)); err != nil {
 		ps.commit.logUnsynced.Store(true)
-		return &notDurableError{err: err}
+		return head, &notDurableError{err: err}
 	}
-	return nil
+	return head, nil
 }
 
 // notDurableError is commitSegment's error once the segment is linked

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -491,4 +493,95 @@ func TestFailedLockReleaseTakenBack(t *testing.T) {
 			auditClean(t, s, dir, k)
 		})
 	}
+}
+
+// segmentCommitFails is a local disk (staging its replacements:
+// fsys.ReplaceStager) whose log segments fail to commit while fail is set.
+type segmentCommitFails struct {
+	*fsys.Local
+	fail atomic.Bool
+}
+
+func (f *segmentCommitFails) CreateSync(ctx context.Context, name string, sync fsys.Sync) (fsys.Writer, error) {
+	w, err := f.Local.CreateSync(ctx, name, sync)
+	if err != nil || !strings.HasSuffix(name, segmentExt) || !f.fail.Load() {
+		return w, err
+	}
+	return failingCommit{w}, nil
+}
+
+type failingCommit struct{ fsys.Writer }
+
+func (failingCommit) Commit(context.Context) error { return syscall.EIO }
+
+// TestStagedHead: on a local disk a cycle stages .log/HEAD with its
+// segment and publishes it once the segment is linked: after each put HEAD
+// names the last record, and a segment that fails to commit leaves HEAD
+// as it was and no staged temp behind.
+func TestStagedHead(t *testing.T) {
+	dir := t.TempDir()
+	l, err := fsys.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &segmentCommitFails{Local: l}
+	if _, ok := fsys.FS(f).(fsys.ReplaceStager); !ok {
+		t.Fatal("the test's FS does not stage replacements")
+	}
+	s, _ := newTestStore(t, WithFS(f))
+	k := []string{"h"}
+	logPath := filepath.Join(dir, "h", logDir)
+	head := func() logHead {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(logPath, headName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h logHead
+		if err := json.Unmarshal(b, &h); err != nil {
+			t.Fatalf("HEAD %q: %v", b, err)
+		}
+		return h
+	}
+	noTemps := func() {
+		t.Helper()
+		ents, err := os.ReadDir(logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if fsys.IsTemp(e.Name()) {
+				t.Fatalf("temp left in the log: %s", e.Name())
+			}
+		}
+	}
+	var last *CommitRecord
+	for i := range 3 {
+		mode := ModeAppend
+		if i == 0 {
+			mode = ModeWrite
+		}
+		last = put(t, s, mode, k, ids(int64(i)), PutOptions{})
+		if h := head(); h.Seq != last.Seq || h.Hash != last.Hash() {
+			t.Fatalf("after put %d: HEAD %+v, want record %d", i, h, last.Seq)
+		}
+		noTemps()
+	}
+	f.fail.Store(true)
+	rdr := ids(9)
+	_, err = s.Append(context.Background(), k, rdr, PutOptions{})
+	rdr.Release()
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("append whose segment fails: %v, want EIO", err)
+	}
+	if h := head(); h.Seq != last.Seq || h.Hash != last.Hash() {
+		t.Fatalf("after a failed commit: HEAD %+v, want record %d", h, last.Seq)
+	}
+	noTemps()
+	f.fail.Store(false)
+	last = put(t, s, ModeAppend, k, ids(10), PutOptions{})
+	if h := head(); h.Seq != last.Seq || h.Hash != last.Hash() {
+		t.Fatalf("after the next put: HEAD %+v, want record %d", h, last.Seq)
+	}
+	noTemps()
 }

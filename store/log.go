@@ -227,16 +227,54 @@ type logHead struct {
 // is logged, not returned: the commit stands, and the marker only ever
 // lags.
 func (s *Store) writeHead(ctx context.Context, ps *profileState, last *CommitRecord) {
+	name, b := headOf(ps.p, last)
+	// The head is a hint that only ever lags: its content is synced
+	// before it replaces the old one (a crash leaves the old or the
+	// new head, never a torn one), its directory entry is not.
+	s.putHead(ctx, ps, func(tok fsys.Token) error {
+		return fsys.ReplaceSync(ctx, s.fs, name, b, tok, fsys.SyncContent)
+	})
+}
+
+// stageHead stages the head that names last (its content written and
+// synced; fsys.StageReplace), for publishHead once last's segment is
+// linked: the sync then overlaps the segment's.
+func (s *Store) stageHead(ctx context.Context, ps *profileState, last *CommitRecord) fsys.StagedReplace {
+	name, b := headOf(ps.p, last)
+	h, err := fsys.StageReplace(ctx, s.fs, name, b)
+	if err != nil {
+		// The cycle writes the head the usual way (finishCycle).
+		s.opts.log.Warn().Err(err).Str("profile", ps.p.String()).Msg("could not stage the log head")
+		return nil
+	}
+	return h
+}
+
+// publishHead puts a head staged by stageHead in place, as writeHead
+// does.
+func (s *Store) publishHead(ctx context.Context, ps *profileState, h fsys.StagedReplace) {
+	s.putHead(ctx, ps, func(tok fsys.Token) error { return h.Replace(ctx, tok) })
+	if err := h.Abort(); err != nil {
+		s.opts.log.Warn().Err(err).Str("profile", ps.p.String()).Msg("could not remove a staged log head")
+	}
+}
+
+// headOf is the name and content of the head that names last.
+func headOf(p profile, last *CommitRecord) (string, []byte) {
 	b, _ := json.Marshal(logHead{Seq: last.Seq, Hash: last.Hash()})
+	return p.join(logDir, headName), b
+}
+
+// putHead replaces .log/HEAD by put(token) against the token this process
+// last knew; another writer's head in between (a precondition failure)
+// is read for its token and replaced, at most three times.
+func (s *Store) putHead(ctx context.Context, ps *profileState, put func(fsys.Token) error) {
 	name := ps.p.join(logDir, headName)
 	for range 3 {
 		ps.mu.Lock()
 		tok := ps.headTok
 		ps.mu.Unlock()
-		// The head is a hint that only ever lags: its content is synced
-		// before it replaces the old one (a crash leaves the old or the
-		// new head, never a torn one), its directory entry is not.
-		err := fsys.ReplaceSync(ctx, s.fs, name, b, tok, fsys.SyncContent)
+		err := put(tok)
 		if err == nil {
 			_, ntok, rerr := s.fs.ReadFile(ctx, name)
 			if rerr == nil {

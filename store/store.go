@@ -37,7 +37,7 @@ type Store struct {
 	// putsBegun counts the puts begun (PutsBegun).
 	putsBegun atomic.Uint64
 	budget    *memBudget
-	bg        sync.WaitGroup // background work (automatic compaction)
+	bg        sync.WaitGroup // background work (automatic compaction, syncs of released locks)
 	// cache is the IPC cache of decoded files (nil: none; readcache.go).
 	cache *ipccache.Cache
 	// readMem allocates what reads decode: a pool unless WithAllocator

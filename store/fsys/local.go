@@ -848,23 +848,8 @@ func replaceIn(ctx context.Context, dirfd int, base string, data []byte, ifMatch
 		}
 		return err
 	}
-	cur, err := openat(dirfd, base, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err == unix.ENOENT {
-		return ErrPrecondition
-	}
-	if err != nil {
-		return linkCheck(dirfd, base, err)
-	}
-	old, err := readAll(ctx, cur)
-	if cerr := unix.Close(cur); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := matches(ctx, dirfd, base, ifMatch); err != nil {
 		return err
-	}
-	var h [sha256.Size * 2]byte
-	if string(hexSum(&h, old)) != string(ifMatch) {
-		return ErrPrecondition
 	}
 	tmp, fd, err := writeTemp(ctx, dirfd, base, data, filePerm, sync != SyncNone)
 	if err != nil {
@@ -884,6 +869,30 @@ func replaceIn(ctx context.Context, dirfd int, base string, data []byte, ifMatch
 		return nil
 	}
 	return fsyncDir(dirfd)
+}
+
+// matches checks that base's content in dirfd has the Token ifMatch (not
+// empty): ErrPrecondition if it is missing or differs.
+func matches(ctx context.Context, dirfd int, base string, ifMatch Token) error {
+	cur, err := openat(dirfd, base, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == unix.ENOENT {
+		return ErrPrecondition
+	}
+	if err != nil {
+		return linkCheck(dirfd, base, err)
+	}
+	old, err := readAll(ctx, cur)
+	if cerr := unix.Close(cur); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	var h [sha256.Size * 2]byte
+	if string(hexSum(&h, old)) != string(ifMatch) {
+		return ErrPrecondition
+	}
+	return nil
 }
 
 // Open implements FS.

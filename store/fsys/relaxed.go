@@ -100,3 +100,52 @@ func IsRelaxed(f FS) bool {
 	_, ok := f.(Relaxed)
 	return ok
 }
+
+// ReplaceStager is implemented by storage that can write a replacement's
+// content ahead of the replace itself (local disks: a synced temp file,
+// renamed over the name later), so that its sync overlaps other work and
+// the replace itself is one quick step.
+type ReplaceStager interface {
+	// StageReplace writes data, its content synced, where the returned
+	// StagedReplace's Replace will find it. Nothing changes at name until
+	// then.
+	StageReplace(ctx context.Context, name string, data []byte) (StagedReplace, error)
+}
+
+// StagedReplace is a replacement of one object, staged. Replace may be
+// called again after ErrPrecondition; Abort must be called unless a
+// Replace returned nil.
+type StagedReplace interface {
+	// Replace is ReplaceSync(name, data, ifMatch, SyncContent) with the
+	// staged data: it puts it at name if name's current Token is ifMatch,
+	// else fails with ErrPrecondition and keeps it staged.
+	Replace(ctx context.Context, ifMatch Token) error
+	// Abort discards the staged data (a no-op after a successful Replace).
+	Abort() error
+}
+
+// StageReplace stages data to replace name: on a ReplaceStager its content
+// is written and synced now; elsewhere it is kept in memory and the
+// Replace is ReplaceSync(SyncContent) then.
+func StageReplace(ctx context.Context, f FS, name string, data []byte) (StagedReplace, error) {
+	if r, ok := f.(ReplaceStager); ok {
+		return r.StageReplace(ctx, name, data)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return &laterReplace{f: f, name: name, data: data}, nil
+}
+
+// laterReplace is StageReplace on storage that cannot stage.
+type laterReplace struct {
+	f    FS
+	name string
+	data []byte
+}
+
+func (r *laterReplace) Replace(ctx context.Context, ifMatch Token) error {
+	return ReplaceSync(ctx, r.f, r.name, r.data, ifMatch, SyncContent)
+}
+
+func (r *laterReplace) Abort() error { return nil }

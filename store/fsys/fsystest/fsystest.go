@@ -57,6 +57,7 @@ func Run(t *testing.T, newFS func(t *testing.T) fsys.FS) {
 		{"UnsafeNames", testUnsafeNames},
 		{"CancelledContext", testCancelled},
 		{"RelaxedSync", testRelaxed},
+		{"StageReplace", testStageReplace},
 		{"Markers", testMarkers},
 		{"StatPair", testStatPair},
 	}
@@ -1197,5 +1198,79 @@ func testStatPair(t *testing.T, f fsys.FS) {
 	}
 	if _, _, _, err := fsys.StatPair(ctx, f, "nodir", "x"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("StatPair(nodir, x): %v", err)
+	}
+}
+
+// testStageReplace: a replacement staged (fsys.StageReplace: written ahead
+// on storage that can, kept for later elsewhere) changes nothing until its
+// Replace, which checks the token as Replace does and may be retried after
+// a precondition failure; Abort leaves no temp behind.
+func testStageReplace(t *testing.T, f fsys.FS) {
+	ctx := t.Context()
+	name := "stage/head"
+	old := pattern(40, 1)
+	mustCreate(t, f, name, old)
+	_, tok, err := f.ReadFile(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := pattern(60, 2)
+	h, err := fsys.StageReplace(ctx, f, name, next)
+	if err != nil {
+		t.Fatalf("StageReplace: %v", err)
+	}
+	wantContent(t, f, name, old)
+	if err := h.Replace(ctx, "x"+tok); !errors.Is(err, fsys.ErrPrecondition) {
+		t.Fatalf("Replace with a stale token: %v, want ErrPrecondition", err)
+	}
+	wantContent(t, f, name, old)
+	if err := h.Replace(ctx, tok); err != nil {
+		t.Fatalf("Replace after a precondition failure: %v", err)
+	}
+	wantContent(t, f, name, next)
+	if err := h.Abort(); err != nil {
+		t.Fatalf("Abort after Replace: %v", err)
+	}
+	wantContent(t, f, name, next)
+	if _, temps := names(t, f, "stage"); temps != 0 {
+		t.Fatalf("%d temps left after a replace", temps)
+	}
+
+	// Staged, then abandoned: nothing changes and nothing is left.
+	h, err = fsys.StageReplace(ctx, f, name, pattern(70, 3))
+	if err != nil {
+		t.Fatalf("StageReplace: %v", err)
+	}
+	if err := h.Abort(); err != nil {
+		t.Fatalf("Abort: %v", err)
+	}
+	wantContent(t, f, name, next)
+	if got, temps := names(t, f, "stage"); temps != 0 || len(got) != 1 {
+		t.Fatalf("after Abort: names %v, %d temps", got, temps)
+	}
+
+	// The empty token: only where nothing exists yet.
+	h, err = fsys.StageReplace(ctx, f, "stage/new", pattern(10, 4))
+	if err != nil {
+		t.Fatalf("StageReplace: %v", err)
+	}
+	wantAbsent(t, f, "stage/new")
+	if err := h.Replace(ctx, ""); err != nil {
+		t.Fatalf("Replace with the empty token of a new name: %v", err)
+	}
+	wantContent(t, f, "stage/new", pattern(10, 4))
+	h, err = fsys.StageReplace(ctx, f, "stage/new", pattern(11, 5))
+	if err != nil {
+		t.Fatalf("StageReplace: %v", err)
+	}
+	if err := h.Replace(ctx, ""); !errors.Is(err, fsys.ErrPrecondition) {
+		t.Fatalf("Replace with the empty token of an existing name: %v, want ErrPrecondition", err)
+	}
+	if err := h.Abort(); err != nil {
+		t.Fatalf("Abort: %v", err)
+	}
+	wantContent(t, f, "stage/new", pattern(10, 4))
+	if _, temps := names(t, f, "stage"); temps != 0 {
+		t.Fatalf("%d temps left", temps)
 	}
 }
