@@ -246,6 +246,17 @@ def start_quiver(*extra):
     return s
 
 
+def settle_disk():
+    """Writes back every dirty page before a case whose figures are fsync
+    latencies (small appends): the gigabytes the put cases left in the page
+    cache are otherwise written back during the appends' syncs, which then
+    measure the earlier case (the same binary gave 182 and 349 single-writer
+    appends/s two minutes apart)."""
+    t0 = time.time()
+    os.sync()
+    log(f"sync before the case: {time.time() - t0:.1f} s")
+
+
 def wait_idle(pid, timeout=120):
     """Waits until a freshly started server has gone idle: quiver sweeps
     the data dir in the background at start (10,000 profiles here), which
@@ -738,6 +749,7 @@ def append_cases():
         # thousands of appends over many runs made that sweep compete
         # with the next cases' puts).
         shutil.rmtree(os.path.join(data_dir(), "bench", f"appends{writers}"), ignore_errors=True)
+        settle_disk()
         q = start_quiver() if shared else start_quiver("--group-append-bytes", "0")
         try:
             q.sampler.start()
@@ -778,6 +790,7 @@ def history_cases():
             if files > 1:
                 subprocess.run([FLIGHTBENCH, "append", "-addr", q.addr, "-path", path, "-writers", "32",
                                 "-count", str(files - 1), "-rows", "1000"], check=True, capture_output=True)
+            settle_disk()
             q.sampler.start()
             out = subprocess.run([FLIGHTBENCH, "append", "-addr", q.addr, "-path", path, "-writers", "1",
                                   "-count", str(HISTORY_APPENDS), "-rows", "1000"],
