@@ -145,13 +145,20 @@ func (s *Store) runCycle(c *committer) {
 	// for no client, nor for the next cycle (a single writer's next put
 	// arrives while it runs): it guards only against a machine crash
 	// bringing the lock back, which its owner's boot being gone then
-	// marks stale. Close waits for it.
+	// marks stale. Close waits for it (counted before any put is
+	// answered, so before its client can call Close).
 	idle := s.finishCycle(c, finish)
+	if idle {
+		s.bg.Add(1)
+	}
 	for i, r := range live {
 		r.done <- res[i]
 	}
 	if idle {
-		s.bg.Go(func() { s.syncRelease(c.ps) })
+		go func() {
+			defer s.bg.Done()
+			s.syncRelease(c.ps)
+		}()
 	}
 }
 
