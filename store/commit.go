@@ -290,8 +290,9 @@ func waitCtx(ctx context.Context, batch []*commitReq) (wctx context.Context, sto
 	}
 }
 
-// cycleLocked is the body of cycle, holding the lock; *last is set to the
-// last record it committed.
+// cycleLocked is the body of cycle, holding the lock; it sets end.last to
+// the last record it committed durably (and end.head to its head, if
+// staged).
 func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*commitReq, end *cycleEnd) []commitResult {
 	p := ps.p
 	res := make([]commitResult, len(batch))
@@ -541,7 +542,9 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 			}
 			return fail(fmt.Errorf("commit %s: %w", p, err))
 		}
-		end.last = recs[len(recs)-1]
+		if notDurable == nil {
+			end.last = recs[len(recs)-1] // the head to write
+		}
 		// Committed. The manifest follows the highest version written.
 		if newest >= 0 && (missing || newest > latest) {
 			if err := s.advanceManifest(ctx, p, newest, tok, missing); err != nil {
@@ -680,8 +683,14 @@ func (s *Store) commitSegment(ctx context.Context, ps *profileState, recs []*Com
 	ps.log.add(recs)
 	ps.mu.Unlock()
 	if err := fsys.SyncDir(ctx, s.fs, ps.p.join(logDir)); err != nil {
+		// No head may name records whose names may not survive a crash
+		// (it would outlive them and report them removed): the next
+		// cycle, which syncs the log first, writes it.
 		ps.commit.logUnsynced.Store(true)
-		return head, &notDurableError{err: err}
+		if head != nil {
+			_ = head.Abort()
+		}
+		return nil, &notDurableError{err: err}
 	}
 	return head, nil
 }
