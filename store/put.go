@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"path"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"sort"
@@ -21,6 +22,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/util"
 
+	"github.com/quiverdb/quiver/internal/par"
 	"github.com/quiverdb/quiver/store/codec"
 	"github.com/quiverdb/quiver/store/fsys"
 )
@@ -1305,14 +1307,10 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		charge()
 		return nil
 	}
-	finish = func(k *sink) error {
-		if k.fw == nil {
-			if err := openFile(k); err != nil {
-				return err
-			}
-		}
-		k.closed = true
-		opened--
+	// closeFile ends k's file (its last row group encoded, its content
+	// synced and its name linked): the part of finish that files may do
+	// at once (finishAll).
+	closeFile := func(k *sink) error {
 		if err := k.fw.Close(); err != nil {
 			_ = k.w.Abort()
 			return fmt.Errorf("%s: %w", p, err)
@@ -1321,6 +1319,25 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			_ = k.w.Abort()
 			return fmt.Errorf("write %s: %w", p, err)
 		}
+		return nil
+	}
+	// finished records k's file, closed, as one of the put's.
+	var finished func(k *sink)
+	finish = func(k *sink) error {
+		if k.fw == nil {
+			if err := openFile(k); err != nil {
+				return err
+			}
+		}
+		k.closed = true
+		opened--
+		if err := closeFile(k); err != nil {
+			return err
+		}
+		finished(k)
+		return nil
+	}
+	finished = func(k *sink) {
 		rel := strings.TrimPrefix(k.name, p.dir+"/")
 		st.files = append(st.files, FileRecord{Path: rel, Rows: k.fw.Rows(), Bytes: k.fw.Size(), SHA256: k.fw.SHA256(), Partition: k.values})
 		st.rows += k.fw.Rows()
@@ -1328,7 +1345,44 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		// (tens of KiB a column) that no budget counts: drop them, or a put
 		// that finishes thousands of files keeps them all (red team r04).
 		k.fw, k.w = nil, nil
-		return nil
+	}
+	// finishAll finishes the files of ks that are not yet, in that order:
+	// the files of partitions that only held rows are opened (and their
+	// rows written) one after the other, then every file's last row
+	// group is encoded and its content synced on every core (each
+	// partition's writer is serial: one after the other, the ends of a
+	// 64-partition put's files ran on one core while the other idled),
+	// and the files are recorded in order.
+	finishAll := func(ks []*sink) error {
+		for _, k := range ks {
+			if !k.closed && k.fw == nil {
+				if err := openFile(k); err != nil {
+					return err
+				}
+			}
+		}
+		// (Opening a file may have finished others to make room.)
+		var open []*sink
+		for _, k := range ks {
+			if !k.closed {
+				open = append(open, k)
+			}
+		}
+		// (A panic is raised again here once every worker stopped: the
+		// files still open are then aborted like those of any failed put.)
+		errs := make([]error, len(open))
+		_ = par.ForEach(len(open), runtime.GOMAXPROCS(0), func(i int) error {
+			errs[i] = closeFile(open[i])
+			return nil
+		})
+		for i, k := range open {
+			k.closed = true
+			opened--
+			if errs[i] == nil {
+				finished(k)
+			}
+		}
+		return errors.Join(errs...)
 	}
 	// rollOver finishes k's file once it reached TargetFileBytes: the next
 	// rows of its directory start a new file.
@@ -1608,13 +1662,8 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		}
 		return order[i].seq < order[j].seq
 	})
-	for _, k := range order {
-		if k.closed {
-			continue
-		}
-		if err := finish(k); err != nil {
-			return wrapWrite(p, err)
-		}
+	if err := finishAll(order); err != nil {
+		return wrapWrite(p, err)
 	}
 	sort.SliceStable(st.files, func(i, j int) bool {
 		di, dj := path.Dir(st.files[i].Path), path.Dir(st.files[j].Path)
