@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -584,4 +585,57 @@ func TestStagedHead(t *testing.T) {
 		t.Fatalf("after the next put: HEAD %+v, want record %d", h, last.Seq)
 	}
 	noTemps()
+}
+
+// TestRewrittenLastRecordRefused: a last record rewritten on disk (its
+// data and its hashes changed to match: red team round 17's j01) is no
+// longer the record .log/HEAD names. A server that reads the log afresh
+// refuses to commit onto it, and to read it, with ErrDataLoss: a commit
+// chained onto it, and the head then replaced, would erase the only
+// evidence of the change.
+func TestRewrittenLastRecordRefused(t *testing.T) {
+	s, dir := newTestStore(t)
+	k := []string{"ledger"}
+	put(t, s, ModeWrite, k, ids(1, 2), PutOptions{})
+	last := put(t, s, ModeAppend, k, ids(3), PutOptions{})
+	seg := filepath.Join(dir, "ledger", logDir, segmentName(last.Seq))
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	when := []byte(`"committed":"` + last.Committed.Format("2006"))
+	if !bytes.Contains(b, when) {
+		t.Fatalf("segment %s has no %s", b, when)
+	}
+	b = bytes.Replace(b, when, []byte(`"committed":"1999`), 1)
+	if _, err := ParseCommitRecord(bytes.TrimSuffix(b, []byte("\n"))); err != nil {
+		t.Fatalf("the rewritten record does not parse: %v", err)
+	}
+	if err := os.Chmod(seg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(seg, b, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := Open(dir, WithLockTimeout(2e9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fresh.Close() })
+	rdr := ids(4)
+	_, err = fresh.Append(context.Background(), k, rdr, PutOptions{})
+	rdr.Release()
+	if !errors.Is(err, ErrDataLoss) {
+		t.Fatalf("append onto a rewritten record: %v, want ErrDataLoss", err)
+	}
+	if _, err := fresh.Snapshot(context.Background(), k, SnapshotOptions{Version: Latest}); !errors.Is(err, ErrDataLoss) {
+		t.Fatalf("snapshot of a log whose last record was rewritten: %v, want ErrDataLoss", err)
+	}
+	got, err := os.ReadFile(seg)
+	if err != nil || !bytes.Equal(got, b) {
+		t.Fatalf("the segment changed: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ledger", logDir, segmentName(last.Seq+1))); !os.IsNotExist(err) {
+		t.Fatalf("a record was committed after the rewritten one: %v", err)
+	}
 }

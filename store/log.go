@@ -161,6 +161,13 @@ func (s *Store) refreshLog(ctx context.Context, p profile, lv *logView) error {
 	if headErr == nil && headOK && head.Seq > lv.head {
 		return fmt.Errorf("%w: %s: the commit log ends at record %d but its head says %d: records were removed", ErrDataLoss, p, lv.head, head.Seq)
 	}
+	if headErr == nil && headOK && head.Seq > 0 && lv.hashOf(head.Seq) != head.Hash {
+		// The head names a record the log holds with other bytes: the
+		// record was rewritten (red team round 17's j01: a commit
+		// chained onto it, and its head then replaced, would erase the
+		// only evidence).
+		return fmt.Errorf("%w: %s: the commit log's record %d is not the one its head names: the log was altered", ErrDataLoss, p, head.Seq)
+	}
 	return nil
 }
 
@@ -358,6 +365,19 @@ func (s *Store) writeSegment(ctx context.Context, ps *profileState, recs []*Comm
 type reqKey struct{ writer, id string }
 
 func requestKey(writer, id string) reqKey { return reqKey{writer, id} }
+
+// hashOf is the hash of record seq as the view holds it ("" if it holds
+// none of that seq).
+func (lv *logView) hashOf(seq int64) string {
+	if seq == lv.head {
+		return lv.headHash
+	}
+	i := sort.Search(len(lv.records), func(i int) bool { return lv.records[i].Seq >= seq })
+	if i < len(lv.records) && lv.records[i].Seq == seq {
+		return lv.records[i].Hash()
+	}
+	return ""
+}
 
 // request returns the committed put k names, or nil.
 func (lv *logView) request(k reqKey) *CommitRecord {
