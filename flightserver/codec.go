@@ -80,12 +80,15 @@ func unmarshalFlightData(b []byte, fd *flight.FlightData) error {
 			if err := (protobuf.UnmarshalOptions{Merge: true}).Unmarshal(v, fd.FlightDescriptor); err != nil {
 				return fmt.Errorf("%w: flight_descriptor: %v", errFlightData, err)
 			}
+		// Each field's capacity is its length: a reader slicing past its
+		// end must fail, not read the fields that follow it in the
+		// message (red team round 17's j02).
 		case 2:
-			fd.DataHeader = v
+			fd.DataHeader = v[:len(v):len(v)]
 		case 3:
-			fd.AppMetadata = v
+			fd.AppMetadata = v[:len(v):len(v)]
 		case 1000:
-			fd.DataBody = v
+			fd.DataBody = v[:len(v):len(v)]
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -90,4 +91,28 @@ func FuzzUnmarshalFlightData(f *testing.F) {
 			t.Fatalf("decoded %v, proto.Unmarshal %v", &got, &want)
 		}
 	})
+}
+
+// TestFlightCodecFieldsEndAtTheirLength: the fields decoded by aliasing
+// the message have no capacity past their length, so that a reader
+// slicing past a body's end fails instead of reading the fields that
+// follow it in the message (red team round 17's j02: app_metadata after
+// data_body).
+func TestFlightCodecFieldsEndAtTheirLength(t *testing.T) {
+	var b []byte
+	b = protowire.AppendTag(b, 2, protowire.BytesType)
+	b = protowire.AppendBytes(b, []byte("header"))
+	b = protowire.AppendTag(b, 1000, protowire.BytesType)
+	b = protowire.AppendBytes(b, bytes.Repeat([]byte{1}, aliasMin))
+	b = protowire.AppendTag(b, 3, protowire.BytesType)
+	b = protowire.AppendBytes(b, bytes.Repeat([]byte{0xEE}, 64))
+	var got flight.FlightData
+	if err := newFlightCodec().Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &got); err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string][]byte{"data_header": got.DataHeader, "data_body": got.DataBody, "app_metadata": got.AppMetadata} {
+		if cap(f) != len(f) {
+			t.Errorf("%s: capacity %d past its length %d", name, cap(f), len(f))
+		}
+	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/quiverdb/quiver/catalog"
 	"github.com/quiverdb/quiver/internal/ipcdict"
+	"github.com/quiverdb/quiver/store/codec"
 	"github.com/quiverdb/quiver/store/ipccache"
 )
 
@@ -256,6 +257,12 @@ func (r *recvErrStream) Recv() (*flight.FlightData, error) {
 		}
 		r.limit = err
 		return nil, err
+	}
+	// The IPC reader slices the body by the buffers the header declares
+	// without a bound check of its own (codec.CheckBatchBody).
+	if err := codec.CheckBatchBody(d.DataHeader, len(d.DataBody)); err != nil {
+		r.limit = status.Errorf(codes.InvalidArgument, "malformed batch message: %v", err)
+		return nil, r.limit
 	}
 	return d, nil
 }

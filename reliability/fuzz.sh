@@ -17,6 +17,7 @@ targets=(
   "./store/ FuzzParseManifest"
   "./store/ FuzzParseCommitRecord"
   "./store/ FuzzParseVersionInfo"
+  "./store/codec/ FuzzCheckBatchBody"
 )
 fail=0
 for t in "${targets[@]}"; do
