@@ -38,10 +38,10 @@ func CheckBatchBody(hdr []byte, bodyLen int) (err error) {
 			err = ErrMalformedMessage
 		}
 	}()
-	if len(hdr) < 4 {
+	msg, ok := messageTable(hdr)
+	if !ok {
 		return ErrMalformedMessage
 	}
-	msg := fbTable{flatbuffers.Table{Bytes: hdr, Pos: flatbuffers.GetUOffsetT(hdr)}}
 	o := flatbuffers.UOffsetT(msg.Offset(fbMessageHeaderType))
 	if o == 0 {
 		return nil

@@ -54,6 +54,15 @@ func (t fbTable) vector(voff flatbuffers.VOffsetT, size int) (start flatbuffers.
 	return start, n, true
 }
 
+// messageTable is the Message table at the root of an IPC message's
+// flatbuffer header (ok=false when it is too short to hold one).
+func messageTable(hdr []byte) (fbTable, bool) {
+	if len(hdr) < 4 {
+		return fbTable{}, false
+	}
+	return fbTable{flatbuffers.Table{Bytes: hdr, Pos: flatbuffers.GetUOffsetT(hdr)}}, true
+}
+
 // table is the table a vector element of tables points to.
 func (t fbTable) table(start flatbuffers.UOffsetT, i int) fbTable {
 	return fbTable{flatbuffers.Table{Bytes: t.Bytes, Pos: t.Indirect(start + flatbuffers.UOffsetT(i)*4)}}
@@ -81,10 +90,10 @@ func CheckSchemaMessage(hdr []byte, maxColumns, maxDepth int) (err error) {
 			err = malformed
 		}
 	}()
-	if len(hdr) < 4 {
+	msg, ok := messageTable(hdr)
+	if !ok {
 		return malformed
 	}
-	msg := fbTable{flatbuffers.Table{Bytes: hdr, Pos: flatbuffers.GetUOffsetT(hdr)}}
 	if _, _, ok := msg.vector(fbMessageCustomMetadata, 4); !ok {
 		return malformed
 	}
