@@ -3,10 +3,13 @@ package flightserver
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
@@ -113,6 +116,36 @@ func TestFlightCodecFieldsEndAtTheirLength(t *testing.T) {
 	for name, f := range map[string][]byte{"data_header": got.DataHeader, "data_body": got.DataBody, "app_metadata": got.AppMetadata} {
 		if cap(f) != len(f) {
 			t.Errorf("%s: capacity %d past its length %d", name, cap(f), len(f))
+		}
+	}
+}
+
+// TestFlightCodecMalformedMarked: a FlightData that does not decode, small
+// (protobuf's decoder) or large (the aliasing one), is handed over marked
+// rather than failed (gRPC would answer INTERNAL at once, before the put
+// cleaned up: red team round 17's j03, j05); the stream refuses it as
+// INVALID_ARGUMENT. A client's header can never pass for the mark.
+func TestFlightCodecMalformedMarked(t *testing.T) {
+	c := newFlightCodec()
+	truncated := func(n int) []byte {
+		var b []byte
+		b = protowire.AppendTag(b, 1000, protowire.BytesType)
+		b = protowire.AppendBytes(b, bytes.Repeat([]byte{1}, n))
+		return append(b, 0x10, 0xff) // field 2 as a varint, cut short
+	}
+	for name, b := range map[string][]byte{"small": truncated(10), "large": truncated(aliasMin + 10), "reserved wire type": {0x17}} {
+		var fd flight.FlightData
+		if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &fd); err != nil {
+			t.Fatalf("%s: Unmarshal failed (gRPC would answer it itself): %v", name, err)
+		}
+		err := malformedFlightData(&fd)
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "malformed FlightData message") {
+			t.Fatalf("%s: %v, want INVALID_ARGUMENT naming a malformed FlightData message", name, err)
+		}
+	}
+	for _, hdr := range [][]byte{{0}, nil, []byte("x")} {
+		if err := malformedFlightData(&flight.FlightData{DataHeader: hdr}); err != nil {
+			t.Fatalf("header %q taken for the mark: %v", hdr, err)
 		}
 	}
 }

@@ -241,6 +241,10 @@ func (r *recvErrStream) Recv() (*flight.FlightData, error) {
 		}
 		return d, err
 	}
+	if err := malformedFlightData(d); err != nil {
+		r.limit = err
+		return nil, err
+	}
 	r.ri.bytes.Add(int64(len(d.DataHeader) + len(d.DataBody)))
 	r.lastBody = len(d.DataBody)
 	r.decoded.n.Store(0)

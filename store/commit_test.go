@@ -501,6 +501,7 @@ func TestFailedLockReleaseTakenBack(t *testing.T) {
 type segmentCommitFails struct {
 	*fsys.Local
 	fail atomic.Bool
+	err  error // what the commit fails with (EIO if nil)
 }
 
 func (f *segmentCommitFails) CreateSync(ctx context.Context, name string, sync fsys.Sync) (fsys.Writer, error) {
@@ -508,12 +509,51 @@ func (f *segmentCommitFails) CreateSync(ctx context.Context, name string, sync f
 	if err != nil || !strings.HasSuffix(name, segmentExt) || !f.fail.Load() {
 		return w, err
 	}
-	return failingCommit{w}, nil
+	if f.err != nil {
+		return failingCommit{w, f.err}, nil
+	}
+	return failingCommit{w, syscall.EIO}, nil
 }
 
-type failingCommit struct{ fsys.Writer }
+type failingCommit struct {
+	fsys.Writer
+	err error
+}
 
-func (failingCommit) Commit(context.Context) error { return syscall.EIO }
+func (w failingCommit) Commit(context.Context) error { return w.err }
+
+// TestSegmentRaceLostUnavailable: a cycle that keeps finding the log's
+// next segment taken (committers that each think the lock is theirs: red
+// team round 17's j04) gives up with ErrUnavailable, nothing committed,
+// not an internal error.
+func TestSegmentRaceLostUnavailable(t *testing.T) {
+	dir := t.TempDir()
+	l, err := fsys.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &segmentCommitFails{Local: l, err: syscall.EEXIST}
+	s, _ := newTestStore(t, WithFS(f))
+	k := []string{"race"}
+	last := put(t, s, ModeWrite, k, ids(1), PutOptions{})
+	f.fail.Store(true)
+	rdr := ids(2)
+	_, err = s.Append(context.Background(), k, rdr, PutOptions{RequestID: "r"})
+	rdr.Release()
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "nothing was committed") {
+		t.Fatalf("append that lost the segment every time: %v, want ErrUnavailable", err)
+	}
+	f.fail.Store(false)
+	if _, err := os.Stat(filepath.Join(dir, "race", logDir, segmentName(last.Seq+1))); !os.IsNotExist(err) {
+		t.Fatalf("a segment was committed: %v", err)
+	}
+	rdr = ids(2)
+	r, err := s.Append(context.Background(), k, rdr, PutOptions{RequestID: "r"})
+	rdr.Release()
+	if err != nil || r.Seq != last.Seq+1 {
+		t.Fatalf("the retry: %v, %+v", err, r)
+	}
+}
 
 // TestStagedHead: on a local disk a cycle stages .log/HEAD with its
 // segment and publishes it once the segment is linked: after each put HEAD
