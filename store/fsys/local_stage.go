@@ -75,7 +75,7 @@ func (s *localStaged) Replace(ctx context.Context, ifMatch Token) error {
 			return pathErr(op, s.name, ErrPrecondition)
 		}
 		if err == nil {
-			err = unlinkat(d.fd, s.tmp, 0)
+			_ = unlinkat(d.fd, s.tmp, 0) // linked: the temp's name is the sweep's if it stays
 			s.done = true
 		}
 	} else if err = matches(ctx, d.fd, s.base, ifMatch); err == nil {
