@@ -217,17 +217,23 @@ var errDecodeBudget = errors.New("decoded batch exceeds the server's in-flight b
 
 // budgetAllocator charges the buffers the IPC reader allocates for a DoPut
 // (decompressed bodies: a compressed buffer states its own uncompressed
-// size, which could otherwise ask for terabytes) to the budget. It never
-// waits: when the budget has no room the allocation panics with
+// size, which could otherwise ask for terabytes) to the budget. An
+// allocation larger than the whole budget panics at once with
 // errDecodeBudget, which the IPC reader turns into an error, and the put
-// fails with ResourceExhausted. close returns what is still charged when
-// the put ends: arrow-go leaks buffers on some error paths (the garbage
-// collector frees them), and a leaked charge would shrink the budget for
-// good.
+// fails with ResourceExhausted; one that finds no room waits for it as a
+// receive does (other streams' reservations: red team round 17's j09,
+// where 8 concurrent puts of small compressed batches were refused
+// because the others' pending receives held the budget), and past the
+// budget's wait panics with the busy error. close returns what is still
+// charged when the put ends: arrow-go leaks buffers on some error paths
+// (the garbage collector frees them), and a leaked charge would shrink the
+// budget for good.
 type budgetAllocator struct {
 	memory.Allocator
 	b        *budget
+	ctx      context.Context // the put's, which a wait for room ends with
 	exceeded atomic.Bool
+	busy     atomic.Pointer[error] // why a wait for room failed
 
 	mu          sync.Mutex
 	outstanding int64
@@ -235,14 +241,25 @@ type budgetAllocator struct {
 }
 
 func (a *budgetAllocator) charge(n int) {
+	if int64(n) > a.b.capacity {
+		a.exceeded.Store(true)
+		panic(fmt.Errorf("%w (%d more bytes)", errDecodeBudget, n))
+	}
+	// Waited for without the lock: the put's own buffers being freed
+	// (uncharge) may be what makes room.
+	ctx := a.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := a.b.acquire(ctx, int64(n)); err != nil {
+		a.busy.Store(&err)
+		panic(err)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
+		a.b.release(int64(n))
 		return
-	}
-	if !a.b.tryAcquire(int64(n)) {
-		a.exceeded.Store(true)
-		panic(fmt.Errorf("%w (%d more bytes)", errDecodeBudget, n))
 	}
 	a.outstanding += int64(n)
 }

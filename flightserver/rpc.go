@@ -105,7 +105,7 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 	mem := s.opts.mem
 	var ba *budgetAllocator
 	if s.budget != nil {
-		ba = &budgetAllocator{Allocator: mem, b: s.budget}
+		ba = &budgetAllocator{Allocator: mem, b: s.budget, ctx: ctx}
 		defer ba.close() // after the reader's Release below
 		mem = ba
 	}
@@ -155,6 +155,8 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 		switch {
 		case rs.limit != nil:
 			return fail(ctx, rs.limit)
+		case ba != nil && ba.busy.Load() != nil:
+			return fail(ctx, *ba.busy.Load())
 		case ba != nil && ba.exceeded.Load():
 			s.metrics.limitRefusals.WithLabelValues("decode").Inc()
 			return fail(ctx, status.Errorf(codes.ResourceExhausted,

@@ -679,3 +679,40 @@ func TestRewrittenLastRecordRefused(t *testing.T) {
 		t.Fatalf("a record was committed after the rewritten one: %v", err)
 	}
 }
+
+// TestSegmentNotRegularFile: a log segment replaced by a directory or a
+// FIFO is corruption (CorruptionError: DataLoss) for a server reading the
+// log afresh,
+// not an internal error (red team round 17's j08).
+func TestSegmentNotRegularFile(t *testing.T) {
+	for _, kind := range []string{"directory", "fifo"} {
+		t.Run(kind, func(t *testing.T) {
+			s, dir := newTestStore(t)
+			k := []string{"seg"}
+			put(t, s, ModeWrite, k, ids(1), PutOptions{})
+			last := put(t, s, ModeAppend, k, ids(2), PutOptions{})
+			seg := filepath.Join(dir, "seg", logDir, segmentName(last.Seq))
+			if err := os.Remove(seg); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			if kind == "directory" {
+				err = os.Mkdir(seg, 0o755)
+			} else {
+				err = syscall.Mkfifo(seg, 0o644)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, err := Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { fresh.Close() })
+			var ce *CorruptionError
+			if _, err := fresh.Snapshot(context.Background(), k, SnapshotOptions{Version: Latest}); !errors.As(err, &ce) {
+				t.Fatalf("snapshot: %v, want a CorruptionError (DataLoss)", err)
+			}
+		})
+	}
+}

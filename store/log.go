@@ -125,6 +125,12 @@ func (s *Store) readSegment(ctx context.Context, p profile, first int64) ([]*Com
 	if isNotExist(err) {
 		return nil, nil
 	}
+	if notPlainFile(err) {
+		// Replaced by a directory, a link or a special file: tampering,
+		// reported as corruption (DataLoss), as for the manifest (red
+		// team round 17's j08).
+		return nil, &CorruptionError{Path: name, Err: fmt.Errorf("%w (a directory, link or special file where a commit log segment belongs)", err)}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read commit log of %s: %w", p, err)
 	}
