@@ -106,18 +106,6 @@ func (b *budget) acquire(ctx context.Context, n int64) error {
 	return nil
 }
 
-// tryAcquire reserves n bytes if they are free now.
-func (b *budget) tryAcquire(n int64) bool {
-	if n <= 0 {
-		return true
-	}
-	if n > b.capacity || !b.sem.TryAcquire(n) {
-		return false
-	}
-	b.add(n)
-	return true
-}
-
 func (b *budget) release(n int64) {
 	if n <= 0 {
 		return
