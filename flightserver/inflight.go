@@ -235,11 +235,7 @@ func (a *budgetAllocator) charge(n int) {
 	}
 	// Waited for without the lock: the put's own buffers being freed
 	// (uncharge) may be what makes room.
-	ctx := a.ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if err := a.b.acquire(ctx, int64(n)); err != nil {
+	if err := a.b.acquire(a.ctx, int64(n)); err != nil {
 		a.busy.Store(&err)
 		panic(err)
 	}

@@ -196,7 +196,7 @@ func (s *Store) finishCycle(c *committer, e cycleEnd) (idle bool) {
 	case e.head != nil:
 		s.publishHead(e.ctx, c.ps, e.head)
 		c.headDue, c.headAt = nil, time.Now()
-	case c.headDue != nil && (!busy || time.Since(c.headAt) >= headEvery):
+	case c.headDue != nil && c.headWanted(busy):
 		s.writeHead(e.ctx, c.ps, c.headDue)
 		c.headDue, c.headAt = nil, time.Now()
 	}
@@ -205,6 +205,13 @@ func (s *Store) finishCycle(c *committer, e cycleEnd) (idle bool) {
 		return false
 	}
 	return !busy
+}
+
+// headWanted reports whether a cycle ending now writes the log head: the
+// profile is idle (busy: puts are queued), or its head is due. Only the
+// leader calls it (headAt is the leader's).
+func (c *committer) headWanted(busy bool) bool {
+	return !busy || time.Since(c.headAt) >= headEvery
 }
 
 // syncRelease makes the release of an idle profile's lock durable, so
@@ -526,9 +533,9 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 		// is idle, or its head is due (headEvery).
 		c := &ps.commit
 		c.mu.Lock()
-		headNow := len(c.queue) == 0 || time.Since(c.headAt) >= headEvery
+		busy := len(c.queue) > 0
 		c.mu.Unlock()
-		end.head, err = s.commitSegment(ctx, ps, all, stagedDirsOf(batch, accepted), headNow)
+		end.head, err = s.commitSegment(ctx, ps, all, stagedDirsOf(batch, accepted), c.headWanted(busy))
 		var nd *notDurableError
 		if errors.As(err, &nd) {
 			notDurable = fmt.Errorf("%w: %s: committed, but the commit could not be made durable (a machine crash may lose it); retry with the same request_id: %w", ErrUnavailable, p, nd.err)

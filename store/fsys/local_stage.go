@@ -3,7 +3,6 @@ package fsys
 import (
 	"context"
 	"io/fs"
-	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,19 +38,17 @@ func (l *Local) StageReplace(ctx context.Context, name string, data []byte) (Sta
 	return &localStaged{l: l, name: name, dir: dir, base: base, tmp: tmp}, nil
 }
 
-// localStaged is a replacement staged by Local.StageReplace.
+// localStaged is a replacement staged by Local.StageReplace. It is not
+// safe for concurrent use.
 type localStaged struct {
 	l               *Local
 	name, dir, base string
 	tmp             string
-	mu              sync.Mutex
 	done            bool // replaced or aborted: the temp is gone
 }
 
 func (s *localStaged) Replace(ctx context.Context, ifMatch Token) error {
 	const op = "replace"
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.done {
 		return pathErr(op, s.name, fs.ErrClosed)
 	}
@@ -91,8 +88,6 @@ func (s *localStaged) Replace(ctx context.Context, ifMatch Token) error {
 }
 
 func (s *localStaged) Abort() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.done {
 		return nil
 	}
