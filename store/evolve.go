@@ -265,6 +265,25 @@ type appendPlan struct {
 // nullable ones under a higher schema version. Anything else is
 // ErrSchemaMismatch (InvalidArgument) saying what the rule is and what to
 // do instead.
+// typeUntyped is cur (a CSV version's inferred schema) with the columns
+// named in untyped (no value in any file yet) taking their type from in,
+// the append's schema. Cast to the string type inference gives such a
+// column, a float 0.0 was written "0", which made the column int64 for
+// every later read and append, so that the next append of -1.5 was refused
+// (TestFilterMatchesNaive, TestCSVUntypedColumnTakesAppendType): written
+// as its own type, the value decides the column's type as it would have
+// in the first file.
+func typeUntyped(cur, in *arrow.Schema, untyped []string) *arrow.Schema {
+	fields := slices.Clone(cur.Fields())
+	for i, f := range fields {
+		if slices.Contains(untyped, f.Name) {
+			fields[i].Type = in.Field(in.FieldIndices(f.Name)[0]).Type
+		}
+	}
+	md := cur.Metadata()
+	return arrow.NewSchema(fields, &md)
+}
+
 func planAppend(in *arrow.Schema, vs *VersionState, o PutOptions, what string) (*appendPlan, error) {
 	if err := codec.CheckUniqueNames(in); err != nil {
 		return nil, err
@@ -301,11 +320,15 @@ func planAppend(in *arrow.Schema, vs *VersionState, o PutOptions, what string) (
 			return nil, fmt.Errorf("%w: %s has schema version %q, not %q: an append without new columns is stamped with the version's current schema version; send %q or none (write a new version for a new schema version)",
 				ErrSchemaMismatch, what, vs.SchemaVersion, o.SchemaVersion, vs.SchemaVersion)
 		}
-		conf, err := codec.PlanConform(in, cur, parquet, what)
+		target := cur
+		if !parquet && len(vs.CSVUntyped) > 0 {
+			target = typeUntyped(cur, in, vs.CSVUntyped)
+		}
+		conf, err := codec.PlanConform(in, target, parquet, what)
 		if err != nil {
 			return nil, err
 		}
-		return &appendPlan{conf: conf, schema: cur, schemaV: vs.SchemaVersion}, nil
+		return &appendPlan{conf: conf, schema: target, schemaV: vs.SchemaVersion}, nil
 	}
 	// New columns: additive evolution.
 	switch {

@@ -38,9 +38,12 @@ type VersionState struct {
 	Keys    []string
 	Version int
 	// Info is the version's .version.json (nil: a pyrosome version).
-	Info          *VersionInfo
-	Format        Format
-	Schema        *arrow.Schema // full schema, partition columns included
+	Info   *VersionInfo
+	Format Format
+	Schema *arrow.Schema // full schema, partition columns included
+	// CSVUntyped names the columns of a CSV version whose every field is
+	// empty: Schema says string, but no value has given them a type.
+	CSVUntyped    []string
 	PartitionBy   []string
 	SchemaVersion string
 	Created       time.Time
@@ -334,7 +337,7 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 		vs.Schema = nil
 	}
 	if vs.Schema == nil && len(vs.Files) > 0 {
-		if vs.Schema, err = s.inferSchema(ctx, p, vs.Format, vs.Files); err != nil {
+		if vs.Schema, vs.CSVUntyped, err = s.inferSchema(ctx, p, vs.Format, vs.Files); err != nil {
 			return nil, err
 		}
 	}
@@ -640,23 +643,30 @@ func (s *Store) classify(ctx context.Context, p profile, vs *VersionState, rootE
 
 // inferSchema derives a version's schema from its files when it has no
 // .version.json: the first Parquet file's, or CSV types inferred from all,
-// as pyrosome's CsvDal (polars) infers them.
-func (s *Store) inferSchema(ctx context.Context, p profile, f Format, files []DataFile) (*arrow.Schema, error) {
+// as pyrosome's CsvDal (polars) infers them, and then the CSV columns with
+// no value at all (codec.CSVInference.Untyped).
+func (s *Store) inferSchema(ctx context.Context, p profile, f Format, files []DataFile) (*arrow.Schema, []string, error) {
 	if f == FormatCSV {
 		var inf codec.CSVInference
 		for _, df := range files {
 			fh, err := s.openData(ctx, p, df, false)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			err = inf.AddFile(fh, -1)
 			fh.Close()
 			if err != nil {
-				return nil, s.badFile(p, df, err)
+				return nil, nil, s.badFile(p, df, err)
 			}
 		}
-		return inf.Schema(), nil
+		return inf.Schema(), inf.Untyped(), nil
 	}
+	sc, err := s.inferParquetSchema(ctx, p, files)
+	return sc, nil, err
+}
+
+// inferParquetSchema is the schema of the first of files (Parquet).
+func (s *Store) inferParquetSchema(ctx context.Context, p profile, files []DataFile) (*arrow.Schema, error) {
 	ps := s.state(p)
 	key := files[0].Path
 	ps.mu.Lock()

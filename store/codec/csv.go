@@ -222,6 +222,19 @@ func (c *CSVInference) Schema() *arrow.Schema {
 	return arrow.NewSchema(fields, nil)
 }
 
+// Untyped names the columns with no value in any row read (every field
+// empty): Schema calls them strings, as polars does, but nothing in the
+// files decides their type yet.
+func (c *CSVInference) Untyped() []string {
+	var out []string
+	for i, n := range c.names {
+		if c.kinds[i] == 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 func sameSet(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
