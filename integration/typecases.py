@@ -113,7 +113,7 @@ case("list_of_strings", one(pa.list_(pa.string()), [["a", None], None, []]))
 case("list_custom_item_name", one(pa.list_(pa.field("element", pa.int32())), [[1], None, [2, 3]]))
 case("large_list", one(pa.large_list(pa.string()), [["x", None], None, []]))
 case("fixed_size_list", one(pa.list_(pa.float32(), 2), [[1.0, None], [3.5, 4.5], None]))
-# a null slot between two valid ones: arrow-go's writer cannot (see LIMITS)
+# a null slot between two valid ones (arrow-go could not write it before v18.9)
 case("fixed_size_list_null_in_middle", one(pa.list_(pa.float32(), 2), [[1.0, None], None, [3.5, 4.5]]))
 case("list_view", one(pa.list_view(pa.int64()), [[1, 2], None, []]))
 case(
@@ -171,7 +171,7 @@ case(
 
 # Types Quiver cannot round-trip, and why. Each is an xfail(strict=True) in
 # test_types.py and a row of docs/clients.md.
-_ARROW_GO = "arrow-go v18.8 pqarrow cannot write {} to Parquet (pyarrow can); Quiver refuses the put with INVALID_ARGUMENT"
+_ARROW_GO = "arrow-go v18.9 pqarrow cannot write {} to Parquet (pyarrow can); Quiver refuses the put with INVALID_ARGUMENT"
 LIMITS: dict[str, str] = {
     "decimal32": _ARROW_GO.format("decimal32"),
     "decimal64": _ARROW_GO.format("decimal64"),
@@ -181,8 +181,6 @@ LIMITS: dict[str, str] = {
     **{f"duration_{u}": _ARROW_GO.format("duration") for u in ("s", "ms", "us", "ns")},
     "interval_month_day_nano": "Parquet has no type for month_day_nano intervals: neither arrow-go nor pyarrow can write them; "
     "Quiver refuses the put with INVALID_ARGUMENT",
-    "fixed_size_list_null_in_middle": "arrow-go v18.8 pqarrow cannot write a fixed_size_list with a null slot between valid "
-    "slots ('lists with non-zero length null components are not supported'; pyarrow can)",
 }
 
 # Quiver bugs found by this matrix (reported; their tests fail until fixed):

@@ -344,17 +344,14 @@ func TestFileWriterClassifiesErrors(t *testing.T) {
 	}
 	csvw.Abort()
 
-	// arrow-go cannot write a fixed_size_list with a null slot between
-	// valid ones ("non-zero length null components").
-	fsl := schemaOf(field("l", arrow.FixedSizeListOf(2, arrow.PrimitiveTypes.Int64), true))
-	bad := batch(t, mem, fsl, `[{"l":[1,2]},{"l":null},{"l":[3,4]}]`)
-	defer bad.Release()
-	gmem := memory.NewGoAllocator() // pqarrow leaks the levels of a column it refuses
-	fw, err = NewFileWriter(io.Discard, fsl, WriterOptions{Allocator: gmem})
+	// An error of the encoder (not of the writer) is the data's: arrow-go
+	// v18.8 refused a fixed_size_list with a null slot between valid ones
+	// this way; v18.9 writes it (store's TestFixedSizeListNullSlotRoundTrips).
+	fw, err = NewFileWriter(io.Discard, sc, WriterOptions{Allocator: mem})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = fw.Write(bad)
+	err = fw.classify(errors.New("non-zero length null components"))
 	fw.Abort()
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "cannot be stored as Parquet") {
 		t.Fatalf("unstorable data: %v", err)
@@ -369,6 +366,9 @@ func TestFileWriterClassifiesErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	other := schemaOf(field("l", arrow.FixedSizeListOf(2, arrow.PrimitiveTypes.Int64), true))
+	bad := batch(t, mem, other, `[{"l":[1,2]}]`)
+	defer bad.Release()
 	if err := fw.Write(bad); err == nil || errors.Is(err, ErrInvalid) {
 		t.Fatalf("a batch of another schema: %v", err)
 	}
