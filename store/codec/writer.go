@@ -781,6 +781,10 @@ func (fw *FileWriter) classify(err error) error {
 	return fmt.Errorf("%w: the data cannot be stored as %s: %v", ErrInvalid, name, err)
 }
 
+// hashAsideMin is the smallest write whose SHA-256 is computed beside the
+// write (on another goroutine) rather than after it.
+const hashAsideMin = 256 << 10
+
 // countingWriter hashes and counts what reaches w and keeps w's first error.
 type countingWriter struct {
 	w       io.Writer
@@ -797,8 +801,25 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 	if c.err != nil {
 		return 0, c.err
 	}
-	n, err := c.w.Write(b)
-	c.h.Write(b[:n])
+	var n int
+	var err error
+	if len(b) >= hashAsideMin {
+		// Hashed on another core while it is written: a row group
+		// reaches the file as one write per column chunk, megabytes
+		// each, while no column is being encoded. A write that fails
+		// leaves the hash with bytes the file does not have, but the
+		// error is kept and the file is never committed.
+		hashed := make(chan struct{})
+		go func() {
+			c.h.Write(b)
+			close(hashed)
+		}()
+		n, err = c.w.Write(b)
+		<-hashed
+	} else {
+		n, err = c.w.Write(b)
+		c.h.Write(b[:n])
+	}
 	c.n += int64(n)
 	if err == nil && n < len(b) {
 		err = io.ErrShortWrite
