@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/parquet/file"
 )
 
@@ -426,5 +429,47 @@ func TestCSVUntypedColumnTakesAppendType(t *testing.T) {
 	}
 	if _, again := readAll(t, s, keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}}); again != rows {
 		t.Fatalf("after a refused append: %s", again)
+	}
+}
+
+// Appends to a CSV version go one at a time: two at once into a column
+// with no value yet, one of int64 and one of bool, both passed their check
+// and made the column text for both (red team round 18's s03). Now the
+// first types the column and the second is refused.
+func TestCSVConcurrentFirstValues(t *testing.T) {
+	s, _ := newTestStore(t)
+	schemaWith := func(dt arrow.DataType) *arrow.Schema {
+		return arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "v", Type: dt, Nullable: true}}, nil)
+	}
+	for trial := range 10 {
+		keys := []string{"csv", fmt.Sprintf("race%d", trial)}
+		put(t, s, ModeWrite, keys, fromJSON(t, schemaWith(arrow.PrimitiveTypes.Int64), `[{"id":0,"v":null}]`), PutOptions{Format: "csv"})
+		appends := []array.RecordReader{
+			fromJSON(t, schemaWith(arrow.PrimitiveTypes.Int64), `[{"id":1,"v":5}]`),
+			fromJSON(t, schemaWith(arrow.FixedWidthTypes.Boolean), `[{"id":2,"v":true}]`),
+		}
+		errs := make([]error, len(appends))
+		var wg sync.WaitGroup
+		for i, rdr := range appends {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer rdr.Release()
+				_, errs[i] = s.Put(context.Background(), keys, rdr, PutOptions{Mode: ModeAppend, Format: "csv"})
+			}()
+		}
+		wg.Wait()
+		got, rows := readAll(t, s, keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}})
+		typ := got.Field(got.FieldIndices("v")[0]).Type
+		switch {
+		case errs[0] == nil && errs[1] == nil:
+			t.Fatalf("trial %d: both appends acknowledged; v reads as %s: %s", trial, typ, rows)
+		case errs[0] == nil && (!errors.Is(errs[1], ErrSchemaMismatch) || typ.ID() != arrow.INT64):
+			t.Fatalf("trial %d: int appended, bool: %v; v reads as %s", trial, errs[1], typ)
+		case errs[1] == nil && (!errors.Is(errs[0], ErrSchemaMismatch) || typ.ID() != arrow.BOOL):
+			t.Fatalf("trial %d: bool appended, int: %v; v reads as %s", trial, errs[0], typ)
+		case errs[0] != nil && errs[1] != nil:
+			t.Fatalf("trial %d: both refused: %v; %v", trial, errs[0], errs[1])
+		}
 	}
 }

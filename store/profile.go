@@ -20,6 +20,10 @@ import (
 type profileState struct {
 	p profile
 
+	// csvAppend is held by the append to a CSV version in progress
+	// (one at a time: see Store.put).
+	csvAppend chan struct{}
+
 	mu  sync.Mutex // guards log and the caches below
 	log *logView
 	// syncTicket numbers syncLog's callers as they arrive; fresh is the
@@ -100,7 +104,7 @@ type versionHead struct {
 func newProfileState(p profile) *profileState {
 	ps := &profileState{p: p, log: newLogView(), infos: map[int]*versionHead{}, ours: map[string]fileFacts{},
 		nextIndex: map[int]int{}, lists: map[int]dirList{}, loaded: map[int]loadedVersion{},
-		schemas: map[string]schemaFact{}}
+		schemas: map[string]schemaFact{}, csvAppend: make(chan struct{}, 1)}
 	ps.commit.ps = ps
 	return ps
 }

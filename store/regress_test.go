@@ -965,3 +965,17 @@ func narrowDictionaryAppends(t *testing.T, vt arrow.DataType) {
 	}
 	check("compacted")
 }
+
+// A fixed_size_list of size 0 is refused, and the refused write leaves
+// nothing behind (red team round 18's s06).
+func TestFixedSizeListSizeZeroRefused(t *testing.T) {
+	s, dir := newTestStore(t)
+	sc := arrow.NewSchema([]arrow.Field{{Name: "l", Type: arrow.FixedSizeListOf(0, arrow.PrimitiveTypes.Int64), Nullable: true}}, nil)
+	before := hashTree(t, dir)
+	rdr := fromJSON(t, sc, `[{"l":[]},{"l":null}]`)
+	defer rdr.Release()
+	if _, err := s.Write(context.Background(), []string{"new", "profile"}, rdr, PutOptions{}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("got %v", err)
+	}
+	assertUnchanged(t, before, hashTree(t, dir))
+}

@@ -130,7 +130,12 @@ func (k csvKind) arrowType() arrow.DataType {
 // a value that would have given its column another type is refused rather
 // than converted.
 func CSVValueFits(t arrow.DataType, v string) bool {
-	k := csvValueKind(v)
+	return kindFits(t, csvValueKind(v))
+}
+
+// kindFits reports whether values of kinds k read back as type t, a type
+// CSVInference gives.
+func kindFits(t arrow.DataType, k csvKind) bool {
 	switch t.ID() {
 	case arrow.STRING:
 		return true
@@ -142,6 +147,72 @@ func CSVValueFits(t arrow.DataType, v string) bool {
 		return k&^kindBool == 0
 	}
 	return false
+}
+
+// typeKind is the kind of the text a CSV file holds for a non-null value
+// of type t, other than a string (whose kind is its value's).
+func typeKind(t arrow.DataType) csvKind {
+	switch t.ID() {
+	case arrow.NULL:
+		return 0
+	case arrow.BOOL:
+		return kindBool
+	case arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64, arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64:
+		return kindInt
+	case arrow.FLOAT16, arrow.FLOAT32, arrow.FLOAT64:
+		return kindFloat
+	}
+	return kindString
+}
+
+// CheckCSVFits refuses an append to a CSV version (target: the types the
+// version's files give its columns) whose values would not read back as
+// their column's type: the text of each value must be one of that type by
+// the inference rule (CSVValueFits), as the text of the rows before it is.
+// An append was converted by any cast that succeeded, so an int64 2 was
+// written as true into a boolean column and a timestamp as its epoch
+// seconds into an int64 one (red team round 18's s02). Columns are matched
+// by name; a column whose type equals its target's, or that holds only
+// nulls, passes. The error wraps ErrSchemaMismatch.
+func CheckCSVFits(rec arrow.RecordBatch, target *arrow.Schema) error {
+	for _, f := range target.Fields() {
+		idx := rec.Schema().FieldIndices(f.Name)
+		if len(idx) == 0 {
+			continue
+		}
+		col := rec.Column(idx[0])
+		if arrow.TypeEqual(col.DataType(), f.Type) || col.NullN() == col.Len() || col.DataType().ID() == arrow.NULL {
+			continue
+		}
+		bad := -1
+		switch c := col.(type) {
+		case *array.String:
+			for i := 0; i < c.Len() && bad < 0; i++ {
+				if c.IsValid(i) && !CSVValueFits(f.Type, c.Value(i)) {
+					bad = i
+				}
+			}
+		case *array.LargeString:
+			for i := 0; i < c.Len() && bad < 0; i++ {
+				if c.IsValid(i) && !CSVValueFits(f.Type, c.Value(i)) {
+					bad = i
+				}
+			}
+		default:
+			if !kindFits(f.Type, typeKind(col.DataType())) {
+				for i := 0; i < col.Len() && bad < 0; i++ {
+					if col.IsValid(i) {
+						bad = i
+					}
+				}
+			}
+		}
+		if bad >= 0 {
+			return fmt.Errorf("%w: column %q reads as %s from the version's CSV files, and the %s value %s would not read back as one (it would be converted, or change the column's type); send a value of its type, or write a new version",
+				ErrSchemaMismatch, f.Name, f.Type, col.DataType(), strconv.Quote(col.ValueStr(bad)))
+		}
+	}
+	return nil
 }
 
 // CSVInference infers the schema of CSV files with a header row. Feed it

@@ -2,10 +2,12 @@ package codec
 
 import (
 	"errors"
+	"io"
 	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 )
 
 // The types polars infers for one column holding these values (pyrosome's
@@ -221,5 +223,113 @@ func TestCSVValueFitsIsInference(t *testing.T) {
 	}
 	if CSVValueFits(arrow.PrimitiveTypes.Int32, "1") {
 		t.Error("an int32 column: CSV inference never makes one")
+	}
+}
+
+// An append's values must read back as their CSV column's type (red team
+// round 18's s02: any cast that succeeded was taken, so 2 became true).
+func TestCheckCSVFits(t *testing.T) {
+	mem, _ := checkedMem(t)
+	target := schemaOf(field("i", arrow.PrimitiveTypes.Int64, true), field("f", arrow.PrimitiveTypes.Float64, true),
+		field("b", arrow.FixedWidthTypes.Boolean, true), field("s", arrow.BinaryTypes.String, true))
+	cases := []struct {
+		name string
+		typ  arrow.DataType
+		col  string // the target column it goes to
+		rows string // JSON values of "v"
+		ok   bool
+	}{
+		{"int into int", arrow.PrimitiveTypes.Int32, "i", `[1, null, -3]`, true},
+		{"int into float", arrow.PrimitiveTypes.Int64, "f", `[2]`, true},
+		{"int into bool", arrow.PrimitiveTypes.Int64, "b", `[2]`, false},
+		{"int into string", arrow.PrimitiveTypes.Int64, "s", `[2]`, true},
+		{"float into int", arrow.PrimitiveTypes.Float64, "i", `[2]`, false},
+		{"float into bool", arrow.PrimitiveTypes.Float64, "b", `[0.5]`, false},
+		{"bool into int", arrow.FixedWidthTypes.Boolean, "i", `[true]`, false},
+		{"bool into string", arrow.FixedWidthTypes.Boolean, "s", `[true]`, true},
+		{"numeric text into int", arrow.BinaryTypes.String, "i", `["3", null]`, true},
+		{"text into int", arrow.BinaryTypes.String, "i", `["3", "x"]`, false},
+		{"text into bool", arrow.BinaryTypes.String, "b", `["t"]`, false},
+		{"bool text into bool", arrow.BinaryTypes.String, "b", `["TRUE"]`, true},
+		{"float text into float", arrow.BinaryTypes.String, "f", `["1.5", "7"]`, true},
+		{"timestamp into int", &arrow.TimestampType{Unit: arrow.Second}, "i", `["2024-01-01T00:00:00"]`, false},
+		{"timestamp into string", &arrow.TimestampType{Unit: arrow.Second}, "s", `["2024-01-01T00:00:00"]`, true},
+		{"nulls only into bool", arrow.PrimitiveTypes.Int64, "b", `[null, null]`, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var fields []arrow.Field
+			for _, f := range target.Fields() {
+				if f.Name == c.col {
+					f.Type = c.typ
+				}
+				fields = append(fields, f)
+			}
+			in := schemaOf(fields...)
+			var rows []string
+			for _, v := range strings.Split(strings.Trim(c.rows, "[]"), ", ") {
+				rows = append(rows, `{"`+c.col+`":`+v+`}`)
+			}
+			rec := batch(t, mem, in, "["+strings.Join(rows, ",")+"]")
+			defer rec.Release()
+			err := CheckCSVFits(rec, target)
+			if c.ok != (err == nil) || (err != nil && !errors.Is(err, ErrSchemaMismatch)) {
+				t.Fatalf("got %v, want ok=%v", err, c.ok)
+			}
+		})
+	}
+}
+
+// Values a CSV file would lose or could not give back are refused (red
+// team round 18's s01 and s04).
+func TestCheckCSVValuesRefusesLostRows(t *testing.T) {
+	mem, _ := checkedMem(t)
+	cases := []struct {
+		name string
+		sc   *arrow.Schema
+		rows string
+		want string // "" accepted
+	}{
+		{"null type column", schemaOf(field("v", arrow.Null, true)), `[{"v":null},{"v":null}]`, "no value in any column"},
+		{"null and int", schemaOf(field("v", arrow.Null, true), field("i", arrow.PrimitiveTypes.Int64, true)), `[{"i":1}]`, ""},
+		{"1e400", schemaOf(field("s", arrow.BinaryTypes.String, true)), `[{"s":"1e400"}]`, "cannot read back"},
+		{"-nan", schemaOf(field("s", arrow.BinaryTypes.String, true)), `[{"s":"-nan"}]`, "cannot read back"},
+		{"+nan", schemaOf(field("s", arrow.BinaryTypes.String, true)), `[{"s":"+nan"}]`, "cannot read back"},
+		{"nan inf 1e300", schemaOf(field("s", arrow.BinaryTypes.String, true)), `[{"s":"nan"},{"s":"-inf"},{"s":"1e300"}]`, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rec := batch(t, mem, c.sc, c.rows)
+			defer rec.Release()
+			err := CheckCSVValues(rec)
+			if c.want == "" && err != nil || c.want != "" && (err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want)) {
+				t.Fatalf("got %v, want %q", err, c.want)
+			}
+		})
+	}
+	noCols := array.NewRecordBatch(arrow.NewSchema(nil, nil), nil, 3)
+	defer noCols.Release()
+	if err := CheckCSVValues(noCols); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("3 rows without columns: %v", err)
+	}
+}
+
+// A fixed_size_list of size 0, at any depth, is refused by its schema
+// (red team round 18's s06: arrow-go v18.9 wrote a non-null [] as a file
+// no reader decodes).
+func TestFixedSizeListOfSizeZeroRefused(t *testing.T) {
+	for _, dt := range []arrow.DataType{
+		arrow.FixedSizeListOf(0, arrow.PrimitiveTypes.Int32),
+		arrow.StructOf(field("a", arrow.FixedSizeListOf(0, arrow.PrimitiveTypes.Int32), true)),
+		arrow.ListOf(arrow.FixedSizeListOf(0, arrow.PrimitiveTypes.Int32)),
+		arrow.FixedSizeListOf(2, arrow.FixedSizeListOf(0, arrow.PrimitiveTypes.Int32)),
+	} {
+		_, err := NewFileWriter(io.Discard, schemaOf(field("v", dt, true)), WriterOptions{})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "size 0") {
+			t.Fatalf("%s: %v", dt, err)
+		}
+	}
+	if _, err := NewFileWriter(io.Discard, schemaOf(field("v", arrow.FixedSizeListOf(1, arrow.PrimitiveTypes.Int32), true)), WriterOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
