@@ -251,7 +251,9 @@ func (s *Store) loadLog(ctx context.Context, p profile) (*logView, error) {
 
 // headName is the log's head marker: the seq and hash of the last record,
 // rewritten after each commit. The log itself is the truth; the marker is
-// what shows a deleted tail (records removed from the end leave no gap).
+// what shows a deleted tail (records removed from the end leave no gap)
+// or a rewritten last record. It may be missing or lag, never be torn
+// (readHead).
 const headName = "HEAD"
 
 // logHead is the content of .log/HEAD.
