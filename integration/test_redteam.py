@@ -4,8 +4,8 @@ is present. redteam_read/ plants or puts crafted Parquet files (rounds 5
 and 6); redteam_write/ puts, compacts, sweeps and verifies (rounds 7 and
 8; round 10's dictionary scripts are d*.py, rounds 12 and 13's command-line
 client scripts c*.py and e*.py, f*.py the CSV round trip after them, round
-14's shared append files g*.py, round 15's h*.py, round 16's i*.py). See docs/reliability.md,
-"Bugs found"."""
+14's shared append files g*.py, round 15's h*.py, round 16's i*.py, round
+17's j*.py and its follow-up k*.py). See docs/reliability.md, "Bugs found"."""
 
 import os
 import socket

@@ -3,18 +3,22 @@ package store
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/quiverdb/quiver/store/fsys"
 	"github.com/quiverdb/quiver/store/fsys/faultfs"
@@ -678,6 +682,313 @@ func TestRewrittenLastRecordRefused(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "ledger", logDir, segmentName(last.Seq+1))); !os.IsNotExist(err) {
 		t.Fatalf("a record was committed after the rewritten one: %v", err)
 	}
+}
+
+// TestUnreadableHeadRefused: a .log/HEAD that is there but is not one
+// Quiver writes (garbage, empty, JSON of other fields or types, a
+// directory, a link, a FIFO) cannot come from a crash: its content is
+// synced before it replaces the old one. Reads, commits, compaction,
+// retirement and lineage refuse the profile with ErrDataLoss, as for a
+// HEAD that names a rewritten record, and nothing is written; with the last record rewritten too (red team
+// round 17's j01 with HEAD garbled) the next put must not chain onto it.
+// A missing HEAD (a failed head write, an older log) and a HEAD that lags
+// the log (a crash between segment and head) are accepted.
+func TestUnreadableHeadRefused(t *testing.T) {
+	const hash = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	// heads are the heads that name the log's records 1 and 2 (the
+	// last).
+	type heads struct{ first, last []byte }
+	content := func(b string) func(t *testing.T, name string, h heads) {
+		return func(t *testing.T, name string, _ heads) {
+			if err := os.WriteFile(name, []byte(b), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cases := []struct {
+		name string
+		// head replaces .log/HEAD (removed first).
+		head    func(t *testing.T, name string, h heads)
+		refused bool
+	}{
+		{"garbage", content("\x00\xffnot a head\n"), true},
+		{"empty", content(""), true},
+		{"truncated", content(`{"seq":2,"hash":"01234`), true},
+		{"null", content("null"), true},
+		{"empty object", content("{}"), true},
+		{"other fields", content(`{"sequence":2,"sha256":"` + hash + `"}`), true},
+		{"seq a string", content(`{"seq":"2","hash":"` + hash + `"}`), true},
+		{"hash a number", content(`{"seq":2,"hash":12}`), true},
+		{"seq zero", content(`{"seq":0,"hash":""}`), true},
+		{"seq negative", content(`{"seq":-1,"hash":"` + hash + `"}`), true},
+		{"hash not hex", content(`{"seq":2,"hash":"` + strings.Repeat("z", 64) + `"}`), true},
+		{"trailing garbage", func(t *testing.T, name string, h heads) {
+			if err := os.WriteFile(name, append(append([]byte(nil), h.last...), "x"...), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"huge", func(t *testing.T, name string, h heads) {
+			// The right head, then (sparse) zeros past what a read takes.
+			if err := os.WriteFile(name, h.last, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(name, fsys.MaxReadFile+1); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"directory", func(t *testing.T, name string, _ heads) {
+			if err := os.Mkdir(name, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"symlink", func(t *testing.T, name string, h heads) {
+			// To a copy of the right head outside the data dir: followed,
+			// it would pass.
+			target := filepath.Join(t.TempDir(), "HEAD")
+			if err := os.WriteFile(target, h.last, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, name); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"fifo", func(t *testing.T, name string, _ heads) {
+			if err := syscall.Mkfifo(name, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"missing", func(*testing.T, string, heads) {}, false},
+		{"lagging", func(t *testing.T, name string, h heads) {
+			// As after a crash between record 2's segment and its head.
+			if err := os.WriteFile(name, h.first, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"current", func(t *testing.T, name string, h heads) {
+			if err := os.WriteFile(name, h.last, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+	}
+	ctx := context.Background()
+	for _, tc := range cases {
+		for _, rewrite := range []bool{false, true} {
+			if rewrite && !tc.refused {
+				// A rewritten last record under a missing or lagging
+				// head is not detectable from the data dir (format.md).
+				continue
+			}
+			for _, fresh := range []bool{true, false} {
+				name := tc.name
+				if rewrite {
+					name += "/last record rewritten"
+				}
+				if fresh {
+					name += "/fresh store"
+				} else {
+					name += "/running store"
+				}
+				t.Run(name, func(t *testing.T) {
+					s, dir := newTestStore(t)
+					k := []string{"ledger"}
+					first := put(t, s, ModeWrite, k, ids(1, 2), PutOptions{})
+					last := put(t, s, ModeAppend, k, ids(3), PutOptions{})
+					logPath := filepath.Join(dir, "ledger", logDir)
+					headPath := filepath.Join(logPath, headName)
+					valid, err := os.ReadFile(headPath)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if h, err := parseHead(valid); err != nil || h.Seq != last.Seq || h.Hash != last.Hash() {
+						t.Fatalf("HEAD %s (%v), want record %d", valid, err, last.Seq)
+					}
+					if rewrite {
+						rewriteCommitted(t, filepath.Join(logPath, segmentName(last.Seq)), last)
+					}
+					if err := os.Remove(headPath); err != nil {
+						t.Fatal(err)
+					}
+					_, firstHead := headOf(profile{keys: k, dir: "ledger"}, first)
+					tc.head(t, headPath, heads{first: firstHead, last: valid})
+					if fresh {
+						if s, err = Open(dir, WithLockTimeout(2e9)); err != nil {
+							t.Fatal(err)
+						}
+						t.Cleanup(func() { s.Close() })
+					}
+					before := diskState(t, dir)
+					read := func() ([]int64, error) {
+						rdr, err := s.Read(ctx, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}})
+						if err != nil {
+							return nil, err
+						}
+						defer rdr.Release()
+						var out []int64
+						for rdr.Next() {
+							out = append(out, rdr.RecordBatch().Column(0).(*array.Int64).Int64Values()...)
+						}
+						return out, rdr.Err()
+					}
+					got, rerr := read()
+					rdr := ids(4)
+					rec, aerr := s.Append(ctx, k, rdr, PutOptions{RequestID: "after"})
+					rdr.Release()
+					_, _, lerr := s.Versions(ctx, k)
+					lineErr := s.Lineage(ctx, k, func(*CommitRecord) error { return nil })
+					if !tc.refused {
+						if rerr != nil || !slices.Equal(got, []int64{1, 2, 3}) {
+							t.Fatalf("read: %v %v, want [1 2 3]", got, rerr)
+						}
+						if aerr != nil {
+							t.Fatalf("append: %v", aerr)
+						}
+						if lerr != nil || lineErr != nil {
+							t.Fatalf("versions: %v, lineage: %v", lerr, lineErr)
+						}
+						b, err := os.ReadFile(headPath)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if h, err := parseHead(b); err != nil || h.Seq != rec.Seq || h.Hash != rec.Hash() {
+							t.Fatalf("HEAD after the append: %s (%v), want record %d", b, err, rec.Seq)
+						}
+						if _, err := s.Compact(ctx, k, CompactOptions{}); err != nil {
+							t.Fatalf("compact: %v", err)
+						}
+						return
+					}
+					_, cerr := s.Compact(ctx, k, CompactOptions{})
+					_, terr := s.RetireVersions(ctx, k, "", func(int, []RetireCandidate) []int { return nil })
+					for _, r := range []struct {
+						what string
+						err  error
+					}{{"read", rerr}, {"append", aerr}, {"versions", lerr}, {"lineage", lineErr}, {"compact", cerr}, {"retire", terr}} {
+						what, err := r.what, r.err
+						if !errors.Is(err, ErrDataLoss) {
+							t.Fatalf("%s: %v, want ErrDataLoss", what, err)
+						}
+						// Answered DATA_LOSS (an unsafe path would be
+						// INVALID_ARGUMENT), naming the profile and no
+						// server path.
+						msg := err.Error()
+						if errors.Is(err, fsys.ErrUnsafePath) || !strings.Contains(msg, "ledger") ||
+							!strings.Contains(msg, "head") || strings.Contains(msg, dir) {
+							t.Fatalf("%s: %q", what, msg)
+						}
+					}
+					if after := diskState(t, dir); !slices.Equal(before, after) {
+						t.Fatalf("the data dir changed:\nbefore %q\nafter  %q", before, after)
+					}
+					// verify still reports it.
+					in, err := s.Inspect(ctx, k)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !slices.ContainsFunc(in.LogProblems, func(p string) bool { return strings.Contains(p, headName) }) {
+						t.Fatalf("Inspect's log problems do not name the head: %q", in.LogProblems)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestHeadReadErrorRefused: a .log/HEAD that cannot be read (an I/O
+// error) is not taken as missing: reads and commits fail with the error,
+// nothing is committed without the head's check, and they go on once it
+// reads again.
+func TestHeadReadErrorRefused(t *testing.T) {
+	dir := t.TempDir()
+	l, err := fsys.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ff := faultfs.New(l)
+	s, _ := newTestStore(t, WithFS(ff))
+	ctx := context.Background()
+	k := []string{"h"}
+	put(t, s, ModeWrite, k, ids(1), PutOptions{})
+	last := put(t, s, ModeAppend, k, ids(2), PutOptions{})
+	ff.Add(faultfs.Rule{Op: faultfs.ReadFile, Glob: headName, Err: syscall.EIO})
+	rdr := ids(3)
+	_, err = s.Append(ctx, k, rdr, PutOptions{})
+	rdr.Release()
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("append while HEAD cannot be read: %v, want EIO", err)
+	}
+	if _, err := s.Snapshot(ctx, k, SnapshotOptions{Version: Latest}); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("snapshot while HEAD cannot be read: %v, want EIO", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "h", logDir, segmentName(last.Seq+1))); !os.IsNotExist(err) {
+		t.Fatalf("a record was committed without the head's check: %v", err)
+	}
+	ff.Clear()
+	if c := put(t, s, ModeAppend, k, ids(3), PutOptions{}); c.Seq != last.Seq+1 {
+		t.Fatalf("append after the fault: record %d, want %d", c.Seq, last.Seq+1)
+	}
+}
+
+// rewriteCommitted changes the commit time of record last in its segment
+// seg (a rewritten record that still parses: red team round 17's j01).
+func rewriteCommitted(t *testing.T, seg string, last *CommitRecord) {
+	t.Helper()
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	when := []byte(`"committed":"` + last.Committed.Format("2006"))
+	if !bytes.Contains(b, when) {
+		t.Fatalf("segment %s has no %s", b, when)
+	}
+	b = bytes.Replace(b, when, []byte(`"committed":"1999`), 1)
+	if _, err := ParseCommitRecord(bytes.TrimSuffix(b, []byte("\n"))); err != nil {
+		t.Fatalf("the rewritten record does not parse: %v", err)
+	}
+	if err := os.Chmod(seg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(seg, b, 0o444); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// diskState lists everything under dir with its kind, mode and content
+// hash (links by target), sorted.
+func diskState(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		info, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		desc := info.Mode().String()
+		switch {
+		case info.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			desc += " -> " + target
+		case info.Mode().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			desc += fmt.Sprintf(" %x", sha256.Sum256(b))
+		}
+		out = append(out, filepath.ToSlash(rel)+" "+desc)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // TestSegmentNotRegularFile: a log segment replaced by a directory or a

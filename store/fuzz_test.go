@@ -283,6 +283,7 @@ func FuzzLogOnDisk(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer s.Close() // a store holds descriptors: fuzzing ran out of them
 		ctx := context.Background()
 		in, err := s.Inspect(ctx, []string{"p"})
 		if err == nil && len(in.LogProblems) == 0 {

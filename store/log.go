@@ -3,12 +3,14 @@ package store
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/quiverdb/quiver/store/fsys"
 )
@@ -154,6 +156,28 @@ func (s *Store) refreshLog(ctx context.Context, p profile, lv *logView) error {
 	// can only lag the log. A log that ends before its HEAD lost records
 	// from its end; a reader must not return fewer rows silently.
 	head, headOK, headErr := s.readHead(ctx, p)
+	if headErr != nil {
+		var ce *CorruptionError
+		if errors.As(headErr, &ce) {
+			// A HEAD that is there but is not one Quiver wrote. No crash
+			// or failed write leaves one (its content is written to a
+			// temp, synced, then renamed over it, or on object stores put
+			// whole): someone altered it, perhaps with the last record
+			// (a commit chained onto a rewritten record, and the head
+			// then replaced, would erase the evidence: red team round
+			// 17's j01 with HEAD garbled). A missing HEAD is accepted.
+			err := fmt.Errorf("%w: %s: the commit log's head (%s) is unreadable: %s: the log was altered", ErrDataLoss, p, path.Join(logDir, headName), headProblem(headErr))
+			if errors.Is(headErr, fsys.ErrTooLarge) {
+				// Still what it is too (red team F11: huge metadata is
+				// refused unread, as ErrTooLarge).
+				err = fmt.Errorf("%w (%w)", err, fsys.ErrTooLarge)
+			}
+			return err
+		}
+		// Not read (an I/O error): nothing may be trusted or committed
+		// without it.
+		return headErr
+	}
 	for {
 		recs, err := s.readSegment(ctx, p, lv.nextSeg)
 		if err != nil {
@@ -164,10 +188,10 @@ func (s *Store) refreshLog(ctx context.Context, p profile, lv *logView) error {
 		}
 		lv.add(recs)
 	}
-	if headErr == nil && headOK && head.Seq > lv.head {
+	if headOK && head.Seq > lv.head {
 		return fmt.Errorf("%w: %s: the commit log ends at record %d but its head says %d: records were removed", ErrDataLoss, p, lv.head, head.Seq)
 	}
-	if headErr == nil && headOK && head.Seq > 0 && lv.hashOf(head.Seq) != head.Hash {
+	if headOK && lv.hashOf(head.Seq) != head.Hash {
 		// The head names a record the log holds with other bytes: the
 		// record was rewritten (red team round 17's j01: a commit
 		// chained onto it, and its head then replaced, would erase the
@@ -227,7 +251,9 @@ func (s *Store) loadLog(ctx context.Context, p profile) (*logView, error) {
 
 // headName is the log's head marker: the seq and hash of the last record,
 // rewritten after each commit. The log itself is the truth; the marker is
-// what shows a deleted tail (records removed from the end leave no gap).
+// what shows a deleted tail (records removed from the end leave no gap)
+// or a rewritten last record. It may be missing or lag, never be torn
+// (readHead).
 const headName = "HEAD"
 
 // logHead is the content of .log/HEAD.
@@ -311,20 +337,66 @@ func (s *Store) putHead(ctx context.Context, ps *profileState, put func(fsys.Tok
 	}
 }
 
-// readHead reads .log/HEAD; ok is false when there is none.
+// readHead reads .log/HEAD; ok is false when there is none (a head write
+// that failed, a log older than heads). A HEAD that is there but is not
+// one Quiver writes (it does not parse, does not name a record, or is a
+// directory, a link or a special file, as for a segment) is a
+// CorruptionError; any other error is returned as it is.
 func (s *Store) readHead(ctx context.Context, p profile) (logHead, bool, error) {
-	b, _, err := s.fs.ReadFile(ctx, p.join(logDir, headName))
+	name := p.join(logDir, headName)
+	b, _, err := s.fs.ReadFile(ctx, name)
 	if isNotExist(err) {
 		return logHead{}, false, nil
 	}
-	if err != nil {
-		return logHead{}, false, err
+	if notPlainFile(err) {
+		return logHead{}, true, &CorruptionError{Path: name, Err: fmt.Errorf("%w (a directory, link or special file where the log head belongs)", err)}
 	}
-	var h logHead
-	if err := json.Unmarshal(b, &h); err != nil {
-		return logHead{}, true, &CorruptionError{Path: p.join(logDir, headName), Err: err}
+	if errors.Is(err, fsys.ErrTooLarge) {
+		return logHead{}, true, &CorruptionError{Path: name, Err: err}
+	}
+	if err != nil {
+		return logHead{}, false, fmt.Errorf("read commit log head of %s: %w", p, err)
+	}
+	h, err := parseHead(b)
+	if err != nil {
+		return logHead{}, true, &CorruptionError{Path: name, Err: err}
 	}
 	return h, true, nil
+}
+
+// errBadHead marks a HEAD whose content is not a log head.
+var errBadHead = errors.New("not a log head")
+
+// parseHead parses the content of .log/HEAD: a JSON object with the seq
+// (at least 1) and the hex SHA-256 of a record, as headOf writes it.
+// Fields it does not know are ignored, as for the manifest.
+func parseHead(b []byte) (logHead, error) {
+	var h logHead
+	if err := json.Unmarshal(b, &h); err != nil {
+		return logHead{}, fmt.Errorf("%w: %w", errBadHead, err)
+	}
+	if h.Seq < 1 {
+		return logHead{}, fmt.Errorf("%w: its seq is %d, not a record's", errBadHead, h.Seq)
+	}
+	if len(h.Hash) != 2*sha256.Size || strings.Trim(h.Hash, "0123456789abcdef") != "" {
+		return logHead{}, fmt.Errorf("%w: its hash is not %d hex digits", errBadHead, 2*sha256.Size)
+	}
+	return h, nil
+}
+
+// headProblem says, for a client, what is wrong with a HEAD readHead
+// refused: no server path, and no more of its bytes than a JSON error
+// quotes.
+func headProblem(err error) string {
+	switch {
+	case notPlainFile(err):
+		return "it is a directory, link or special file"
+	case errors.Is(err, fsys.ErrTooLarge):
+		return "it is larger than any log head"
+	case errors.Is(err, errBadHead):
+		return unwrapCorruption(err).Error()
+	}
+	return "it does not parse"
 }
 
 // appendSegment writes recs (already chained and encoded) as the segment

@@ -596,13 +596,14 @@ func containsID(ids []int64, id int64) bool {
 // TestHugeMetadataRefused (red team F11): a metadata file grown to
 // gigabytes (sparse: no disk used) is refused before it is read, instead
 // of costing that much memory. Reads and puts fail on what they need (the
-// manifest, a version's .version.json, the profile marker); HEAD is a hint
-// they do without (verify reports it).
+// manifest, a version's .version.json, the profile marker), and on a
+// .log/HEAD that is there but cannot be a head (no crash makes one: it is
+// refused as altered, DATA_LOSS, and still ErrTooLarge).
 func TestHugeMetadataRefused(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		mustFail bool
-	}{{"manifest.json", true}, {"v0/.version.json", true}, {".quiver.kind", false}, {".log/HEAD", false}} {
+	}{{"manifest.json", true}, {"v0/.version.json", true}, {".quiver.kind", false}, {".log/HEAD", true}} {
 		t.Run(c.name, func(t *testing.T) {
 			s, dir := newTestStore(t)
 			put(t, s, ModeWrite, []string{"t", "p"}, ids(1), PutOptions{})

@@ -13,9 +13,9 @@ import (
 
 // TestOneBadEntryDoesNotBlindTheAudit: whatever one profile's directory
 // holds (a committed version gone, a FIFO or a link where the lock, a
-// segment, .version.json or the log should be), verify and sweep of the
-// whole data directory go on: the profile is reported, the others are
-// verified (red team F16, F18).
+// segment, .version.json, the log or its head should be, a head that does
+// not parse), verify and sweep of the whole data directory go on: the
+// profile is reported, the others are verified (red team F16, F18).
 func TestOneBadEntryDoesNotBlindTheAudit(t *testing.T) {
 	plant := map[string]func(t *testing.T, pdir string){
 		"committed version gone": func(t *testing.T, pdir string) { os.RemoveAll(filepath.Join(pdir, "v0")) },
@@ -33,6 +33,21 @@ func TestOneBadEntryDoesNotBlindTheAudit(t *testing.T) {
 		"link log": func(t *testing.T, pdir string) {
 			os.RemoveAll(filepath.Join(pdir, ".log"))
 			os.Symlink(t.TempDir(), filepath.Join(pdir, ".log"))
+		},
+		"garbled head": func(t *testing.T, pdir string) {
+			os.WriteFile(filepath.Join(pdir, ".log", "HEAD"), []byte("\x00garbage"), 0o644)
+		},
+		"directory head": func(t *testing.T, pdir string) {
+			os.Remove(filepath.Join(pdir, ".log", "HEAD"))
+			os.Mkdir(filepath.Join(pdir, ".log", "HEAD"), 0o755)
+		},
+		"link head": func(t *testing.T, pdir string) {
+			h := filepath.Join(pdir, ".log", "HEAD")
+			b, _ := os.ReadFile(h)
+			target := filepath.Join(t.TempDir(), "HEAD")
+			os.WriteFile(target, b, 0o644)
+			os.Remove(h)
+			os.Symlink(target, h)
 		},
 		"link version info": func(t *testing.T, pdir string) {
 			f := filepath.Join(pdir, "v1", ".version.json")
