@@ -120,3 +120,41 @@ func tryPut(c flight.Client, cmd map[string]any, rec arrow.RecordBatch) error {
 	_, err = stream.Recv()
 	return err
 }
+
+// A committed file of a profile (its last log segment, its manifest, a
+// version's .version.json) replaced by a symbolic link is tampering:
+// DATA_LOSS, not INVALID_ARGUMENT "the profile's path passes through a
+// symbolic link", which sent the client looking at its request (the
+// status mapping took the unsafe path before the corruption wrapping it).
+func TestLinkedCommittedFileDataLoss(t *testing.T) {
+	for _, name := range []string{".log/00000000000000000002.ndjson", "manifest.json", "v0/.version.json"} {
+		t.Run(name, func(t *testing.T) {
+			data := t.TempDir()
+			c := startPlain(t, data)
+			rec := cacheBatch(0, 10)
+			defer rec.Release()
+			putCmd(t, c, map[string]any{"path": "bad", "mode": "write"}, rec)
+			putCmd(t, c, map[string]any{"path": "bad"}, rec)
+			file := filepath.Join(data, "bad", filepath.FromSlash(name))
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			target := filepath.Join(t.TempDir(), "copy")
+			if err := os.WriteFile(target, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(file); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, file); err != nil {
+				t.Fatal(err)
+			}
+			c = startPlain(t, data) // a fresh server
+			_, _, err = getAll(t, c, "bad")
+			if st := status.Convert(err); st.Code() != codes.DataLoss || strings.Contains(st.Message(), data) {
+				t.Fatalf("read: %v, want DATA_LOSS naming no server path", err)
+			}
+		})
+	}
+}

@@ -380,6 +380,11 @@ func (s *Store) readVersionInfoHashed(ctx context.Context, p profile, version in
 	if isNotExist(err) {
 		return nil, nil, "", nil
 	}
+	if notPlainFile(err) {
+		// Replaced by a directory, a link or a special file: tampering
+		// (DataLoss), as for a segment or the manifest.
+		return nil, nil, "", &CorruptionError{Path: name, Err: fmt.Errorf("%w (a directory, link or special file where a version's .version.json belongs)", err)}
+	}
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("%s %s: %w", p, VersionName(version), err)
 	}
