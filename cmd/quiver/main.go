@@ -108,8 +108,8 @@ type serveConfig struct {
 
 // defaultMemoryLimit is serve's soft heap limit unless --memory-limit or
 // GOMEMLIMIT says otherwise: with the default put memory (128 MiB) a 1 GiB
-// put, one file or 64 partitions, peaks under 300 MB RSS
-// (docs/benchmarks.md). It was 256 MiB until pages were compressed by
+// put, one file or 64 partitions, peaks at about 300 MiB RSS, 250 of it
+// anonymous (docs/benchmarks.md). It was 256 MiB until pages were compressed by
 // libzstd, whose memory (and the cgo runtime's) the limit does not see:
 // that put 10-18 MB more under the same limit; at 240 MiB puts peak as
 // before, at the same throughput (side by side).
@@ -210,7 +210,7 @@ environment. Once listening, serve prints "quiver: serving <data-dir> on
 	f.IntVar(&c.maxRecv, "max-recv-msg-size", flightserver.DefaultMaxRecvMsgSize, "largest message (one DoPut batch) a client may send, bytes")
 	f.IntVar(&c.maxSend, "max-send-msg-size", flightserver.DefaultMaxSendMsgSize, "DoGet slices batches to keep each message under this many bytes")
 	f.Int64Var(&c.maxPutBytes, "max-put-bytes", 0, "largest encoded size of one put, bytes (0: no limit)")
-	f.StringVar(&c.memoryLimit, "memory-limit", env("QUIVER_MEMORY_LIMIT", "auto"), "soft limit of the Go heap, e.g. 1GiB: the garbage collector works harder near it; auto: "+defaultMemoryLimitName+" unless GOMEMLIMIT is set (a 1 GB put then peaks under 300 MB RSS); off: none (env QUIVER_MEMORY_LIMIT)")
+	f.StringVar(&c.memoryLimit, "memory-limit", env("QUIVER_MEMORY_LIMIT", "auto"), "soft limit of the Go heap, e.g. 1GiB: the garbage collector works harder near it; auto: "+defaultMemoryLimitName+" unless GOMEMLIMIT is set (a 1 GiB put then peaks at about 300 MiB RSS); off: none (env QUIVER_MEMORY_LIMIT)")
 	f.IntVar(&c.autoCompact, "auto-compact", 0, "compact a profile's latest version in the background once it holds more than this many small files (0: off)")
 	f.StringVar(&c.compactSmall, "auto-compact-small", env("QUIVER_AUTO_COMPACT_SMALL", "16MiB"), "with --auto-compact: the size under which a file counts as small (env QUIVER_AUTO_COMPACT_SMALL)")
 	f.StringVar(&c.groupAppend, "group-append-bytes", env("QUIVER_GROUP_APPEND_BYTES", "1MiB"), "an unpartitioned Parquet append of at most this much Arrow data is written by its commit cycle into one file shared with the cycle's other small appends, each keeping its own commit record; 0 gives every append a file of its own (env QUIVER_GROUP_APPEND_BYTES)")
