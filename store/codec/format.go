@@ -187,19 +187,16 @@ func writerProperties(sc *arrow.Schema, o WriterOptions, pqs *schema.Schema) (*p
 	return parquet.NewWriterProperties(opts...), pqs, nil
 }
 
-// checkFixedSizeLists refuses fixed_size_list columns (at any depth) of
-// size 0: arrow-go v18.8 refused their schema, v18.9 takes it but writes a
-// non-null empty list as a file no reader decodes (red team round 18's
-// s06: every read of the version then failed).
-func checkFixedSizeLists(sc *arrow.Schema) error {
+// walkTypes calls visit with every column's type and, through
+// dictionaries, extensions and nested types, every type inside it, each
+// with its dotted path; the first error ends the walk.
+func walkTypes(sc *arrow.Schema, visit func(path string, dt arrow.DataType) error) error {
 	var walk func(path string, dt arrow.DataType) error
 	walk = func(path string, dt arrow.DataType) error {
+		if err := visit(path, dt); err != nil {
+			return err
+		}
 		switch t := dt.(type) {
-		case *arrow.FixedSizeListType:
-			if t.Len() <= 0 {
-				return fmt.Errorf("%w: column %q: the schema cannot be stored as Parquet: a fixed_size_list of size %d (send it as a list)", ErrInvalid, path, t.Len())
-			}
-			return walk(path, t.Elem())
 		case *arrow.DictionaryType:
 			return walk(path, t.ValueType)
 		case arrow.ExtensionType:
@@ -221,6 +218,19 @@ func checkFixedSizeLists(sc *arrow.Schema) error {
 	return nil
 }
 
+// checkFixedSizeLists refuses fixed_size_list columns (at any depth) of
+// size 0: arrow-go v18.8 refused their schema, v18.9 takes it but writes a
+// non-null empty list as a file no reader decodes (red team round 18's
+// s06: every read of the version then failed).
+func checkFixedSizeLists(sc *arrow.Schema) error {
+	return walkTypes(sc, func(path string, dt arrow.DataType) error {
+		if t, ok := dt.(*arrow.FixedSizeListType); ok && t.Len() <= 0 {
+			return fmt.Errorf("%w: column %q: the schema cannot be stored as Parquet: a fixed_size_list of size %d (send it as a list)", ErrInvalid, path, t.Len())
+		}
+		return nil
+	})
+}
+
 // checkDictionaryValues refuses the dictionary columns (at any depth)
 // whose values arrow-go's Parquet writer cannot write: booleans, half
 // floats, nulls and nested values. It accepts their schema and fails on
@@ -229,32 +239,15 @@ func checkFixedSizeLists(sc *arrow.Schema) error {
 // any data, with the column named. (A partition column is not in the
 // files' schema: a dictionary of booleans may partition.)
 func checkDictionaryValues(sc *arrow.Schema) error {
-	var walk func(path string, dt arrow.DataType) error
-	walk = func(path string, dt arrow.DataType) error {
-		switch t := dt.(type) {
-		case *arrow.DictionaryType:
+	return walkTypes(sc, func(path string, dt arrow.DataType) error {
+		if t, ok := dt.(*arrow.DictionaryType); ok {
 			switch t.ValueType.(type) {
 			case *arrow.BooleanType, *arrow.Float16Type, *arrow.NullType, arrow.NestedType:
 				return fmt.Errorf("%w: column %q: the schema cannot be stored as Parquet: a dictionary of %s values cannot be written (send the column without a dictionary)", ErrInvalid, path, t.ValueType)
 			}
-			return walk(path, t.ValueType)
-		case arrow.ExtensionType:
-			return walk(path, t.StorageType())
-		case arrow.NestedType:
-			for _, f := range t.Fields() {
-				if err := walk(path+"."+f.Name, f.Type); err != nil {
-					return err
-				}
-			}
 		}
 		return nil
-	}
-	for _, f := range sc.Fields() {
-		if err := walk(f.Name, f.Type); err != nil {
-			return err
-		}
-	}
-	return nil
+	})
 }
 
 // CheckCSVTypes refuses columns that have no faithful text form: nested
