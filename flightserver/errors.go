@@ -56,12 +56,6 @@ func statusOfUncapped(err error) error {
 		return status.Error(codes.DeadlineExceeded, PublicMessage(err))
 	case errors.Is(err, catalog.ErrUnknownAction):
 		return status.Error(codes.Unimplemented, PublicMessage(err))
-	case errors.Is(err, store.ErrDataLoss):
-		// Before the unsafe path: a committed file replaced by a link is
-		// tampering, whatever the link says (red team round 17's j08).
-		return status.Error(codes.DataLoss, PublicMessage(err))
-	case errors.As(err, &corrupt):
-		return status.Error(codes.DataLoss, fmt.Sprintf("corrupt file in the store (%s); run the verify action", corrupt.Path))
 	case errors.Is(err, fsys.ErrUnsafePath):
 		return status.Error(codes.InvalidArgument, "the profile's path passes through a symbolic link or leaves the data directory; Quiver never follows links")
 	case errors.Is(err, catalog.ErrInvalid), errors.Is(err, store.ErrInvalidKey), errors.Is(err, store.ErrInvalidArgument),
@@ -75,6 +69,8 @@ func statusOfUncapped(err error) error {
 		return status.Error(codes.Unavailable, PublicMessage(err))
 	case errors.Is(err, fsys.ErrTooLarge):
 		return status.Error(codes.DataLoss, fmt.Sprintf("corrupt file in the store (a metadata file larger than %d MiB, more than Quiver ever writes); run the verify action", fsys.MaxReadFile>>20))
+	case errors.Is(err, store.ErrDataLoss):
+		return status.Error(codes.DataLoss, PublicMessage(err))
 	case errors.Is(err, store.ErrTooLarge):
 		return status.Error(codes.ResourceExhausted, PublicMessage(err))
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
@@ -84,6 +80,8 @@ func statusOfUncapped(err error) error {
 		// change mid-stream): the client's to fix. Transport failures kept
 		// their own status above.
 		return status.Error(codes.InvalidArgument, PublicMessage(err))
+	case errors.As(err, &corrupt):
+		return status.Error(codes.DataLoss, fmt.Sprintf("corrupt file in the store (%s); run the verify action", corrupt.Path))
 	}
 	return status.Error(codes.Internal, "internal error (see server log)")
 }
