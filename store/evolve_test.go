@@ -473,3 +473,22 @@ func TestCSVConcurrentFirstValues(t *testing.T) {
 		}
 	}
 }
+
+// A CSV column the files make text takes any string but the empty one: "05"
+// reads back as "05" there (red team round 18's s07 was refused as "reads
+// back as a number"). In a column of no type yet it is still refused.
+func TestCSVTextColumnTakesNumberLikeText(t *testing.T) {
+	s, _ := newTestStore(t)
+	keys := []string{"csv", "codes"}
+	sc := arrow.NewSchema([]arrow.Field{{Name: "code", Type: arrow.BinaryTypes.String, Nullable: true}, {Name: "n", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
+	put(t, s, ModeWrite, keys, fromJSON(t, sc, `[{"code":"x","n":null}]`), PutOptions{Format: "csv"})
+	put(t, s, ModeAppend, keys, fromJSON(t, sc, `[{"code":"05","n":null},{"code":"-0","n":null}]`), PutOptions{Format: "csv"})
+	if _, rows := readAll(t, s, keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}}); rows != `[{"code":"x","n":null},{"code":"05","n":null},{"code":"-0","n":null}]` {
+		t.Fatalf("read %s", rows)
+	}
+	rdr := fromJSON(t, sc, `[{"code":"y","n":"05"}]`)
+	defer rdr.Release()
+	if _, err := s.Put(context.Background(), keys, rdr, PutOptions{Mode: ModeAppend, Format: "csv"}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("\"05\" into a column of no type yet: %v", err)
+	}
+}

@@ -273,6 +273,9 @@ func modeName(m Mode) Mode {
 // staged is a put whose files are written (under their final names,
 // invisible to Quiver's readers) and which waits for its commit.
 type staged struct {
+	// csvText names the columns of a CSV version that its files already
+	// make strings (an append's; codec.CheckCSVValues).
+	csvText []string
 	p       profile
 	mode    Mode // ModeWrite: a new version; ModeAppend: files in an existing one
 	create  bool // an append to a profile that did not exist: it reserved a version
@@ -588,6 +591,13 @@ func (s *Store) stageAppend(ctx context.Context, ps *profileState, rdr array.Rec
 	plan := ap.conf
 	st := &staged{p: p, mode: ModeAppend, version: latest, format: vs.Format, schema: ap.schema, by: vs.PartitionBy, schemaV: ap.schemaV, o: o,
 		evolves: ap.evolves, base: vs.Schema, baseV: vs.SchemaVersion}
+	if vs.Format == FormatCSV {
+		for _, f := range vs.Schema.Fields() {
+			if f.Type.ID() == arrow.STRING && !slices.Contains(vs.CSVUntyped, f.Name) {
+				st.csvText = append(st.csvText, f.Name)
+			}
+		}
+	}
 	if s.opts.groupBytes > 0 && len(vs.PartitionBy) == 0 && vs.Format == FormatParquet && o.carry == nil {
 		// Its file is claimed when it opens one (openFile), or by the
 		// commit cycle writing its rows into a shared file.
@@ -1664,7 +1674,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			return fmt.Errorf("%s: %w", p, err)
 		}
 		if st.format == FormatCSV {
-			if err := codec.CheckCSVValues(rec); err != nil {
+			if err := codec.CheckCSVValues(rec, st.csvText); err != nil {
 				rec.Release()
 				return fmt.Errorf("%s: %w", p, err)
 			}

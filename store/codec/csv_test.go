@@ -301,7 +301,7 @@ func TestCheckCSVValuesRefusesLostRows(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rec := batch(t, mem, c.sc, c.rows)
 			defer rec.Release()
-			err := CheckCSVValues(rec)
+			err := CheckCSVValues(rec, nil)
 			if c.want == "" && err != nil || c.want != "" && (err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want)) {
 				t.Fatalf("got %v, want %q", err, c.want)
 			}
@@ -309,8 +309,27 @@ func TestCheckCSVValuesRefusesLostRows(t *testing.T) {
 	}
 	noCols := array.NewRecordBatch(arrow.NewSchema(nil, nil), nil, 3)
 	defer noCols.Release()
-	if err := CheckCSVValues(noCols); !errors.Is(err, ErrInvalid) {
+	if err := CheckCSVValues(noCols, nil); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("3 rows without columns: %v", err)
+	}
+	// In a column the files already make text, any string reads back as
+	// written but the empty one and a carriage return (s07: "05" was
+	// refused as a number).
+	sc := schemaOf(field("s", arrow.BinaryTypes.String, true))
+	for v, ok := range map[string]bool{`"05"`: true, `"-0"`: true, `"1e400"`: true, `"-nan"`: true, `""`: false, `"a\rb"`: false} {
+		rec := batch(t, mem, sc, `[{"s":`+v+`}]`)
+		err := CheckCSVValues(rec, []string{"s"})
+		rec.Release()
+		if ok != (err == nil) {
+			t.Errorf("%s in a text column: %v", v, err)
+		}
+		// A column whose type the files have not decided refuses them all.
+		rec = batch(t, mem, sc, `[{"s":`+v+`}]`)
+		err = CheckCSVValues(rec, nil)
+		rec.Release()
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s in a column of no type yet: %v", v, err)
+		}
 	}
 }
 

@@ -273,9 +273,13 @@ func CheckCSVTypes(sc *arrow.Schema) error {
 // the line reader), a row whose every field is empty (a blank line, which
 // readers skip: the row would be lost), an integer-looking string with
 // leading zeros or a sign ("007" is read back as the number 7), and a
-// uint64 above the int64 range (read back as a float). A value is never
-// changed: the put is refused and names the column.
-func CheckCSVValues(rec arrow.RecordBatch) error {
+// uint64 above the int64 range (read back as a float). The columns named
+// in text are strings already by the version's files (an append's): any
+// text there reads back as it is, so only an empty string and a carriage
+// return are refused ("05" was refused as a number in a column holding
+// "x"; red team round 18's s07). A value is never changed: the put is
+// refused and names the column.
+func CheckCSVValues(rec arrow.RecordBatch, text []string) error {
 	n := int(rec.NumRows())
 	empty := make([]bool, n) // row so far all empty
 	for i := range empty {
@@ -283,6 +287,10 @@ func CheckCSVValues(rec arrow.RecordBatch) error {
 	}
 	for ci, col := range rec.Columns() {
 		name := rec.Schema().Field(ci).Name
+		csvString := csvString
+		if slices.Contains(text, name) {
+			csvString = csvText
+		}
 		switch c := col.(type) {
 		case *array.String:
 			for i := 0; i < n; i++ {
@@ -335,12 +343,26 @@ func CheckCSVValues(rec arrow.RecordBatch) error {
 	return nil
 }
 
-func csvString(col, v string) error {
+// csvText refuses a value of a column that is text whatever it holds: the
+// CSV file gives back every string but the empty one and carriage returns.
+func csvText(col, v string) error {
 	switch {
 	case v == "":
 		return fmt.Errorf("%w: column %q holds an empty string, which a CSV profile reads back as null; use a parquet profile", ErrInvalid, col)
 	case strings.ContainsRune(v, '\r'):
 		return fmt.Errorf("%w: column %q holds a carriage return, which a CSV profile does not give back; use a parquet profile", ErrInvalid, col)
+	}
+	return nil
+}
+
+// csvString refuses a value of a string column whose type the CSV files
+// may yet decide: csvText's, and the text inference would take for a number
+// it does not give back as written.
+func csvString(col, v string) error {
+	if err := csvText(col, v); err != nil {
+		return err
+	}
+	switch {
 	case isInteger(v) && (strings.HasPrefix(v, "+") || strings.HasPrefix(strings.TrimPrefix(v, "-"), "0") && len(strings.TrimPrefix(v, "-")) > 1 || v == "-0"):
 		return fmt.Errorf("%w: column %q holds %q, which a CSV profile reads back as a number without its sign or leading zeros; use a parquet profile", ErrInvalid, col, v)
 	case csvValueKind(v) == kindFloat && !parsesAsFloat(v):
