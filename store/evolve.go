@@ -259,12 +259,6 @@ type appendPlan struct {
 	evolves bool
 }
 
-// planAppend decides how an append with schema in fits version vs, whose
-// Schema and SchemaVersion are its current (evolved) ones: the same
-// columns (reordered, losslessly widened), or those columns and new
-// nullable ones under a higher schema version. Anything else is
-// ErrSchemaMismatch (InvalidArgument) saying what the rule is and what to
-// do instead.
 // typeUntyped is cur (a CSV version's inferred schema) with the columns
 // named in untyped (no value in any file yet) taking their type from in,
 // the append's schema. Cast to the string type inference gives such a
@@ -284,6 +278,12 @@ func typeUntyped(cur, in *arrow.Schema, untyped []string) *arrow.Schema {
 	return arrow.NewSchema(fields, &md)
 }
 
+// planAppend decides how an append with schema in fits version vs, whose
+// Schema and SchemaVersion are its current (evolved) ones: the same
+// columns (reordered, losslessly widened), or those columns and new
+// nullable ones under a higher schema version. Anything else is
+// ErrSchemaMismatch (InvalidArgument) saying what the rule is and what to
+// do instead.
 func planAppend(in *arrow.Schema, vs *VersionState, o PutOptions, what string) (*appendPlan, error) {
 	if err := codec.CheckUniqueNames(in); err != nil {
 		return nil, err

@@ -273,15 +273,15 @@ func modeName(m Mode) Mode {
 // staged is a put whose files are written (under their final names,
 // invisible to Quiver's readers) and which waits for its commit.
 type staged struct {
-	// csvText names the columns of a CSV version that its files already
-	// make strings (an append's; codec.CheckCSVValues).
-	csvText []string
 	p       profile
 	mode    Mode // ModeWrite: a new version; ModeAppend: files in an existing one
 	create  bool // an append to a profile that did not exist: it reserved a version
 	version int
 	index   int
 	format  Format
+	// csvText names the columns of a CSV version that its files already
+	// make strings (an append's; codec.CheckCSVValues).
+	csvText []string
 	schema  *arrow.Schema // the version's full schema
 	by      []string
 	schemaV string
