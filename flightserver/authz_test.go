@@ -73,7 +73,7 @@ func startAuth(t *testing.T, f *AuthFile, opts ...Option) *authServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { mem.AssertSize(t, 0) }) // after the stop below
+	t.Cleanup(func() { assertFreed(t, mem) }) // after the stop below
 	srv := New(st, append([]Option{WithAllocator(mem), WithAuth(a)}, opts...)...)
 	addr := quivertest.ServeInProcess(t, srv)
 	c := quivertest.MustDial(t, addr, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(4<<20)))

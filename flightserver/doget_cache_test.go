@@ -51,7 +51,7 @@ func startCached(t *testing.T, dataDir, cacheDir string, recvLimit int, opts ...
 	t.Cleanup(func() { // after the stop below
 		st.Close()
 		cache.Close()
-		mem.AssertSize(t, 0)
+		assertFreed(t, mem)
 	})
 	srv := New(st, append([]Option{WithAllocator(mem)}, opts...)...)
 	c := quivertest.MustDial(t, quivertest.ServeInProcess(t, srv), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(recvLimit)))

@@ -2,11 +2,9 @@ package flightserver
 
 import (
 	"context"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -44,13 +42,7 @@ func startSrv(t *testing.T, checked bool, opts ...Option) *testServer {
 	}
 	t.Cleanup(func() { // after the stop below
 		if cmem != nil {
-			// Messages a dead connection left queued in gRPC are released
-			// when the garbage collector finds them (sendcodec.go).
-			for end := time.Now().Add(5 * time.Second); cmem.CurrentAlloc() != 0 && time.Now().Before(end); {
-				runtime.GC()
-				time.Sleep(10 * time.Millisecond)
-			}
-			cmem.AssertSize(t, 0)
+			assertFreed(t, cmem)
 		}
 	})
 	srv := New(st, append([]Option{WithAllocator(mem)}, opts...)...)
