@@ -469,6 +469,18 @@ func (s *Store) stageVersion(ctx context.Context, ps *profileState, rdr array.Re
 		return nil, err
 	}
 	st := &staged{p: p, mode: ModeWrite, create: create, version: version, format: f, by: o.PartitionBy, schemaV: o.SchemaVersion, o: o, madeDirs: made}
+	if f == FormatCSV && o.carry != nil {
+		// A compaction copies every value of its version: a string column
+		// there is text by those values, and stays text in the copy, so
+		// its values are checked as an append's to a text column are ("05"
+		// appended to a column holding "x" was accepted, and the version
+		// could then not be compacted; red team round 19's t02).
+		for _, fl := range sc.Fields() {
+			if fl.Type.ID() == arrow.STRING {
+				st.csvText = append(st.csvText, fl.Name)
+			}
+		}
+	}
 	md := sc.Metadata()
 	st.schema = arrow.NewSchema(sc.Fields(), &md)
 	vi := newVersionInfo(version, f, st.schema, o.PartitionBy, o.SchemaVersion, s.opts.now(), s.writerOf(o))

@@ -157,7 +157,42 @@ func ConformArray(ctx context.Context, arr arrow.Array, dt arrow.DataType) (arro
 	if sameShape(arr.DataType(), dt) {
 		return conformChildren(ctx, arr, dt)
 	}
+	if dt.ID() == arrow.BOOL {
+		// Text appended to a CSV Boolean column: "true" and "false" in any
+		// case, as the inference rule reads them (the cast knows only a
+		// few spellings: "tRuE" was refused; red team round 19's t05).
+		switch src := arr.(type) {
+		case *array.String:
+			return textToBool(ctx, src)
+		case *array.LargeString:
+			return textToBool(ctx, src)
+		}
+	}
 	return compute.CastArray(ctx, arr, compute.SafeCastOptions(dt))
+}
+
+// textToBool reads "true" and "false", in any case, as booleans; any
+// other text fails, naming it.
+func textToBool[T interface {
+	arrow.Array
+	Value(int) string
+}](ctx context.Context, src T) (arrow.Array, error) {
+	b := array.NewBooleanBuilder(compute.GetAllocator(ctx))
+	defer b.Release()
+	b.Reserve(src.Len())
+	for i := 0; i < src.Len(); i++ {
+		switch v := src.Value(i); {
+		case src.IsNull(i):
+			b.AppendNull()
+		case strings.EqualFold(v, "true"):
+			b.Append(true)
+		case strings.EqualFold(v, "false"):
+			b.Append(false)
+		default:
+			return nil, fmt.Errorf("%w: %q is not a boolean (true or false)", ErrInvalid, v)
+		}
+	}
+	return b.NewArray(), nil
 }
 
 // sameShape reports whether a and b are the same nested type but for the

@@ -3,6 +3,7 @@ package codec
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -226,6 +227,34 @@ func TestConformArrayDoesNotChangeValues(t *testing.T) {
 	if out, err := ConformArray(ctx, in.Column(0), arrow.PrimitiveTypes.Int8); err == nil {
 		out.Release()
 		t.Fatal("300 became an int8")
+	}
+}
+
+// TestConformArrayTextToBool: text appended to a CSV Boolean column is
+// read as the inference rule reads it, "true"/"false" in any case (red
+// team round 19's t05: "tRuE" was refused by the cast's spelling rules).
+func TestConformArrayTextToBool(t *testing.T) {
+	mem, ctx := checkedMem(t)
+	for _, typ := range []arrow.DataType{arrow.BinaryTypes.String, arrow.BinaryTypes.LargeString} {
+		sc := schemaOf(field("c", typ, true))
+		in := batch(t, mem, sc, `[{"c":"tRuE"},{"c":null},{"c":"FALSE"},{"c":"true"}]`)
+		out, err := ConformArray(ctx, in.Column(0), arrow.FixedWidthTypes.Boolean)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(out); got != "[true (null) false true]" {
+			t.Errorf("%s: got %s", typ, got)
+		}
+		out.Release()
+		in.Release()
+		bad := batch(t, mem, sc, `[{"c":"true"},{"c":"t"}]`)
+		if out, err := ConformArray(ctx, bad.Column(0), arrow.FixedWidthTypes.Boolean); err == nil {
+			out.Release()
+			t.Errorf("%s: \"t\" became a boolean", typ)
+		} else if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `"t"`) {
+			t.Errorf("%s: error %v does not name the value", typ, err)
+		}
+		bad.Release()
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -222,12 +223,50 @@ func CheckCSVFits(rec arrow.RecordBatch, target *arrow.Schema) error {
 // newer version whose column is no longer text is read back as strings and
 // meets this check.
 func textFits(t arrow.DataType, v string) bool {
-	if t.ID() == arrow.STRING {
+	switch t.ID() {
+	case arrow.STRING:
 		return true
+	case arrow.FLOAT64:
+		// "-0" is read back as -0.0 here, where an Int64 column would lose
+		// its sign (red team round 19's t05).
+		return CSVValueFits(t, v) && parsesAsFloat(v) && floatTextKeeps(v)
 	}
 	return CSVValueFits(t, v) && csvString("", v) == nil
 }
 
+// floatTextKeeps reports whether the number text v (by the inference
+// rule) reads back from a Float64 column as the number it writes: without
+// a leading zero, which no reader keeps ("05", "00.5": a code, not a
+// quantity); an integer float64 holds exactly ("9007199254740993"
+// was read back as ...992, where an int64 of it is refused as lossy); not
+// a nonzero number below float64's range ("1e-400" was read back as 0,
+// where "1e400" is refused). Red team round 19's t05.
+func floatTextKeeps(v string) bool {
+	if !plainNumber(v) {
+		return false
+	}
+	if isInteger(v) {
+		i, ok := new(big.Int).SetString(v, 10)
+		if !ok {
+			return false
+		}
+		_, acc := new(big.Float).SetInt(i).Float64()
+		return acc == big.Exact
+	}
+	if f, err := strconv.ParseFloat(v, 64); err == nil && f == 0 {
+		mant, _, _ := strings.Cut(strings.ToLower(v), "e")
+		return strings.Trim(mant, "+-0.") == ""
+	}
+	return true
+}
+
+// plainNumber reports whether the number text v has no leading zero
+// before another digit ("05", "-00.5"): text a reader gives back as a
+// number without it.
+func plainNumber(v string) bool {
+	u := strings.TrimLeft(v, "+-")
+	return !(len(u) > 1 && u[0] == '0' && u[1] >= '0' && u[1] <= '9')
+}
 // CSVInference infers the schema of CSV files with a header row. Feed it
 // the files with AddFile; Schema gives the result. The first file's header
 // orders the columns; every later file must have the same columns, in any

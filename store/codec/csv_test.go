@@ -258,6 +258,18 @@ func TestCheckCSVFits(t *testing.T) {
 		{"timestamp into int", &arrow.TimestampType{Unit: arrow.Second}, "i", `["2024-01-01T00:00:00"]`, false},
 		{"timestamp into string", &arrow.TimestampType{Unit: arrow.Second}, "s", `["2024-01-01T00:00:00"]`, true},
 		{"nulls only into bool", arrow.PrimitiveTypes.Int64, "b", `[null, null]`, true},
+		// Red team round 19's t05.
+		{"integer text float64 rounds", arrow.BinaryTypes.String, "f", `["9007199254740993"]`, false},
+		{"integer text float64 holds", arrow.BinaryTypes.String, "f", `["9007199254740992", "-100000000000000000000"]`, true},
+		{"underflow into float", arrow.BinaryTypes.String, "f", `["1e-400"]`, false},
+		{"negative underflow into float", arrow.BinaryTypes.String, "f", `["-1e-400"]`, false},
+		{"zeros into float", arrow.BinaryTypes.String, "f", `["0.0", "-0e5", "0"]`, true},
+		{"minus zero into float", arrow.BinaryTypes.String, "f", `["-0", "-0.0"]`, true},
+		{"minus zero into int", arrow.BinaryTypes.String, "i", `["-0"]`, false},
+		{"leading zero into float", arrow.BinaryTypes.String, "f", `["05"]`, false},
+		{"leading zeros of a fraction into float", arrow.BinaryTypes.String, "f", `["00.5"]`, false},
+		{"fraction into float", arrow.BinaryTypes.String, "f", `["0.5", "-0.25", "5e-324"]`, true},
+		{"mixed case bool text into bool", arrow.BinaryTypes.String, "b", `["tRuE", "fALSE"]`, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -299,6 +311,9 @@ func TestCheckCSVValuesRefusesLostRows(t *testing.T) {
 		{"-nan", schemaOf(field("s", arrow.BinaryTypes.String, true)), `[{"s":"-nan"}]`, "cannot read back"},
 		{"+nan", schemaOf(field("s", arrow.BinaryTypes.String, true)), `[{"s":"+nan"}]`, "cannot read back"},
 		{"nan inf 1e300", schemaOf(field("s", arrow.BinaryTypes.String, true)), `[{"s":"nan"},{"s":"-inf"},{"s":"1e300"}]`, ""},
+		{"00.5", schemaOf(field("s", arrow.BinaryTypes.String, true)), `[{"s":"00.5"}]`, "another number"},
+		{"1e-400", schemaOf(field("s", arrow.BinaryTypes.String, true)), `[{"s":"1e-400"}]`, "another number"},
+		{"0.5 0e0", schemaOf(field("s", arrow.BinaryTypes.String, true)), `[{"s":"0.5"},{"s":"0e0"}]`, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -369,6 +369,10 @@ func csvString(col, v string) error {
 		// Inferred as a number, but no float64 ("1e400", "-nan"): the
 		// column's every read would fail (red team round 18's s04).
 		return fmt.Errorf("%w: column %q holds %q, which a CSV profile takes for a number it cannot read back; use a parquet profile", ErrInvalid, col, v)
+	case csvValueKind(v) == kindFloat && !floatTextKeeps(v):
+		// "00.5" read back as 0.5, "1e-400" as 0 (red team round 19's
+		// t05): as "05" above.
+		return fmt.Errorf("%w: column %q holds %q, which a CSV profile reads back as another number (leading zeros dropped, or below float64's range); use a parquet profile", ErrInvalid, col, v)
 	}
 	return nil
 }
