@@ -5,9 +5,11 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/decimal256"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -168,7 +170,70 @@ func ValidateBatch(rec arrow.RecordBatch) error {
 // null-type arrays (at any depth) have the one absent validity buffer their
 // layout names: arrow-go's own IPC reader gives them none, and its
 // validator then refuses what its reader made.
-func validateFull(col arrow.Array) error { return validateView(col, array.ValidateFull) }
+func validateFull(col arrow.Array) error {
+	switch c := col.(type) {
+	case *array.String:
+		if err := array.Validate(c); err != nil {
+			return err
+		}
+		return validateText(c, c.ValueOffsets(), c.ValueBytes())
+	case *array.LargeString:
+		if err := array.Validate(c); err != nil {
+			return err
+		}
+		return validateText(c, c.ValueOffsets(), c.ValueBytes())
+	}
+	return validateView(col, array.ValidateFull)
+}
+
+// validateText is the rest of array.ValidateFull for a string column whose
+// structure array.Validate has checked and whose offsets checkOffsets has
+// (in bounds, non-decreasing): its null count, and UTF-8 checked once over all its values rather than
+// value by value (a tenth of a put's validation time went to the calls):
+// values that are valid UTF-8 together, each starting at the start of a
+// character, are valid one by one. values are the bytes from the first
+// offset on.
+func validateText[O int32 | int64](col arrow.Array, offsets []O, values []byte) error {
+	if err := checkNullCount(col.Data()); err != nil {
+		return err
+	}
+	if len(offsets) < 2 {
+		return nil
+	}
+	base := offsets[0]
+	if utf8.Valid(values[:offsets[len(offsets)-1]-base]) {
+		end := len(values)
+		for i, o := range offsets[1 : len(offsets)-1] {
+			if at := int(o - base); at < end && !utf8.RuneStart(values[at]) {
+				return fmt.Errorf("string at index %d is not valid utf8", col.Data().Offset()+i+1)
+			}
+		}
+		return nil
+	}
+	for i := range len(offsets) - 1 {
+		if !utf8.Valid(values[offsets[i]-base : offsets[i+1]-base]) {
+			return fmt.Errorf("string at index %d is not valid utf8", col.Data().Offset()+i)
+		}
+	}
+	return nil
+}
+
+// checkNullCount is array.ValidateFull's check of a known null count
+// against the validity bitmap.
+func checkNullCount(d arrow.ArrayData) error {
+	n := d.NullN()
+	if n == array.UnknownNullCount {
+		return nil
+	}
+	var want int
+	if bufs := d.Buffers(); len(bufs) > 0 && bufs[0] != nil {
+		want = d.Len() - bitutil.CountSetBits(bufs[0].Bytes(), d.Offset(), d.Len())
+	}
+	if n != want {
+		return fmt.Errorf("null count is %d, its validity bitmap says %d", n, want)
+	}
+	return nil
+}
 
 // validateStructure is arrow-go's Validate (lengths of children, buffer
 // sizes, first and last offsets; no scan of the values) on the same view.

@@ -3,6 +3,8 @@ package codec
 import (
 	"errors"
 	"fmt"
+	"math/rand"
+	"sort"
 	"strings"
 	"testing"
 
@@ -342,5 +344,94 @@ func TestValidateBatchNullTypeWithoutBuffers(t *testing.T) {
 	defer rec.Release()
 	if err := ValidateBatch(rec); err != nil {
 		t.Fatalf("a buffer-less null column: %v", err)
+	}
+}
+
+// TestValidateTextAgreesWithArrow: the one-pass UTF-8 check of a string
+// column (validateText) refuses exactly what arrow-go's value-by-value
+// ValidateFull refuses, for random bytes (mostly valid UTF-8, some
+// broken, multi-byte characters split between values) under random
+// offsets and slices, 32- and 64-bit offsets.
+func TestValidateTextAgreesWithArrow(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	pieces := [][]byte{[]byte("a"), []byte("é"), []byte("北"), []byte("😀"), {0xff}, {0xc3}, {0x80}, {0xe5, 0x8c}, []byte("")}
+	refused := 0
+	for iter := 0; iter < 3000; iter++ {
+		var data []byte
+		for k := r.Intn(40); k > 0; k-- {
+			p := pieces[r.Intn(len(pieces))]
+			if r.Intn(4) > 0 {
+				p = pieces[r.Intn(4)] // mostly valid
+			}
+			data = append(data, p...)
+		}
+		n := r.Intn(8)
+		cuts := make([]int, n+1)
+		for i := 1; i < n; i++ {
+			cuts[i] = r.Intn(len(data) + 1)
+		}
+		cuts[n] = len(data)
+		sort.Ints(cuts)
+		off32 := make([]int32, len(cuts))
+		off64 := make([]int64, len(cuts))
+		for i, c := range cuts {
+			off32[i], off64[i] = int32(c), int64(c)
+		}
+		var valid []byte
+		nulls := 0
+		if n > 0 && r.Intn(3) == 0 {
+			valid = make([]byte, 1)
+			for i := 0; i < n; i++ {
+				if r.Intn(3) > 0 {
+					valid[0] |= 1 << i
+				} else {
+					nulls++
+				}
+			}
+		}
+		for _, large := range []bool{false, true} {
+			dt, offs := arrow.DataType(arrow.BinaryTypes.String), memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(off32))
+			if large {
+				dt, offs = arrow.BinaryTypes.LargeString, memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(off64))
+			}
+			var vb *memory.Buffer
+			if valid != nil {
+				vb = memory.NewBufferBytes(valid)
+			}
+			d := array.NewData(dt, n, []*memory.Buffer{vb, offs, memory.NewBufferBytes(data)}, nil, nulls, 0)
+			a := array.MakeFromData(d)
+			d.Release()
+			check := func(a arrow.Array) {
+				if err := checkOffsets(a.Data(), 0); err != nil {
+					t.Fatalf("offsets %v: %v", cuts, err)
+				}
+				want, got := array.ValidateFull(a), validateFull(a)
+				if (want == nil) != (got == nil) {
+					t.Fatalf("data %q cuts %v valid %v large %v: arrow says %v, validateText %v", data, cuts, valid, large, want, got)
+				}
+				if got != nil {
+					refused++
+				}
+			}
+			check(a)
+			if n > 1 {
+				lo := r.Intn(n)
+				s := array.NewSlice(a, int64(lo), int64(lo+r.Intn(n-lo)+1))
+				check(s)
+				s.Release()
+			}
+			a.Release()
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no input was refused: the test does not test")
+	}
+	// A known null count that the bitmap contradicts.
+	d := array.NewData(arrow.BinaryTypes.String, 2, []*memory.Buffer{memory.NewBufferBytes([]byte{0b11}), memory.NewBufferBytes(arrow.Int32Traits.CastToBytes([]int32{0, 1, 2})), memory.NewBufferBytes([]byte("ab"))}, nil, 1, 0)
+	defer d.Release()
+	a := array.MakeFromData(d)
+	defer a.Release()
+	if err := validateFull(a); err == nil {
+		t.Fatal("a null count of 1 over an all-valid bitmap passed")
 	}
 }
