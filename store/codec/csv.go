@@ -267,6 +267,7 @@ func plainNumber(v string) bool {
 	u := strings.TrimLeft(v, "+-")
 	return !(len(u) > 1 && u[0] == '0' && u[1] >= '0' && u[1] <= '9')
 }
+
 // CSVInference infers the schema of CSV files with a header row. Feed it
 // the files with AddFile; Schema gives the result. The first file's header
 // orders the columns; every later file must have the same columns, in any
