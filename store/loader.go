@@ -604,6 +604,8 @@ func (s *Store) fileFacts(ctx context.Context, ps *profileState, name string, si
 	return ff, nil
 }
 
+// isMarkedClaim reports whether e is the marked claim of a Quiver CSV
+// append (claimMarked).
 func isMarkedClaim(e fsys.Entry) bool {
 	_, ok := claimMarked(e)
 	return ok
