@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/quiverdb/quiver/store/codec"
+	"github.com/quiverdb/quiver/store/fsys"
 	"regexp"
 	"sort"
 	"strconv"
@@ -71,6 +72,24 @@ func parseVersionDir(name string) (int, bool) {
 	}
 	n, err := strconv.Atoi(m[1])
 	return n, err == nil
+}
+
+// csvClaimMark is what the claim of a Quiver CSV append holds
+// (.<i>.csv.claim): pyrosome's claims are empty files, and Quiver's CSV
+// files have no footer to say who wrote them (Parquet's carry
+// quiver.schema_version), so a numbered CSV file no record lists is an
+// orphan, not pyrosome's data, when its index's claim holds anything
+// (claimMarked). The claim is durable before the file gets its name.
+var csvClaimMark = []byte("quiver\n")
+
+// claimMarked reports whether e, an entry of a version's root, is the
+// marked claim of a Quiver CSV append, and its index. Only the size is
+// looked at: pyrosome never writes into a claim, and a listing has it.
+func claimMarked(e fsys.Entry) (int, bool) {
+	if e.Size == 0 || e.Dir || e.Link || e.Special || !strings.HasSuffix(e.Name, ".csv"+claimSuffix) {
+		return 0, false
+	}
+	return parseIndexed(claimRe, e.Name)
 }
 
 func dataFileName(i int, f Format) string { return strconv.Itoa(i) + "." + f.Ext() }

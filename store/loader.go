@@ -257,6 +257,9 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 		recorded[f.Path] = true
 	}
 	formats := map[Format]bool{}
+	// The indices whose claim a Quiver CSV append marked: read from the
+	// listing at the first unrecorded CSV file (none on the Parquet path).
+	var csvMarked map[int]bool
 	for _, e := range entries {
 		i, f, ok := parseDataFile(e.Name)
 		if !ok || e.Dir {
@@ -274,6 +277,17 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 		if e.Special {
 			vs.Unknown = append(vs.Unknown, withDir(e, p.vdir(v)))
 			continue
+		}
+		if f == FormatCSV {
+			if csvMarked == nil {
+				csvMarked = markedCSVClaims(entries)
+			}
+			if csvMarked[i] {
+				// Quiver's CSV append, not committed (waiting for its
+				// commit, or killed before it): its claim says so.
+				vs.Orphans = append(vs.Orphans, withDir(e, p.vdir(v)))
+				continue
+			}
 		}
 		facts, err := s.fileFacts(ctx, ps, p.join(rel), e.Size, f)
 		var ce *CorruptionError
@@ -445,11 +459,12 @@ func (s *Store) listVersion(ctx context.Context, ps *profileState, v int, logWri
 	if err != nil {
 		return nil, false, time.Time{}, err
 	}
-	// Keep only what a reader looks at: root data files, legacy records
-	// and whether the version has a .version.json.
+	// Keep only what a reader looks at: root data files, legacy records,
+	// the marked claims of CSV appends (which hide their files until
+	// committed) and whether the version has a .version.json.
 	kept := entries[:0:0]
 	for _, e := range entries {
-		if dataFileRe.MatchString(e.Name) || legacyRecRe.MatchString(e.Name) || e.Name == versionInfoName {
+		if dataFileRe.MatchString(e.Name) || legacyRecRe.MatchString(e.Name) || e.Name == versionInfoName || isMarkedClaim(e) {
 			kept = append(kept, e)
 		}
 	}
@@ -560,7 +575,8 @@ func indexOfPath(rel string, def int) int {
 // and whether Quiver wrote it.
 func (s *Store) fileFacts(ctx context.Context, ps *profileState, name string, size int64, f Format) (fileFacts, error) {
 	if f == FormatCSV {
-		// Quiver's CSV files carry no footer: the pyrosome rule applies.
+		// Quiver's CSV files carry no footer: their claims tell them
+		// apart (markedCSVClaims), before this is asked.
 		return fileFacts{size: size, rows: -1}, nil
 	}
 	ps.mu.Lock()
@@ -586,6 +602,25 @@ func (s *Store) fileFacts(ctx context.Context, ps *profileState, name string, si
 	ps.ours[name] = ff
 	ps.mu.Unlock()
 	return ff, nil
+}
+
+// isMarkedClaim reports whether e is the marked claim of a Quiver CSV
+// append (claimMarked).
+func isMarkedClaim(e fsys.Entry) bool {
+	_, ok := claimMarked(e)
+	return ok
+}
+
+// markedCSVClaims is the set of indices whose claim in the root listing
+// entries a Quiver CSV append marked (claimMarked).
+func markedCSVClaims(entries []fsys.Entry) map[int]bool {
+	m := map[int]bool{}
+	for _, e := range entries {
+		if i, ok := claimMarked(e); ok {
+			m[i] = true
+		}
+	}
+	return m
 }
 
 // classify walks the whole version directory and sorts what is not a

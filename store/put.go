@@ -636,7 +636,8 @@ func (s *Store) writerOf(o PutOptions) string {
 
 // claimIndex claims the next free index of a version by exclusively
 // creating its .claim marker (never deleted; on a local disk a link to one
-// shared empty inode, fsys.CreateMarker). It starts where this process
+// shared empty inode, fsys.CreateMarker; for CSV a durable file holding
+// csvClaimMark). It starts where this process
 // last claimed, so it costs one create however long the history; only a
 // conflict (another process or pyrosome claimed meanwhile) probes further,
 // and repeated conflicts list the directory once to jump ahead. Puts of
@@ -667,9 +668,23 @@ func (s *Store) claimIndex(ctx context.Context, ps *profileState, version int, f
 	next := take(from)
 	conflicts := 0
 	for {
-		// Not synced: the commit cycle syncs the version directory
-		// before the put's record (stagedDirs).
-		err := fsys.CreateMarker(ctx, s.fs, path.Join(vdir, claimName(next, f)))
+		var err error
+		if f == FormatCSV {
+			// A CSV file has no footer to say Quiver wrote it: its claim
+			// does (csvClaimMark), so that readers hide the file while no
+			// record lists it (an append waiting for its commit, or
+			// killed before it). The mark must be durable before the
+			// file has its name — a crash must never keep the file
+			// without it, which would serve uncommitted rows by
+			// pyrosome's rule for good — so it is a file of its own,
+			// synced with its directory (SyncFull), not a shared marker.
+			err = s.fs.CreateExclusive(ctx, path.Join(vdir, claimName(next, f)), csvClaimMark)
+		} else {
+			// Not synced: the commit cycle syncs the version directory
+			// before the put's record (stagedDirs). A Parquet file's
+			// footer says who wrote it.
+			err = fsys.CreateMarker(ctx, s.fs, path.Join(vdir, claimName(next, f)))
+		}
 		if err == nil {
 			return next, nil
 		}
