@@ -48,7 +48,7 @@ func TestWriterProperties(t *testing.T) {
 		if p.DictionaryEnabledFor("id") || !p.DictionaryEnabledFor("name") {
 			t.Errorf("%+v: dictionary should be on for strings only", c.o)
 		}
-		wantPage, wantDict := int64(1<<20), int64(1<<20) // arrow-go's defaults
+		wantPage, wantDict := int64(256<<10), int64(1<<20) // arrow-go's dictionary default
 		if c.o.Partitioned {
 			wantPage, wantDict = 64<<10, 256<<10
 		}
