@@ -209,17 +209,26 @@ func (s *Store) inspectVersions(ctx context.Context, ps *profileState, in *Inspe
 			}
 			return err
 		}
+		if vs.damaged != nil {
+			in.Unreadable = append(in.Unreadable, UnreadableVersion{Version: v, Err: vs.damaged, State: vs})
+			continue
+		}
 		in.Versions = append(in.Versions, vs)
 	}
 	return nil
 }
 
 // UnreadableVersion is a version directory the loader could not read (a
-// .version.json that does not parse, files of two formats): reported,
-// and left alone by sweep, which still sweeps the profile's other versions.
+// .version.json that does not parse, is gone or is not the one its write
+// record vouches for, files of two formats): reported, and left alone by
+// sweep, which still sweeps the profile's other versions.
 type UnreadableVersion struct {
 	Version int
 	Err     error
+	// State is what could still be loaded for an audit, nil when nothing
+	// could: the version's records and the files they list, and its
+	// directory classified. Its schema is not known (Info is nil).
+	State *VersionState
 }
 
 // deletingRe matches a version directory an older retention renamed

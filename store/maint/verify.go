@@ -231,13 +231,34 @@ func verifyProfile(ctx context.Context, st *store.Store, keys []string, o Verify
 		rep.add(ProblemOrphan, path.Join(prof, name), "a first write of a profile below this one never committed (its writer was killed); sweep removes it once old")
 	}
 	for _, u := range in.Unreadable {
-		rep.add(ProblemMutated, path.Join(prof, store.VersionName(u.Version)), "the version cannot be read: %v", u.Err)
+		if u.State == nil {
+			rep.add(ProblemMutated, path.Join(prof, store.VersionName(u.Version)), "the version cannot be read: %v", u.Err)
+			continue
+		}
+		// Readers cannot load it, but its records still say what it
+		// holds: one damaged file (say its .version.json) must not hide
+		// the state of every other (red team round 19, t03).
+		reported, err := verifyVersionInfo(ctx, st, prof, u.State, rep)
+		if err != nil {
+			return err
+		}
+		if !reported {
+			name := path.Join(prof, store.VersionName(u.Version))
+			var ce *store.CorruptionError
+			if errors.As(u.Err, &ce) {
+				name = ce.Path
+			}
+			rep.add(ProblemMutated, name, "the version cannot be read: %v", u.Err)
+		}
+		if err := verifyVersion(ctx, st, in, u.State, o, now, live, rep); err != nil {
+			return err
+		}
 	}
 	for _, vs := range in.Versions {
 		if err := verifyVersion(ctx, st, in, vs, o, now, live, rep); err != nil {
 			return err
 		}
-		if err := verifyVersionInfo(ctx, st, prof, vs, rep); err != nil {
+		if _, err := verifyVersionInfo(ctx, st, prof, vs, rep); err != nil {
 			return err
 		}
 		if vs.Version == in.Latest && vs.Write == nil && vs.Legacy == 0 && vs.Info == nil && len(vs.Files) == 0 && len(vs.Unrecorded) == 0 && hasWrite(in) {
@@ -259,25 +280,29 @@ func hasWrite(in *store.Inspection) bool {
 
 // verifyVersionInfo checks a version's .version.json against the hash its
 // write record vouches for: missing or changed, its schema and
-// partitioning would no longer be the committed ones.
-func verifyVersionInfo(ctx context.Context, st *store.Store, prof string, vs *store.VersionState, rep *VerifyReport) error {
+// partitioning would no longer be the committed ones. reported says
+// whether it found a problem.
+func verifyVersionInfo(ctx context.Context, st *store.Store, prof string, vs *store.VersionState, rep *VerifyReport) (reported bool, err error) {
 	if vs.Write == nil || vs.Write.VersionInfo == "" || vs.Retired != nil {
-		return nil
+		return false, nil
 	}
 	name := path.Join(prof, store.VersionName(vs.Version), ".version.json")
 	b, _, err := st.FS().ReadFile(ctx, name)
 	switch {
+	case ctx.Err() != nil:
+		return false, ctx.Err()
 	case errors.Is(err, fsys.ErrNotExist):
 		rep.add(ProblemMissing, name, "the version's schema and partitioning, vouched for by its write record, are gone")
 	case err != nil:
 		rep.add(ProblemMutated, name, "cannot be read: %v", err)
 	default:
 		sum := sha256.Sum256(b)
-		if hex.EncodeToString(sum[:]) != vs.Write.VersionInfo {
-			rep.add(ProblemMutated, name, "not the one its write record vouches for")
+		if hex.EncodeToString(sum[:]) == vs.Write.VersionInfo {
+			return false, nil
 		}
+		rep.add(ProblemMutated, name, "not the one its write record vouches for (sha256 %s, committed as %s)", hex.EncodeToString(sum[:]), vs.Write.VersionInfo)
 	}
-	return nil
+	return true, nil
 }
 
 func reportEntries(rep *VerifyReport, temps, links, unknown []fsys.Entry, now time.Time, staleAfter time.Duration) {
