@@ -154,8 +154,10 @@ func Verify(ctx context.Context, st *store.Store, o VerifyOptions) (*VerifyRepor
 				return verifyOrReport(ctx, st, ps.Keys, o, rep)
 			case errors.Is(ps.Err, fsys.ErrUnsafePath):
 				rep.add(ProblemLink, ps.Path(), "a symbolic link inside the data directory; Quiver never follows it")
-			case errors.Is(ps.Err, store.ErrDataLoss):
-				rep.add(ProblemMissing, ps.Path(), "%v", ps.Err)
+			case errors.Is(ps.Err, store.ErrDataLoss), errors.Is(ps.Err, fsys.ErrNotRegular):
+				// A manifest gone from a profile its log holds, or
+				// not a file: Inspect reports it, and checks the rest.
+				return verifyOrReport(ctx, st, ps.Keys, o, rep)
 			default:
 				rep.add(ProblemUnknown, ps.Path(), "%v", ps.Err)
 			}
@@ -199,8 +201,14 @@ func verifyProfile(ctx context.Context, st *store.Store, keys []string, o Verify
 	}
 	prof := in.Path()
 	now := st.Now()
-	if in.ManifestErr != nil {
-		rep.add(ProblemMutated, path.Join(prof, "manifest.json"), "manifest does not parse: %v", in.ManifestErr)
+	switch {
+	case errors.Is(in.ManifestErr, store.ErrDataLoss):
+		rep.add(ProblemMissing, path.Join(prof, "manifest.json"), "%v", in.ManifestErr)
+	case in.ManifestErr != nil:
+		rep.add(ProblemMutated, path.Join(prof, "manifest.json"), "the manifest cannot be read: %v", in.ManifestErr)
+	}
+	if in.LockErr != nil && !errors.Is(in.LockErr, fsys.ErrUnsafePath) { // a link is reported as one
+		rep.add(ProblemUnknown, path.Join(prof, "manifest.json.write_lock"), "not a lock any writer makes; writes to the profile are refused until an operator removes it: %v", in.LockErr)
 	}
 	if in.PolicyErr != nil {
 		rep.add(ProblemMutated, path.Join(prof, ".quiver.policy.json"), "the schema policy file cannot be read: %v", in.PolicyErr)

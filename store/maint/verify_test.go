@@ -280,6 +280,27 @@ func TestVerifyTamper(t *testing.T) {
 			writeFile(t, filepath.Join(dir, orders, "v0", "9.csv"), "id\n1\n", 0)
 			flip(t, filepath.Join(dir, orders, "v0", "0.parquet"))
 		}, []string{"mutated " + orders + "/v0", "mutated " + orders + "/v0/0.parquet", "unrecorded " + orders + "/v0/9.csv"}},
+		{"a log segment replaced by a FIFO, and a flipped byte", func(t *testing.T, _ *store.Store, dir string) {
+			remove(t, segPath(dir, orders, 2))
+			mkfifo(t, segPath(dir, orders, 2))
+			flip(t, filepath.Join(dir, orders, "v0", "0.parquet"))
+		}, []string{"chain_broken " + orders + "/.log", "mutated " + orders + "/v0/0.parquet", "orphan " + orders + "/v0/1.parquet"}},
+		{"manifest deleted, and a flipped byte", func(t *testing.T, _ *store.Store, dir string) {
+			remove(t, filepath.Join(dir, orders, "manifest.json"))
+			flip(t, filepath.Join(dir, orders, "v0", "0.parquet"))
+		}, []string{"missing " + orders + "/manifest.json", "mutated " + orders + "/v0/0.parquet"}},
+		{"manifest replaced by a directory, and a deleted file", func(t *testing.T, _ *store.Store, dir string) {
+			p := filepath.Join(dir, orders, "manifest.json")
+			remove(t, p)
+			if err := os.Mkdir(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			remove(t, filepath.Join(dir, orders, "v0", "1.parquet"))
+		}, []string{"missing " + orders + "/v0/1.parquet", "mutated " + orders + "/manifest.json"}},
+		{"lock replaced by a FIFO, and a flipped byte", func(t *testing.T, _ *store.Store, dir string) {
+			mkfifo(t, filepath.Join(dir, orders, "manifest.json.write_lock"))
+			flip(t, filepath.Join(dir, orders, "v0", "2.parquet"))
+		}, []string{"mutated " + orders + "/v0/2.parquet", "unknown " + orders + "/manifest.json.write_lock"}},
 		{"what is left of a retired version", func(t *testing.T, s *store.Store, dir string) {
 			keys := strings.Split(orders, "/")
 			put(t, s, store.ModeWrite, keys, ids(9), store.PutOptions{SchemaVersion: "1.0.0"})
@@ -679,7 +700,7 @@ func TestVerifySeesHiddenVersions(t *testing.T) {
 			if err := os.WriteFile(p, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
-		}, "missing sales/parts"}, // the loader refuses the version: the profile cannot be verified in full
+		}, "mutated sales/parts/v0/.version.json"}, // named, and the rest still checked (red team round 19, t03)
 		{"manifest at an empty directory", func(t *testing.T, dir string) {
 			if err := os.Mkdir(filepath.Join(dir, "sales", "orders", "v9"), 0o755); err != nil {
 				t.Fatal(err)
