@@ -166,7 +166,6 @@ func TestStatusOf(t *testing.T) {
 		// the store's, not the request's (red team round 19, t04).
 		{fmt.Errorf("put a: %w", &store.CorruptionError{Path: "a/.log/00000000000000000003.ndjson", Err: fmt.Errorf("line 2: %w", io.EOF)}), codes.DataLoss},
 		{&store.CorruptionError{Path: "a/v0/.version.json", Err: fmt.Errorf("%w: no schema", store.ErrInvalidArgument)}, codes.DataLoss},
-		{&store.CorruptionError{Path: "a/.log/00000000000000000001.ndjson", Err: fsys.ErrUnsafePath}, codes.DataLoss},
 		{store.ErrDataLoss, codes.DataLoss},
 		{fmt.Errorf("read: %w", fsys.ErrTooLarge), codes.DataLoss},
 		{errors.New("open /srv/secret/data: boom"), codes.Internal},
