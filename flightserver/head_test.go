@@ -120,3 +120,59 @@ func tryPut(c flight.Client, cmd map[string]any, rec arrow.RecordBatch) error {
 	_, err = stream.Recv()
 	return err
 }
+
+// TestMalformedLogLineDataLoss: a put onto a profile whose commit log has
+// a line Quiver did not write that way (a blank line, a CRLF, a trailing
+// space, a record twice) is answered DATA_LOSS naming the segment by its
+// data-dir-relative path, as reads are — not INVALID_ARGUMENT "put
+// <profile>", which the io.EOF of the blank line's parse made of it (red
+// team round 19, t04). Nothing is written.
+func TestMalformedLogLineDataLoss(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		seg    string
+		tamper func(string) string
+	}{
+		{"blank line at the end", "00000000000000000003.ndjson", func(b string) string { return b + "\n" }},
+		{"blank line before an earlier record", "00000000000000000001.ndjson", func(b string) string { return "\n" + b }},
+		{"CRLF", "00000000000000000003.ndjson", func(b string) string { return strings.TrimSuffix(b, "\n") + "\r\n" }},
+		{"trailing space", "00000000000000000003.ndjson", func(b string) string { return strings.TrimSuffix(b, "\n") + " \n" }},
+		{"a record twice", "00000000000000000003.ndjson", func(b string) string { return b + b }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data := t.TempDir()
+			c0 := startPlain(t, data)
+			rec := cacheBatch(0, 10)
+			defer rec.Release()
+			for range 3 {
+				putCmd(t, c0, map[string]any{"path": "t04/p"}, rec)
+			}
+			seg := filepath.Join(data, "t04", "p", ".log", c.seg)
+			b, err := os.ReadFile(seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(seg, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(seg, []byte(c.tamper(string(b))), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			tampered, _ := os.ReadFile(seg)
+			cl := startPlain(t, data) // a fresh server reads the log afresh
+			for _, cmd := range []map[string]any{{"path": "t04/p"}, {"path": "t04/p", "mode": "write"}} {
+				err := tryPut(cl, cmd, rec)
+				st := status.Convert(err)
+				if st.Code() != codes.DataLoss || !strings.Contains(st.Message(), "t04/p") || strings.Contains(st.Message(), data) {
+					t.Errorf("put %v: %v, want DATA_LOSS naming the profile's log and no server path", cmd, err)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(data, "t04", "p", ".log", "00000000000000000004.ndjson")); err == nil {
+				t.Error("a refused put committed a record")
+			}
+			if after, _ := os.ReadFile(seg); string(after) != string(tampered) {
+				t.Error("a refused put changed the tampered segment")
+			}
+		})
+	}
+}

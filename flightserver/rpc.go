@@ -19,6 +19,7 @@ import (
 
 	"github.com/quiverdb/quiver/catalog"
 	"github.com/quiverdb/quiver/internal/ipcdict"
+	"github.com/quiverdb/quiver/store"
 	"github.com/quiverdb/quiver/store/codec"
 	"github.com/quiverdb/quiver/store/ipccache"
 )
@@ -303,10 +304,19 @@ func (s *Server) streamError(err error, what string) error {
 			"%s: a message exceeds the server's limit of %d bytes (%s); send smaller batches or raise --max-recv-msg-size",
 			what, s.opts.maxRecv, st.Message())
 	}
-	if errors.Is(err, io.EOF) {
+	if errors.Is(err, io.EOF) && !storeDamage(err) {
 		return fmt.Errorf("%w: %s", catalog.ErrInvalid, what)
 	}
 	return err
+}
+
+// storeDamage reports whether err is the store's report of damage on
+// storage. Such an error may carry an io.EOF of its own (a parser's, at
+// the end of a damaged file), which is no end of the client's stream: it
+// must reach the client as DATA_LOSS, not as a bad request.
+func storeDamage(err error) bool {
+	var ce *store.CorruptionError
+	return errors.As(err, &ce) || errors.Is(err, store.ErrDataLoss)
 }
 
 // unwrapStatus finds a gRPC status error in err's chain.

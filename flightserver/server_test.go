@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,6 +162,10 @@ func TestStatusOf(t *testing.T) {
 		{store.ErrLockTimeout, codes.Unavailable},
 		{store.ErrTooLarge, codes.ResourceExhausted},
 		{&store.CorruptionError{Path: "a/manifest.json", Err: io.ErrUnexpectedEOF}, codes.DataLoss},
+		// Whatever a parser's error inside a corruption says, the file is
+		// the store's, not the request's (red team round 19, t04).
+		{fmt.Errorf("put a: %w", &store.CorruptionError{Path: "a/.log/00000000000000000003.ndjson", Err: fmt.Errorf("line 2: %w", io.EOF)}), codes.DataLoss},
+		{&store.CorruptionError{Path: "a/v0/.version.json", Err: fmt.Errorf("%w: no schema", store.ErrInvalidArgument)}, codes.DataLoss},
 		{store.ErrDataLoss, codes.DataLoss},
 		{fmt.Errorf("read: %w", fsys.ErrTooLarge), codes.DataLoss},
 		{errors.New("open /srv/secret/data: boom"), codes.Internal},
@@ -174,5 +179,15 @@ func TestStatusOf(t *testing.T) {
 	}
 	if msg := status.Convert(statusOf(errors.New("open /srv/secret/data: boom"))).Message(); msg != "internal error (see server log)" {
 		t.Errorf("internal message leaks: %q", msg)
+	}
+	// The end of a client's stream is a bad request; an io.EOF inside
+	// the store's report of a damaged file is not one.
+	s := &Server{}
+	if got := status.Code(statusOf(s.streamError(fmt.Errorf("put a: %w", io.EOF), "put a"))); got != codes.InvalidArgument {
+		t.Errorf("stream ended: %v, want InvalidArgument", got)
+	}
+	damaged := fmt.Errorf("put a: %w", &store.CorruptionError{Path: "a/.log/00000000000000000003.ndjson", Err: fmt.Errorf("line 2: %w", io.EOF)})
+	if got := statusOf(s.streamError(damaged, "put a")); status.Code(got) != codes.DataLoss || !strings.Contains(status.Convert(got).Message(), "a/.log/") {
+		t.Errorf("damaged log: %v, want DataLoss naming the segment", got)
 	}
 }

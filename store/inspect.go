@@ -22,10 +22,15 @@ type Inspection struct {
 	Keys []string
 	// Latest is the manifest's version; -1 with ManifestErr set when it
 	// cannot be read.
+	// ManifestErr wraps ErrDataLoss when the manifest is gone from a
+	// profile whose log holds its versions.
 	Latest      int
 	ManifestErr error
-	// Lock is the manifest lock, judged (nil: not held).
-	Lock *LockStatus
+	// Lock is the manifest lock, judged (nil: not held). LockErr says
+	// why what is at the lock's name is no lock (a directory, a special
+	// file: a CorruptionError); writes are refused until it is removed.
+	Lock    *LockStatus
+	LockErr error
 	// Log is the commit log as read, in seq order; LogProblems describe
 	// where it is not a clean chain (a gap, a record that does not chain,
 	// a segment that does not parse, a foreign file in .log). A profile
@@ -78,10 +83,15 @@ func (s *Store) Inspect(ctx context.Context, keys []string) (*Inspection, error)
 	}
 	in := &Inspection{Keys: p.keys, Latest: -1}
 	ls, err := s.inspectLock(ctx, p)
-	if err != nil {
+	var ce *CorruptionError
+	switch {
+	case errors.As(err, &ce):
+		// Not a lock any writer makes (a directory, a special file):
+		// reported, and the rest of the profile is still inspected.
+		in.LockErr = err
+	case err != nil:
 		return nil, err
-	}
-	if ls.held {
+	case ls.held:
 		in.Lock = &LockStatus{Stale: ls.stale, Reason: ls.reason, Age: ls.age}
 	}
 	// Read the log, then the versions; a commit made meanwhile would show
@@ -91,7 +101,12 @@ func (s *Store) Inspect(ctx context.Context, keys []string) (*Inspection, error)
 		in.ManifestErr = nil
 		if in.Latest, _, err = s.readManifest(ctx, p); err != nil {
 			if errors.Is(err, ErrNotFound) {
-				return nil, err
+				if !s.loggedProfile(ctx, p) {
+					return nil, err
+				}
+				// Its log holds its versions (reads go on from it):
+				// the manifest is lost, not the profile.
+				err = fmt.Errorf("%w: %s: %s is missing, though the commit log holds the profile's versions", ErrDataLoss, p, manifestName)
 			}
 			in.Latest, in.ManifestErr = -1, err
 		}
@@ -209,17 +224,26 @@ func (s *Store) inspectVersions(ctx context.Context, ps *profileState, in *Inspe
 			}
 			return err
 		}
+		if vs.damaged != nil {
+			in.Unreadable = append(in.Unreadable, UnreadableVersion{Version: v, Err: vs.damaged, State: vs})
+			continue
+		}
 		in.Versions = append(in.Versions, vs)
 	}
 	return nil
 }
 
 // UnreadableVersion is a version directory the loader could not read (a
-// .version.json that does not parse, files of two formats): reported,
-// and left alone by sweep, which still sweeps the profile's other versions.
+// .version.json that does not parse, is gone or is not the one its write
+// record vouches for, files of two formats): reported, and left alone by
+// sweep, which still sweeps the profile's other versions.
 type UnreadableVersion struct {
 	Version int
 	Err     error
+	// State is what could still be loaded for an audit, nil when nothing
+	// could: the version's records and the files they list, and its
+	// directory classified. Its schema is not known (Info is nil).
+	State *VersionState
 }
 
 // deletingRe matches a version directory an older retention renamed
@@ -286,8 +310,13 @@ func (s *Store) inspectLog(ctx context.Context, ps *profileState, in *Inspection
 		}
 		name := p.join(logDir, sg.name)
 		b, _, err := s.fs.ReadFile(ctx, name)
-		if errors.Is(err, fsys.ErrUnsafePath) {
+		if notPlainFile(err) {
+			// A link, a directory or a special file where a segment
+			// belongs: a break in the chain, and the rest of the log
+			// and profile are still inspected.
 			in.LogProblems = append(in.LogProblems, fmt.Sprintf("%s: %v", path.Join(logDir, sg.name), err))
+			lv.head = sg.first - 1
+			lv.headHash = ""
 			continue
 		}
 		if err != nil {

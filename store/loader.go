@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,6 +80,13 @@ type VersionState struct {
 	Unknown []fsys.Entry
 	// Links are symbolic links found (never followed): reported.
 	Links []fsys.Entry
+
+	// damaged is why readers cannot load the version (its .version.json
+	// changed, gone or unparsable, files of two formats, a file its schema
+	// must be inferred from that does not decode). Only a full load sets
+	// it, and goes on: an audit still checks every file the version's
+	// records vouch for, so that one damaged file hides no other damage.
+	damaged error
 }
 
 // Path is the profile's slash-joined name.
@@ -200,7 +208,12 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 	var err error
 	if logWritten || !dirExists || hasEntry(entries, versionInfoName) {
 		if h, err = s.head(ctx, ps, v); err != nil {
-			return nil, err
+			if mode != loadFull || !isDamage(err) {
+				return nil, err
+			}
+			// Without the committed schema the version cannot be
+			// read, but its records still say what files it holds.
+			vs.damaged, h = err, nil
 		}
 	} // else: the full listing shows no .version.json (a pyrosome version)
 	ps.mu.Lock()
@@ -308,7 +321,11 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 		vs.Unrecorded = append(vs.Unrecorded, df)
 	}
 	if len(formats) > 1 {
-		return nil, fmt.Errorf("%w: %s %s holds both parquet and csv files; one format per profile", ErrFormatMismatch, p, vname)
+		err := fmt.Errorf("%w: %s %s holds both parquet and csv files; one format per profile", ErrFormatMismatch, p, vname)
+		if mode != loadFull {
+			return nil, err
+		}
+		vs.damaged = cmp.Or(vs.damaged, err)
 	}
 
 	// Is it a version at all?
@@ -343,16 +360,25 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 			vs.Format = FormatParquet
 		}
 	} else if len(formats) == 1 && !formats[vs.Format] {
-		return nil, fmt.Errorf("%w: %s %s is a %s version but holds other files", ErrFormatMismatch, p, vname, vs.Format)
+		err := fmt.Errorf("%w: %s %s is a %s version but holds other files", ErrFormatMismatch, p, vname, vs.Format)
+		if mode != loadFull {
+			return nil, err
+		}
+		vs.damaged = cmp.Or(vs.damaged, err)
 	}
 	if vs.Format == FormatCSV {
 		// CSV stores no schema: types are inferred on read, as pyrosome's
 		// CsvDal does, whatever the writer put.
 		vs.Schema = nil
 	}
-	if vs.Schema == nil && len(vs.Files) > 0 {
+	if vs.Schema == nil && len(vs.Files) > 0 && vs.damaged == nil {
+		// (A damaged version's schema is nobody's: an audit needs only
+		// its files, which may be the damage inference would stop at.)
 		if vs.Schema, vs.CSVUntyped, err = s.inferSchema(ctx, p, vs.Format, vs.Files); err != nil {
-			return nil, err
+			if mode != loadFull || !isDamage(err) {
+				return nil, err
+			}
+			vs.damaged, vs.Schema = err, nil
 		}
 	}
 	if vs.Schema == nil {
@@ -371,6 +397,14 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 		return vs.clone(), nil
 	}
 	return vs, nil
+}
+
+// isDamage reports whether err, met loading a version, is damage to what
+// is on storage (a file that does not parse, is not the one its record
+// vouches for, or is not a plain file) rather than a failure to read it.
+func isDamage(err error) bool {
+	var ce *CorruptionError
+	return errors.As(err, &ce) || errors.Is(err, ErrDataLoss) || errors.Is(err, ErrFormatMismatch) || errors.Is(err, fsys.ErrUnsafePath)
 }
 
 // loadKey is what a reader's load of a version depends on.

@@ -202,6 +202,13 @@ func (c *CommitRecord) VerifySignature(pub ed25519.PublicKey) error {
 // parseRecord parses one log line (or a legacy .<i>.commit.json) and
 // checks the fields readers rely on.
 func parseRecord(b []byte) (*CommitRecord, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		// Said in words: the decoder's answer, io.EOF, would travel up
+		// inside the corruption error and read as the end of a client's
+		// stream to anyone who asks errors.Is(err, io.EOF) (red team
+		// round 19, t04: a put answered INVALID_ARGUMENT).
+		return nil, errors.New("an empty line where a record belongs")
+	}
 	var c CommitRecord
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&c); err != nil {

@@ -154,8 +154,10 @@ func Verify(ctx context.Context, st *store.Store, o VerifyOptions) (*VerifyRepor
 				return verifyOrReport(ctx, st, ps.Keys, o, rep)
 			case errors.Is(ps.Err, fsys.ErrUnsafePath):
 				rep.add(ProblemLink, ps.Path(), "a symbolic link inside the data directory; Quiver never follows it")
-			case errors.Is(ps.Err, store.ErrDataLoss):
-				rep.add(ProblemMissing, ps.Path(), "%v", ps.Err)
+			case errors.Is(ps.Err, store.ErrDataLoss), errors.Is(ps.Err, fsys.ErrNotRegular):
+				// A manifest gone from a profile its log holds, or
+				// not a file: Inspect reports it, and checks the rest.
+				return verifyOrReport(ctx, st, ps.Keys, o, rep)
 			default:
 				rep.add(ProblemUnknown, ps.Path(), "%v", ps.Err)
 			}
@@ -199,8 +201,14 @@ func verifyProfile(ctx context.Context, st *store.Store, keys []string, o Verify
 	}
 	prof := in.Path()
 	now := st.Now()
-	if in.ManifestErr != nil {
-		rep.add(ProblemMutated, path.Join(prof, "manifest.json"), "manifest does not parse: %v", in.ManifestErr)
+	switch {
+	case errors.Is(in.ManifestErr, store.ErrDataLoss):
+		rep.add(ProblemMissing, path.Join(prof, "manifest.json"), "%v", in.ManifestErr)
+	case in.ManifestErr != nil:
+		rep.add(ProblemMutated, path.Join(prof, "manifest.json"), "the manifest cannot be read: %v", in.ManifestErr)
+	}
+	if in.LockErr != nil && !errors.Is(in.LockErr, fsys.ErrUnsafePath) { // a link is reported as one
+		rep.add(ProblemUnknown, path.Join(prof, "manifest.json.write_lock"), "not a lock any writer makes; writes to the profile are refused until an operator removes it: %v", in.LockErr)
 	}
 	if in.PolicyErr != nil {
 		rep.add(ProblemMutated, path.Join(prof, ".quiver.policy.json"), "the schema policy file cannot be read: %v", in.PolicyErr)
@@ -231,13 +239,34 @@ func verifyProfile(ctx context.Context, st *store.Store, keys []string, o Verify
 		rep.add(ProblemOrphan, path.Join(prof, name), "a first write of a profile below this one never committed (its writer was killed); sweep removes it once old")
 	}
 	for _, u := range in.Unreadable {
-		rep.add(ProblemMutated, path.Join(prof, store.VersionName(u.Version)), "the version cannot be read: %v", u.Err)
+		if u.State == nil {
+			rep.add(ProblemMutated, path.Join(prof, store.VersionName(u.Version)), "the version cannot be read: %v", u.Err)
+			continue
+		}
+		// Readers cannot load it, but its records still say what it
+		// holds: one damaged file (say its .version.json) must not hide
+		// the state of every other (red team round 19, t03).
+		reported, err := verifyVersionInfo(ctx, st, prof, u.State, rep)
+		if err != nil {
+			return err
+		}
+		if !reported {
+			name := path.Join(prof, store.VersionName(u.Version))
+			var ce *store.CorruptionError
+			if errors.As(u.Err, &ce) {
+				name = ce.Path
+			}
+			rep.add(ProblemMutated, name, "the version cannot be read: %v", u.Err)
+		}
+		if err := verifyVersion(ctx, st, in, u.State, o, now, live, rep); err != nil {
+			return err
+		}
 	}
 	for _, vs := range in.Versions {
 		if err := verifyVersion(ctx, st, in, vs, o, now, live, rep); err != nil {
 			return err
 		}
-		if err := verifyVersionInfo(ctx, st, prof, vs, rep); err != nil {
+		if _, err := verifyVersionInfo(ctx, st, prof, vs, rep); err != nil {
 			return err
 		}
 		if vs.Version == in.Latest && vs.Write == nil && vs.Legacy == 0 && vs.Info == nil && len(vs.Files) == 0 && len(vs.Unrecorded) == 0 && hasWrite(in) {
@@ -259,25 +288,29 @@ func hasWrite(in *store.Inspection) bool {
 
 // verifyVersionInfo checks a version's .version.json against the hash its
 // write record vouches for: missing or changed, its schema and
-// partitioning would no longer be the committed ones.
-func verifyVersionInfo(ctx context.Context, st *store.Store, prof string, vs *store.VersionState, rep *VerifyReport) error {
+// partitioning would no longer be the committed ones. reported says
+// whether it found a problem.
+func verifyVersionInfo(ctx context.Context, st *store.Store, prof string, vs *store.VersionState, rep *VerifyReport) (reported bool, err error) {
 	if vs.Write == nil || vs.Write.VersionInfo == "" || vs.Retired != nil {
-		return nil
+		return false, nil
 	}
 	name := path.Join(prof, store.VersionName(vs.Version), ".version.json")
 	b, _, err := st.FS().ReadFile(ctx, name)
 	switch {
+	case ctx.Err() != nil:
+		return false, ctx.Err()
 	case errors.Is(err, fsys.ErrNotExist):
 		rep.add(ProblemMissing, name, "the version's schema and partitioning, vouched for by its write record, are gone")
 	case err != nil:
 		rep.add(ProblemMutated, name, "cannot be read: %v", err)
 	default:
 		sum := sha256.Sum256(b)
-		if hex.EncodeToString(sum[:]) != vs.Write.VersionInfo {
-			rep.add(ProblemMutated, name, "not the one its write record vouches for")
+		if hex.EncodeToString(sum[:]) == vs.Write.VersionInfo {
+			return false, nil
 		}
+		rep.add(ProblemMutated, name, "not the one its write record vouches for (sha256 %s, committed as %s)", hex.EncodeToString(sum[:]), vs.Write.VersionInfo)
 	}
-	return nil
+	return true, nil
 }
 
 func reportEntries(rep *VerifyReport, temps, links, unknown []fsys.Entry, now time.Time, staleAfter time.Duration) {

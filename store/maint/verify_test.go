@@ -237,6 +237,70 @@ func TestVerifyTamper(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, []string{"missing " + orders + "/v0/2.parquet", "mutated " + orders + "/manifest.json"}},
+		// One damaged file never blinds the audit to the rest: a version
+		// whose .version.json is changed, gone or unparsable still has
+		// every file its records list checked, and every other version
+		// and profile is checked too (red team round 19, t03).
+		{".version.json of an old version edited, with other tampers", func(t *testing.T, s *store.Store, dir string) {
+			put(t, s, store.ModeWrite, strings.Split(orders, "/"), ids(9, 10), store.PutOptions{SchemaVersion: "1.0.0"})
+			editJSON(t, filepath.Join(dir, orders, "v0", ".version.json"), "writer", "someone else")
+			flip(t, filepath.Join(dir, orders, "v1", "0.parquet"))
+			remove(t, filepath.Join(dir, orders, "v0", "2.parquet"))
+			remove(t, filepath.Join(dir, parts, "v0", "region=us", "0.parquet"))
+		}, []string{"missing " + orders + "/v0/2.parquet", "missing " + parts + "/v0/region=us/0.parquet", "mutated " + orders + "/v0/.version.json", "mutated " + orders + "/v1/0.parquet"}},
+		{".version.json of the latest version edited, and a flipped byte in it", func(t *testing.T, _ *store.Store, dir string) {
+			editJSON(t, filepath.Join(dir, orders, "v0", ".version.json"), "writer", "someone else")
+			flip(t, filepath.Join(dir, orders, "v0", "1.parquet"))
+		}, []string{"mutated " + orders + "/v0/.version.json", "mutated " + orders + "/v0/1.parquet"}},
+		{".version.json of an old version deleted, and a flipped byte in it", func(t *testing.T, s *store.Store, dir string) {
+			put(t, s, store.ModeWrite, strings.Split(orders, "/"), ids(9, 10), store.PutOptions{SchemaVersion: "1.0.0"})
+			remove(t, filepath.Join(dir, orders, "v0", ".version.json"))
+			flip(t, filepath.Join(dir, orders, "v0", "0.parquet"))
+		}, []string{"missing " + orders + "/v0/.version.json", "mutated " + orders + "/v0/0.parquet"}},
+		{".version.json that does not parse, a deleted file and a stale temp", func(t *testing.T, _ *store.Store, dir string) {
+			writeFile(t, filepath.Join(dir, orders, "v0", ".version.json"), `{"version": "v0", "sche`, 0)
+			remove(t, filepath.Join(dir, orders, "v0", "1.parquet"))
+			writeFile(t, filepath.Join(dir, orders, "v0", ".0123.parquet.tmp"), "half", 2*time.Hour)
+		}, []string{"missing " + orders + "/v0/1.parquet", "mutated " + orders + "/v0/.version.json", "stale_temp " + orders + "/v0/.0123.parquet.tmp"}},
+		{".version.json replaced by a directory, and a truncated file", func(t *testing.T, _ *store.Store, dir string) {
+			p := filepath.Join(dir, orders, "v0", ".version.json")
+			remove(t, p)
+			if err := os.Mkdir(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			p = filepath.Join(dir, orders, "v0", "2.parquet")
+			writeFile(t, p, string(readFile(t, p)[:10]), 0)
+		}, []string{"mutated " + orders + "/v0/.version.json", "mutated " + orders + "/v0/2.parquet"}},
+		{"partitioned .version.json edited, an orphan in a partition and a flipped byte", func(t *testing.T, _ *store.Store, dir string) {
+			editJSON(t, filepath.Join(dir, parts, "v0", ".version.json"), "writer", "someone else")
+			copyFile(t, filepath.Join(dir, parts, "v0", "region=eu", "0.parquet"), filepath.Join(dir, parts, "v0", "region=eu", "7.parquet"))
+			flip(t, filepath.Join(dir, parts, "v0", "region=us", "0.parquet"))
+		}, []string{"mutated " + parts + "/v0/.version.json", "mutated " + parts + "/v0/region=us/0.parquet", "orphan " + parts + "/v0/region=eu/7.parquet"}},
+		{"a CSV file planted in a Parquet version, and a flipped byte", func(t *testing.T, _ *store.Store, dir string) {
+			writeFile(t, filepath.Join(dir, orders, "v0", "9.csv"), "id\n1\n", 0)
+			flip(t, filepath.Join(dir, orders, "v0", "0.parquet"))
+		}, []string{"mutated " + orders + "/v0", "mutated " + orders + "/v0/0.parquet", "unrecorded " + orders + "/v0/9.csv"}},
+		{"a log segment replaced by a FIFO, and a flipped byte", func(t *testing.T, _ *store.Store, dir string) {
+			remove(t, segPath(dir, orders, 2))
+			mkfifo(t, segPath(dir, orders, 2))
+			flip(t, filepath.Join(dir, orders, "v0", "0.parquet"))
+		}, []string{"chain_broken " + orders + "/.log", "mutated " + orders + "/v0/0.parquet", "orphan " + orders + "/v0/1.parquet"}},
+		{"manifest deleted, and a flipped byte", func(t *testing.T, _ *store.Store, dir string) {
+			remove(t, filepath.Join(dir, orders, "manifest.json"))
+			flip(t, filepath.Join(dir, orders, "v0", "0.parquet"))
+		}, []string{"missing " + orders + "/manifest.json", "mutated " + orders + "/v0/0.parquet"}},
+		{"manifest replaced by a directory, and a deleted file", func(t *testing.T, _ *store.Store, dir string) {
+			p := filepath.Join(dir, orders, "manifest.json")
+			remove(t, p)
+			if err := os.Mkdir(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			remove(t, filepath.Join(dir, orders, "v0", "1.parquet"))
+		}, []string{"missing " + orders + "/v0/1.parquet", "mutated " + orders + "/manifest.json"}},
+		{"lock replaced by a FIFO, and a flipped byte", func(t *testing.T, _ *store.Store, dir string) {
+			mkfifo(t, filepath.Join(dir, orders, "manifest.json.write_lock"))
+			flip(t, filepath.Join(dir, orders, "v0", "2.parquet"))
+		}, []string{"mutated " + orders + "/v0/2.parquet", "unknown " + orders + "/manifest.json.write_lock"}},
 		{"what is left of a retired version", func(t *testing.T, s *store.Store, dir string) {
 			keys := strings.Split(orders, "/")
 			put(t, s, store.ModeWrite, keys, ids(9), store.PutOptions{SchemaVersion: "1.0.0"})
@@ -636,7 +700,7 @@ func TestVerifySeesHiddenVersions(t *testing.T) {
 			if err := os.WriteFile(p, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
-		}, "missing sales/parts"}, // the loader refuses the version: the profile cannot be verified in full
+		}, "mutated sales/parts/v0/.version.json"}, // named, and the rest still checked (red team round 19, t03)
 		{"manifest at an empty directory", func(t *testing.T, dir string) {
 			if err := os.Mkdir(filepath.Join(dir, "sales", "orders", "v9"), 0o755); err != nil {
 				t.Fatal(err)
@@ -664,4 +728,36 @@ func TestVerifySeesHiddenVersions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// flip flips one byte in the middle of a file.
+func flip(t *testing.T, p string) {
+	t.Helper()
+	b := readFile(t, p)
+	b[len(b)/2] ^= 0x01
+	writeFile(t, p, string(b), 0)
+}
+
+// remove deletes a file.
+func remove(t *testing.T, p string) {
+	t.Helper()
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// editJSON sets one field of a JSON object file (a tamperer's edit that
+// keeps it valid).
+func editJSON(t *testing.T, p, field string, value any) {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(readFile(t, p), &m); err != nil {
+		t.Fatal(err)
+	}
+	m[field] = value
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, p, string(b), 0)
 }
