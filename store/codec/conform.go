@@ -177,22 +177,9 @@ func textToBool[T interface {
 	arrow.Array
 	Value(int) string
 }](ctx context.Context, src T) (arrow.Array, error) {
-	b := array.NewBooleanBuilder(compute.GetAllocator(ctx))
-	defer b.Release()
-	b.Reserve(src.Len())
-	for i := 0; i < src.Len(); i++ {
-		switch v := src.Value(i); {
-		case src.IsNull(i):
-			b.AppendNull()
-		case strings.EqualFold(v, "true"):
-			b.Append(true)
-		case strings.EqualFold(v, "false"):
-			b.Append(false)
-		default:
-			return nil, fmt.Errorf("%w: %q is not a boolean (true or false)", ErrInvalid, v)
-		}
-	}
-	return b.NewArray(), nil
+	return textBools(compute.GetAllocator(ctx), src, func(v string) error {
+		return fmt.Errorf("%w: %q is not a boolean (true or false)", ErrInvalid, v)
+	})
 }
 
 // sameShape reports whether a and b are the same nested type but for the

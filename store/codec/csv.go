@@ -526,19 +526,30 @@ func (r *csvReader) Next() bool {
 
 // parseBools reads "true"/"false" in any case.
 func parseBools(mem memory.Allocator, name string, s *array.String) (arrow.Array, error) {
+	return textBools(mem, s, func(v string) error {
+		return fmt.Errorf("%w: CSV column %q holds %q, not a boolean", ErrSchemaMismatch, name, v)
+	})
+}
+
+// textBools reads "true" and "false", in any case, as booleans, as the
+// CSV inference rule does; any other text is bad's error.
+func textBools[T interface {
+	arrow.Array
+	Value(int) string
+}](mem memory.Allocator, src T, bad func(v string) error) (arrow.Array, error) {
 	b := array.NewBooleanBuilder(mem)
 	defer b.Release()
-	b.Reserve(s.Len())
-	for i := 0; i < s.Len(); i++ {
-		switch v := s.Value(i); {
-		case s.IsNull(i):
+	b.Reserve(src.Len())
+	for i := 0; i < src.Len(); i++ {
+		switch v := src.Value(i); {
+		case src.IsNull(i):
 			b.AppendNull()
 		case strings.EqualFold(v, "true"):
 			b.Append(true)
 		case strings.EqualFold(v, "false"):
 			b.Append(false)
 		default:
-			return nil, fmt.Errorf("%w: CSV column %q holds %q, not a boolean", ErrSchemaMismatch, name, v)
+			return nil, bad(v)
 		}
 	}
 	return b.NewArray(), nil
