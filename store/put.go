@@ -489,6 +489,13 @@ func (s *Store) stageVersion(ctx context.Context, ps *profileState, rdr array.Re
 	b, _ := json.MarshalIndent(vi, "", "  ")
 	if err := s.fs.CreateExclusive(ctx, path.Join(p.vdir(version), versionInfoName), b); err != nil {
 		s.discard(ps, st)
+		if isNotExist(err) || errors.Is(err, fsys.ErrExist) {
+			// The version directory it reserved was removed before its
+			// .version.json was made (a sweep with no age), and perhaps
+			// reserved again by another write: nothing of this put was
+			// committed (red team round 20's u02: this answered INTERNAL).
+			return nil, fmt.Errorf("%w: %s: the version %s this write reserved was removed or taken before it began (by a sweep with no age?); nothing was committed: retry", ErrUnavailable, p, VersionName(version))
+		}
 		return nil, fmt.Errorf("write %s %s: %w", p, VersionName(version), err)
 	}
 	st.infoHash = sha256Hex(b)

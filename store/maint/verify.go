@@ -353,6 +353,15 @@ func verifyVersion(ctx context.Context, st *store.Store, in *store.Inspection, v
 		if live && now.Sub(e.ModTime) < o.StaleAfter {
 			continue // perhaps a put of this server, still running
 		}
+		if len(in.LogProblems) > 0 {
+			// The log is damaged (chain_broken): the record that listed
+			// this file may be what was lost, so it may be committed data,
+			// altered or not (red team round 20's u01: a blank line made a
+			// whole segment unreadable, and a file its intact record
+			// listed, altered, read as a killed writer's leftover).
+			rep.add(ProblemOrphan, e.Name, "a data file Quiver wrote that no readable commit record lists; the profile's log is damaged (chain_broken), so it may be a committed file whose record was lost, not a killed writer's: restore the log before sweeping; readers do not see it")
+			continue
+		}
 		rep.add(ProblemOrphan, e.Name, "a data file Quiver wrote that no commit record lists (its writer died before committing); readers do not see it")
 	}
 	for _, df := range vs.Unrecorded {
