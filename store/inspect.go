@@ -325,10 +325,16 @@ func (s *Store) inspectLog(ctx context.Context, ps *profileState, in *Inspection
 		recs, perr := parseSegment(b, sg.first, name, p.String())
 		if perr != nil {
 			in.LogProblems = append(in.LogProblems, fmt.Sprintf("%s: %v", path.Join(logDir, sg.name), unwrapCorruption(perr)))
-			// Nothing after this point chains to a known head.
-			lv.head = sg.first - 1
-			lv.headHash = ""
-			continue
+			// The records before the damage are still audited: the files
+			// they list are checked against them (red team round 20's u01:
+			// a blank line after an intact record lost the whole segment,
+			// and an altered file it listed read as a killed writer's).
+			if recs = salvageSegment(b, sg.first, p.String()); len(recs) == 0 {
+				// Nothing after this point chains to a known head.
+				lv.head = sg.first - 1
+				lv.headHash = ""
+				continue
+			}
 		}
 		if sg.first != lv.head+1 {
 			in.LogProblems = append(in.LogProblems, fmt.Sprintf("%s: records %d to %d are missing", path.Join(logDir, sg.name), lv.head+1, sg.first-1))

@@ -119,6 +119,29 @@ func parseSegment(b []byte, first int64, name, profile string) ([]*CommitRecord,
 	return out, nil
 }
 
+// salvageSegment returns the records of a damaged segment (one
+// parseSegment refused) that come before its damage: each of its leading
+// lines that parses, in order, as the next record of profile. An audit
+// checks the files they list against them rather than losing the whole
+// segment to a blank line after an intact record (red team round 20's
+// u01). The records are as unproven as the segment's chain check finds
+// them; readers never use them.
+func salvageSegment(b []byte, first int64, profile string) []*CommitRecord {
+	var out []*CommitRecord
+	for i := 0; ; i++ {
+		line, rest, ok := bytes.Cut(b, []byte("\n"))
+		if !ok {
+			return out // no newline: a torn last line is not a record
+		}
+		b = rest
+		r, err := parseRecord(line)
+		if err != nil || r.Seq != first+int64(i) || r.Path != profile || (r.Keys != nil && ProfilePath(r.Keys) != profile) {
+			return out
+		}
+		out = append(out, r)
+	}
+}
+
 // readSegment reads and parses one segment; (nil, nil) if it does not
 // exist.
 func (s *Store) readSegment(ctx context.Context, p profile, first int64) ([]*CommitRecord, error) {

@@ -141,6 +141,25 @@ func TestVerifyTamper(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, []string{"chain_broken " + orders + "/.log", "orphan " + orders + "/v0/1.parquet"}},
+		// Red team round 20's u01: the intact record before the damage is
+		// still read, so the file it lists, altered, is mutated, not an
+		// orphan; a torn or foreign line after it the same.
+		{"a blank line after an intact record, and its file altered", func(t *testing.T, _ *store.Store, dir string) {
+			seg := segPath(dir, orders, 2)
+			writeFile(t, seg, string(readFile(t, seg))+"\n", 0)
+			p := filepath.Join(dir, orders, "v0", "1.parquet")
+			b := readFile(t, p)
+			b[len(b)/2] ^= 0x01
+			writeFile(t, p, string(b), 0)
+		}, []string{"chain_broken " + orders + "/.log", "mutated " + orders + "/v0/1.parquet"}},
+		{"a torn line after an intact record", func(t *testing.T, _ *store.Store, dir string) {
+			seg := segPath(dir, orders, 2)
+			writeFile(t, seg, string(readFile(t, seg))+`{"seq":3,"pa`, 0)
+		}, []string{"chain_broken " + orders + "/.log"}},
+		{"a garbled first line", func(t *testing.T, _ *store.Store, dir string) {
+			seg := segPath(dir, orders, 2)
+			writeFile(t, seg, "x"+string(readFile(t, seg)), 0)
+		}, []string{"chain_broken " + orders + "/.log", "orphan " + orders + "/v0/1.parquet"}},
 		{"delete the last log segment", func(t *testing.T, _ *store.Store, dir string) {
 			if err := os.Remove(segPath(dir, orders, 3)); err != nil {
 				t.Fatal(err)
