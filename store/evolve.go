@@ -463,7 +463,25 @@ func (s *Store) recordSchema(ctx context.Context, ps *profileState, st *staged, 
 	if !st.evolves && !columnsWithin(st.schema, u) {
 		return "", nil, fmt.Errorf("%w: %s %s: the append's columns no longer fit the version's schema; retry it", ErrUnavailable, ps.p, VersionName(st.version))
 	}
-	return encodeRecordSchema(st.schema), st.schema, nil
+	enc := encodeRecordSchema(st.schema)
+	if len(enc) > maxStoredSchema {
+		return "", nil, schemaTooLarge(ps.p, len(enc))
+	}
+	return enc, st.schema, nil
+}
+
+// maxStoredSchema bounds a schema as the store keeps it (base64, in a
+// commit record or a .version.json): those are metadata files, read
+// whole and refused over fsys.MaxReadFile, so a schema near that size
+// was acknowledged and then made the profile unreadable after a restart
+// (red team round 21's v01: 48 added columns with names of 1 MiB). A
+// segment may hold several records.
+const maxStoredSchema = 8 << 20
+
+// schemaTooLarge is the refusal of a put whose schema, as stored, is n
+// bytes.
+func schemaTooLarge(p profile, n int) error {
+	return fmt.Errorf("%w: %s: the schema is %d bytes as stored (base64), more than %d: column names and metadata that long cannot be kept in a commit record; nothing was committed", ErrInvalidArgument, p, n, maxStoredSchema)
 }
 
 // applyEvolution gives a loaded Quiver Parquet version its evolved schema

@@ -484,6 +484,10 @@ func (s *Store) stageVersion(ctx context.Context, ps *profileState, rdr array.Re
 	md := sc.Metadata()
 	st.schema = arrow.NewSchema(sc.Fields(), &md)
 	vi := newVersionInfo(version, f, st.schema, o.PartitionBy, o.SchemaVersion, s.opts.now(), s.writerOf(o))
+	if len(vi.Schema) > maxStoredSchema {
+		s.discard(ps, st)
+		return nil, schemaTooLarge(p, len(vi.Schema))
+	}
 	me := s.self()
 	vi.Creator = &me
 	b, _ := json.MarshalIndent(vi, "", "  ")

@@ -7,8 +7,11 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/quiverdb/quiver/store/fsys"
 )
@@ -81,5 +84,41 @@ func TestWriteVersionSweptBeforeItsInfo(t *testing.T) {
 				t.Fatalf("read after the retry: %s", rows)
 			}
 		})
+	}
+}
+
+// TestSchemaTooLargeToStoreRefused: a put whose schema, as the store keeps
+// it (base64 in a commit record or .version.json), would outgrow what a
+// metadata file may be is refused before it commits, and leaves the data
+// directory as it was (red team round 21's v01: an append adding columns
+// with names of 1 MiB was acknowledged, and after a restart every read and
+// put of the profile answered DATA_LOSS: its segment was over the 64 MiB a
+// metadata file is read up to).
+func TestSchemaTooLargeToStoreRefused(t *testing.T) {
+	s, dir := newTestStore(t)
+	k := []string{"big"}
+	put(t, s, ModeWrite, k, ids(1), PutOptions{})
+	long := strings.Repeat("c", 7<<20)
+	wide := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true}, {Name: long, Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, nil)
+	before := snapshotDir(t, dir)
+	for _, mode := range []Mode{ModeAppend, ModeWrite} {
+		rdr := fromJSON(t, wide, `[{"id":2}]`)
+		_, err := s.Put(context.Background(), k, rdr, PutOptions{Mode: mode, SchemaVersion: "1.0.0"})
+		rdr.Release()
+		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "as stored") {
+			msg := fmt.Sprint(err)
+			t.Fatalf("%s of a column named with 7 MiB: %.300s", mode, msg)
+		}
+		if after := snapshotDir(t, dir); after != before {
+			t.Fatalf("%s: the refused put changed the data directory", mode)
+		}
+	}
+	fresh, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if _, rows := readAll(t, fresh, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}}); rows != `[{"id":1}]` {
+		t.Fatalf("read after a restart: %s", rows)
 	}
 }

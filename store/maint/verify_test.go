@@ -156,6 +156,16 @@ func TestVerifyTamper(t *testing.T) {
 			seg := segPath(dir, orders, 2)
 			writeFile(t, seg, string(readFile(t, seg))+`{"seq":3,"pa`, 0)
 		}, []string{"chain_broken " + orders + "/.log"}},
+		// Red team round 21's v02: a segment over the size a metadata file
+		// is read up to stopped the audit of the whole profile.
+		{"a segment too large to read, and another segment's file altered", func(t *testing.T, _ *store.Store, dir string) {
+			seg := segPath(dir, orders, 2)
+			writeFile(t, seg, string(readFile(t, seg))+strings.Repeat("x", int(fsys.MaxReadFile))+"\n", 0)
+			p := filepath.Join(dir, orders, "v0", "0.parquet")
+			b := readFile(t, p)
+			b[len(b)/2] ^= 0x01
+			writeFile(t, p, string(b), 0)
+		}, []string{"chain_broken " + orders + "/.log", "mutated " + orders + "/v0/0.parquet", "orphan " + orders + "/v0/1.parquet"}},
 		{"a garbled first line", func(t *testing.T, _ *store.Store, dir string) {
 			seg := segPath(dir, orders, 2)
 			writeFile(t, seg, "x"+string(readFile(t, seg)), 0)
