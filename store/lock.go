@@ -203,6 +203,7 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 		return nil
 	}
 	poll := time.Millisecond
+	swept := 0
 	for {
 		// The lock's creation need not be durable: a lock lost in a
 		// machine crash protected nothing any more, and one that
@@ -216,8 +217,14 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 			acquired = true
 			return unlock, nil
 		}
+		if isNotExist(err) && swept < 3 {
+			// The lock's temp was removed before its link (a sweep with
+			// no age; red team round 21's v03): take it again.
+			swept++
+			continue
+		}
 		if !errors.Is(err, fsys.ErrExist) {
-			return nil, fmt.Errorf("lock manifest of %s: %w", p, err)
+			return nil, fmt.Errorf("lock manifest of %s: %w", p, raced(p, err))
 		}
 		ls, err := s.inspectLock(ctx, p)
 		if err != nil {
