@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sync/errgroup"
 
@@ -368,6 +369,7 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 
 		var recs []*CommitRecord
 		var accepted []int
+		var segBytes int64      // what recs will take in the segment (recordBytes)
 		ids := map[reqKey]int{} // request key → the position in batch of the put with it
 		created := false
 		var creator *staged // the put that creates the profile
@@ -493,6 +495,23 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 				newest = max(newest, st.version)
 				cur = max(cur, st.version)
 			}
+			// The segment is a metadata file, read whole and refused over
+			// fsys.MaxReadFile: a cycle's records must fit in one (red
+			// team round 22's w01: 12 appends each carrying a 7.7 MB
+			// schema made an 85 MB segment, and the profile unreadable
+			// after a restart). A record that alone outgrows the budget
+			// is refused; one that would overfill the cycle's segment
+			// waits for a retry in a later cycle.
+			n := recordBytes(c)
+			switch {
+			case n > maxRecordBytes:
+				res[i].err = fmt.Errorf("%w: %s: the put's commit record would be about %d bytes, more than %d (its schema, files and metadata); nothing was committed", ErrInvalidArgument, p, n, maxRecordBytes)
+				continue
+			case segBytes+n > maxSegmentBytes && len(recs) > 0:
+				res[i].err = fmt.Errorf("%w: %s: this commit's log segment is full (the records of the puts committed with it); nothing was committed: retry", ErrUnavailable, p)
+				continue
+			}
+			segBytes += n
 			if st.o.RequestID != "" {
 				ids[st.o.requestKey()] = i
 			}
@@ -857,4 +876,64 @@ func (s *Store) settleManifest(ctx context.Context, ps *profileState) error {
 	}
 	_, _, _, err = s.repairManifest(ctx, ps, latest, tok, missing)
 	return err
+}
+
+// Bounds of what a commit writes to the log, estimated by recordBytes: a
+// segment is read whole, and refused over fsys.MaxReadFile (64 MiB), so
+// both stay under it with room for what the estimate leaves out.
+var (
+	maxRecordBytes  int64 = 48 << 20
+	maxSegmentBytes int64 = 48 << 20
+)
+
+// recordBytes estimates, from above, the length of c's line in a segment:
+// its strings as JSON writes them (jsonLen), its schema (base64: never
+// escaped), its metadata, and an allowance for the numbers, hashes and
+// field names of the record and of each file entry.
+func recordBytes(c *CommitRecord) int64 {
+	n := int64(2048+len(c.Schema)) + jsonLen(string(c.Metadata)) + jsonLen(c.RequestID) + jsonLen(c.Writer) + jsonLen(c.Path)
+	for _, k := range c.Keys {
+		n += jsonLen(k) + 8
+	}
+	for _, f := range c.Files {
+		n += 384 + jsonLen(f.Path)
+		for k, v := range f.Partition {
+			n += jsonLen(k) + jsonLen(v) + 8
+		}
+	}
+	return n
+}
+
+// jsonLen is at least the length of s as encoding/json writes it in a
+// string: six bytes for a control character and for <, > and & (escaped
+// for HTML), and for each byte of invalid UTF-8 (\ufffd), two for " and
+// \, and six for U+2028 and U+2029.
+func jsonLen(s string) int64 {
+	n := int64(2)
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			switch {
+			case b < 0x20 || b == '<' || b == '>' || b == '&':
+				n += 6
+			case b == '"' || b == '\\':
+				n += 2
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 6
+		case r == '\u2028' || r == '\u2029':
+			n += 6
+		default:
+			n += int64(size)
+		}
+		i += size
+	}
+	return n
 }

@@ -390,6 +390,13 @@ func planAppend(in *arrow.Schema, vs *VersionState, o PutOptions, what string) (
 		md = im
 	}
 	schema := arrow.NewSchema(fields, &md)
+	// The version's schema grows by this append: it must stay one a put
+	// may send, or the version could not be compacted (red team round
+	// 22's w02: appends each adding 350 KiB of field metadata to another
+	// column made 1.4 MB, over the limit a compaction then refused).
+	if err := codec.ValidateSchema(schema); err != nil {
+		return nil, fmt.Errorf("%s: the version's schema with this append's columns and metadata: %w", what, err)
+	}
 	conf, err := codec.PlanConform(in, schema, true, what)
 	if err != nil {
 		return nil, fmt.Errorf("%w (schema evolution only adds nullable columns: existing columns keep their types)", err)

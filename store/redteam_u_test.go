@@ -2,11 +2,14 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -120,5 +123,127 @@ func TestSchemaTooLargeToStoreRefused(t *testing.T) {
 	defer fresh.Close()
 	if _, rows := readAll(t, fresh, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}}); rows != `[{"id":1}]` {
 		t.Fatalf("read after a restart: %s", rows)
+	}
+}
+
+// TestJSONLenBoundsEncoding: jsonLen is never below what encoding/json
+// writes for a string, whatever its bytes.
+func TestJSONLenBoundsEncoding(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	pieces := []string{"a", "é", "<", ">", "&", "\"", "\\", "\n", "\x00", "\u2028", "\xff", "%2F", "北"}
+	for i := 0; i < 5000; i++ {
+		var sb strings.Builder
+		for k := r.Intn(20); k > 0; k-- {
+			sb.WriteString(pieces[r.Intn(len(pieces))])
+		}
+		s := sb.String()
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := jsonLen(s); got < int64(len(b)) {
+			t.Fatalf("jsonLen(%q) = %d, encoding/json writes %d bytes", s, got, len(b))
+		}
+	}
+}
+
+// TestCycleSegmentBounded: the records a commit cycle writes into one log
+// segment stay within maxSegmentBytes (red team round 22's w01: twelve
+// appends each carrying a 7.7 MB schema made an 85 MB segment, over what a
+// metadata file is read up to, and the profile unreadable after a
+// restart). Appends that would overfill a cycle's segment are refused as
+// unavailable and commit when retried; every row is there once.
+func TestCycleSegmentBounded(t *testing.T) {
+	old := maxSegmentBytes
+	maxSegmentBytes = 3 << 10 // about one small append's record
+	t.Cleanup(func() { maxSegmentBytes = old })
+	s, dir := newTestStore(t)
+	k := []string{"seg"}
+	put(t, s, ModeWrite, k, ids(0), PutOptions{})
+	const n = 16
+	var wg sync.WaitGroup
+	retried := make([]int, n)
+	for i := range n {
+		wg.Go(func() {
+			for {
+				rdr := ids(int64(i + 1))
+				_, err := s.Put(context.Background(), k, rdr, PutOptions{Mode: ModeAppend, RequestID: fmt.Sprint("r", i)})
+				rdr.Release()
+				if errors.Is(err, ErrUnavailable) {
+					retried[i]++
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+				}
+				return
+			}
+		})
+	}
+	wg.Wait()
+	segs, err := filepath.Glob(filepath.Join(dir, "seg", logDir, "*"+segmentExt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seg := range segs {
+		b, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lines := strings.Count(string(b), "\n"); lines > 1 && int64(len(b)) > maxSegmentBytes {
+			t.Errorf("%s: %d records in %d bytes, over the cycle's %d", filepath.Base(seg), lines, len(b), maxSegmentBytes)
+		}
+	}
+	fresh, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	_, rows := readAll(t, fresh, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}})
+	for i := 0; i <= n; i++ {
+		if c := strings.Count(rows, fmt.Sprintf(`{"id":%d}`, i)); c != 1 {
+			t.Errorf("id %d read %d times: %s", i, c, rows)
+		}
+	}
+	t.Logf("%d segments; retries %v", len(segs), retried)
+}
+
+// TestEvolvedSchemaMetadataBounded: appends that add columns may each set
+// field metadata on the version's columns, which the version's schema
+// keeps; the append that would take the version's schema metadata over
+// codec.MaxMetadataBytes is refused, so that the version still compacts
+// (red team round 22's w02: four appends with 350 KiB each on another
+// column made 1.4 MB, and every compaction was refused).
+func TestEvolvedSchemaMetadataBounded(t *testing.T) {
+	s, _ := newTestStore(t)
+	k := []string{"md"}
+	base := []arrow.Field{}
+	for c := range 6 {
+		base = append(base, arrow.Field{Name: fmt.Sprint("c", c), Type: arrow.PrimitiveTypes.Int64, Nullable: true})
+	}
+	put(t, s, ModeWrite, k, fromJSON(t, arrow.NewSchema(base, nil), `[{"c0":1}]`), PutOptions{SchemaVersion: "1.0.0"})
+	doc := strings.Repeat("m", 350<<10)
+	var refused error
+	for i := range 5 {
+		fields := slices.Clone(base)
+		fields[i].Metadata = arrow.NewMetadata([]string{"doc"}, []string{doc})
+		fields = append(fields, arrow.Field{Name: fmt.Sprint("n", i), Type: arrow.PrimitiveTypes.Int64, Nullable: true})
+		base = append(base, arrow.Field{Name: fmt.Sprint("n", i), Type: arrow.PrimitiveTypes.Int64, Nullable: true})
+		rdr := fromJSON(t, arrow.NewSchema(fields, nil), `[{"c0":2}]`)
+		_, err := s.Put(context.Background(), k, rdr, PutOptions{Mode: ModeAppend, SchemaVersion: fmt.Sprintf("1.%d.0", i+1)})
+		rdr.Release()
+		if err != nil {
+			if !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("append %d: %v", i, err)
+			}
+			refused = err
+			break
+		}
+	}
+	if refused == nil {
+		t.Fatal("appends took the version's schema metadata to 1.75 MB")
+	}
+	if _, err := s.Compact(context.Background(), k, CompactOptions{}); err != nil {
+		t.Fatalf("compact: %v", err)
 	}
 }
