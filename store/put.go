@@ -475,11 +475,7 @@ func (s *Store) stageVersion(ctx context.Context, ps *profileState, rdr array.Re
 		// its values are checked as an append's to a text column are ("05"
 		// appended to a column holding "x" was accepted, and the version
 		// could then not be compacted; red team round 19's t02).
-		for _, fl := range sc.Fields() {
-			if fl.Type.ID() == arrow.STRING {
-				st.csvText = append(st.csvText, fl.Name)
-			}
-		}
+		st.csvText = textColumns(sc, nil)
 	}
 	md := sc.Metadata()
 	st.schema = arrow.NewSchema(sc.Fields(), &md)
@@ -615,11 +611,7 @@ func (s *Store) stageAppend(ctx context.Context, ps *profileState, rdr array.Rec
 	st := &staged{p: p, mode: ModeAppend, version: latest, format: vs.Format, schema: ap.schema, by: vs.PartitionBy, schemaV: ap.schemaV, o: o,
 		evolves: ap.evolves, base: vs.Schema, baseV: vs.SchemaVersion}
 	if vs.Format == FormatCSV {
-		for _, f := range vs.Schema.Fields() {
-			if f.Type.ID() == arrow.STRING && !slices.Contains(vs.CSVUntyped, f.Name) {
-				st.csvText = append(st.csvText, f.Name)
-			}
-		}
+		st.csvText = textColumns(vs.Schema, vs.CSVUntyped)
 	}
 	if s.opts.groupBytes > 0 && len(vs.PartitionBy) == 0 && vs.Format == FormatParquet && o.carry == nil {
 		// Its file is claimed when it opens one (openFile), or by the
@@ -643,6 +635,18 @@ func (s *Store) writerOf(o PutOptions) string {
 		return o.Writer
 	}
 	return s.opts.writer
+}
+
+// textColumns names the string columns of sc but those in untyped: the
+// columns a CSV version's files make text (staged.csvText).
+func textColumns(sc *arrow.Schema, untyped []string) []string {
+	var out []string
+	for _, f := range sc.Fields() {
+		if f.Type.ID() == arrow.STRING && !slices.Contains(untyped, f.Name) {
+			out = append(out, f.Name)
+		}
+	}
+	return out
 }
 
 // claimIndex claims the next free index of a version by exclusively
