@@ -6,12 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -131,6 +129,9 @@ func (fw *FileWriter) start(first arrow.RecordBatch) error {
 	}
 	if cw != nil {
 		fw.pw = cw
+		// Its row groups reach the file from buffers freed after the
+		// write: written behind (see countingWriter).
+		fw.out.behind = fw.mem
 	} else {
 		pw, err := pqarrow.NewFileWriter(fw.schema, fw.out, props, aprops)
 		if err != nil {
@@ -619,7 +620,13 @@ func (fw *FileWriter) EndRowGroup() error {
 
 // Close ends the file: the last row group and the footer for Parquet, the
 // header row of a CSV file that got no rows. The io.Writer is not closed.
-func (fw *FileWriter) Close() error {
+func (fw *FileWriter) Close() (err error) {
+	defer func() {
+		// No write behind outlives Close, whatever it returns.
+		if werr := fw.out.drain(); werr != nil && err == nil {
+			err = fw.fail(werr)
+		}
+	}()
 	if fw.err != nil {
 		return fw.err
 	}
@@ -715,7 +722,7 @@ func (fw *FileWriter) dropOrdered() {
 // passed to the io.Writer is garbage and further writes to it stop. It may
 // be called after an error or Close.
 func (fw *FileWriter) Abort() {
-	fw.out.discard = true
+	fw.out.abandon()
 	if fw.guard != nil {
 		fw.guard.release()
 	}
@@ -771,87 +778,14 @@ func (fw *FileWriter) fail(err error) error {
 // classify tells an error of the io.Writer (returned as it is, so that
 // errors.Is finds ENOSPC) from one of the encoder, which is the data's.
 func (fw *FileWriter) classify(err error) error {
-	if fw.out.err != nil {
-		return fmt.Errorf("write %s file: %w", fw.format, fw.out.err)
+	if werr := fw.out.firstErr(); werr != nil {
+		return fmt.Errorf("write %s file: %w", fw.format, werr)
 	}
 	name := "Parquet"
 	if fw.format == FormatCSV {
 		name = "CSV"
 	}
 	return fmt.Errorf("%w: the data cannot be stored as %s: %v", ErrInvalid, name, err)
-}
-
-// hashAsideMin is the smallest write whose SHA-256 is computed beside the
-// write (on another goroutine) rather than after it.
-const hashAsideMin = 256 << 10
-
-// countingWriter hashes and counts what reaches w and keeps w's first error.
-type countingWriter struct {
-	w       io.Writer
-	h       hash.Hash
-	n       int64
-	err     error
-	discard bool
-}
-
-func (c *countingWriter) Write(b []byte) (int, error) {
-	if c.discard {
-		return len(b), nil
-	}
-	if c.err != nil {
-		return 0, c.err
-	}
-	var n int
-	var err error
-	if len(b) >= hashAsideMin {
-		// Hashed on another core while it is written: a row group
-		// reaches the file as one write per column chunk, megabytes
-		// each, while no column is being encoded. A write that fails
-		// leaves the hash with bytes the file does not have, but the
-		// error is kept and the file is never committed.
-		hashed := make(chan struct{})
-		go func() {
-			c.h.Write(b)
-			close(hashed)
-		}()
-		n, err = c.w.Write(b)
-		<-hashed
-	} else {
-		n, err = c.w.Write(b)
-		c.h.Write(b[:n])
-	}
-	c.n += int64(n)
-	if err == nil && n < len(b) {
-		err = io.ErrShortWrite
-	}
-	if err != nil {
-		c.err = err
-	}
-	return n, err
-}
-
-// countingAllocator counts the bytes allocated and not yet freed.
-type countingAllocator struct {
-	mem memory.Allocator
-	n   atomic.Int64
-}
-
-func (c *countingAllocator) Allocate(size int) []byte {
-	b := c.mem.Allocate(size)
-	c.n.Add(int64(len(b)))
-	return b
-}
-
-func (c *countingAllocator) Reallocate(size int, b []byte) []byte {
-	old := len(b)
-	b = c.mem.Reallocate(size, b)
-	c.n.Add(int64(len(b) - old))
-	return b
-}
-
-func (c *countingAllocator) Free(b []byte) {
-	c.n.Add(-int64(len(b)))
-	c.mem.Free(b)
 }
 
 // CSVFloats is the arrow csv.Writer type converter that writes floats as
