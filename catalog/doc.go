@@ -37,7 +37,10 @@
 // committed files after partition pruning) and splits the files into
 // endpoints of about EndpointBytes each. Every endpoint ticket pins the
 // version and its files, so parallel endpoints see one snapshot even while
-// new versions are written.
+// new versions are written. A CSV version's endpoint tickets also carry the
+// plan's column types ("csv_types"), which CSV reads otherwise infer from
+// the version's current files, so that appends after the plan do not
+// change the schema its endpoints stream.
 //
 // # Caveats
 //

@@ -24,6 +24,9 @@ func FuzzParseTicket(f *testing.F) {
 	f.Add([]byte(`{"path":"sales/orders","version":3,"partition":{"region":"eu"},"columns":["id"]}`))
 	f.Add([]byte(`{"path":"sales/orders","filter":{"and":[{"col":"region","op":"=","value":"eu"},{"col":"total","op":">","value":100}]},"limit":10}`))
 	f.Add([]byte(`{"prefix":"sales","source_column":"profile","limit":3}`))
+	f.Add([]byte(`{"path":"a/b","version":0,"files":["v0/0.csv"],"csv_types":{"id":"int64","f":"float64","b":"bool","s":"string"}}`))
+	f.Add([]byte(`{"path":"a/b","files":["v0/0.csv"],"csv_types":{"":"string","a\"b":"int64"}}`))
+	f.Add([]byte(`{"path":"a/b","files":["v0/0.csv"],"csv_types":{"x":"int64","x":"utf8"}}`))
 	f.Add([]byte(`{"paths":["a/b","a/c"],"versions":[1,"latest"],"read":1,"files":["v1/0.parquet"]}`))
 	f.Add([]byte(`{"path":"a/b","filter":{"substrait":"Gh8KGkIYCggSBgoCEgAiABIFCgNiAWESBQoDYgFiGgF4ImcKBnJlZ2lvbgoFdG90YWwKAWQKAnRzCgFzCgFhCgFmCgNiaWcKBGZsYWcSOwoEYgIQAQoEKgIQAQoFggECEAEKB4oCBAgGGAEKC8oBCAoEOgIQARgBCgRaAhABCgQ6AhABCgQKAhABOhAQLCoMQWNlcm8gMjYuMC4x"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {

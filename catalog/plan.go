@@ -150,9 +150,26 @@ func (c *Catalog) Plan(ctx context.Context, r *Request, desc *flight.FlightDescr
 			groups, partition = [][]string{nil}, r.Partition
 		}
 	}
+	// A CSV version's types are inferred from its files at each read:
+	// endpoints pinned to files carry the plan's, so that they stream the
+	// plan's schema after appends that change the types (red team round
+	// 18's s05).
+	var types map[string]string
+	if sn.Format == store.FormatCSV {
+		types = csvTypes(sn.Schema)
+	}
 	for _, group := range groups {
 		t := &Request{Keys: sn.Keys, Version: sn.Version, Columns: r.Columns, Files: group, Partition: partition, Filter: r.Filter, Limit: r.Limit}
-		info.Endpoint = append(info.Endpoint, &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: EncodeTicket(t)}})
+		if group != nil {
+			t.CSVTypes = types
+		}
+		b := EncodeTicket(t)
+		if len(b) > maxRequestBytes && t.CSVTypes != nil {
+			// Beside a large filter: a ticket DoGet would refuse.
+			t.CSVTypes = nil
+			b = EncodeTicket(t)
+		}
+		info.Endpoint = append(info.Endpoint, &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: b}})
 	}
 	return info, nil
 }

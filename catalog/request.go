@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"strconv"
 	"strings"
@@ -47,6 +48,12 @@ type Request struct {
 	// Files pins exact committed files (paths relative to the profile
 	// directory), as tickets from Plan do; nil means every file.
 	Files []string
+	// CSVTypes, with Files of a CSV version, gives every column of the
+	// version its type by name ("int64", "float64", "bool", "string"), as
+	// tickets from Plan do: the read streams the plan's types even after
+	// appends changed what the version's files give (store.SnapshotOptions).
+	// Nil: the version's types.
+	CSVTypes map[string]string
 	// Filter keeps only the rows for which it is true (nil: every row).
 	Filter *filter.Expr
 	// Limit, when not nil, ends the read after this many rows.
@@ -83,7 +90,7 @@ func (r *Request) Path() string {
 // ReadOptions converts the read fields for store.Read.
 func (r *Request) ReadOptions() store.ReadOptions {
 	o := store.ReadOptions{
-		SnapshotOptions: store.SnapshotOptions{Version: r.Version, Partition: r.Partition, Files: r.Files, Filter: r.Filter},
+		SnapshotOptions: store.SnapshotOptions{Version: r.Version, Partition: r.Partition, Files: r.Files, CSVTypes: r.CSVTypes, Filter: r.Filter},
 		Columns:         r.Columns,
 	}
 	if r.Limit != nil {
@@ -108,6 +115,9 @@ func (r *Request) CheckPut() error {
 	}
 	if r.Files != nil {
 		bad = append(bad, "files")
+	}
+	if r.CSVTypes != nil {
+		bad = append(bad, "csv_types")
 	}
 	if r.Filter != nil {
 		bad = append(bad, "filter")
@@ -228,6 +238,7 @@ type readWire struct {
 	Partition map[string]partitionValues `json:"partition,omitempty"`
 	Columns   []string                   `json:"columns,omitempty"`
 	Files     *[]string                  `json:"files,omitempty"`
+	CSVTypes  *csvTypesField             `json:"csv_types,omitempty"`
 	Filter    *filterField               `json:"filter,omitempty"`
 	Limit     *limitField                `json:"limit,omitempty"`
 	multiWire
@@ -384,6 +395,12 @@ func (w *readWire) toRequest(what string) (*Request, error) {
 			seen[f] = true
 		}
 		r.Files = append([]string{}, (*w.Files)...)
+	}
+	if w.CSVTypes != nil {
+		if w.Files == nil || w.multiWire.set() {
+			return nil, fmt.Errorf("%w: %s: \"csv_types\" go with the \"files\" of one profile (a planned CSV endpoint)", ErrInvalid, what)
+		}
+		r.CSVTypes = maps.Clone(w.CSVTypes.m)
 	}
 	if w.Filter != nil {
 		r.Filter = w.Filter.e
@@ -548,6 +565,9 @@ func EncodeTicket(r *Request) []byte {
 	if r.Files != nil {
 		files := append([]string{}, r.Files...)
 		w.Files = &files
+	}
+	if r.CSVTypes != nil {
+		w.CSVTypes = &csvTypesField{m: r.CSVTypes}
 	}
 	if r.Filter != nil {
 		w.Filter = &filterField{e: r.Filter}

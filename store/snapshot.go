@@ -62,6 +62,16 @@ type SnapshotOptions struct {
 	// Files pins exact files (paths relative to the profile directory), as
 	// a planned endpoint does. Every one must still exist in the version.
 	Files []string
+	// CSVTypes, for a read of pinned files of a CSV version, gives every
+	// column of the version its type by name ("int64", "float64", "bool",
+	// "string": codec.CSVType), as a planned endpoint's ticket carries the
+	// types of its plan: the read streams those rather than the types the
+	// version's files give now (red team round 18's s05: an append to a
+	// column of only nulls changed the type of the plan's endpoints). The
+	// names must be exactly the version's columns, and the pinned files'
+	// values must fit the types (ErrInvalidArgument). Nil: the version's
+	// types.
+	CSVTypes map[string]string
 	// Filter keeps only the rows for which it is true; files whose
 	// partition values rule it out are left out of the snapshot. A column
 	// it names that does not exist, or a literal of another type, is
@@ -104,6 +114,11 @@ func (s *Store) Snapshot(ctx context.Context, keys []string, o SnapshotOptions) 
 			pinned = append(pinned, df)
 		}
 		sn.Files = pinned
+	}
+	if o.CSVTypes != nil {
+		if err := s.pinCSVTypes(ctx, p, vs, sn, o); err != nil {
+			return nil, err
+		}
 	}
 	if o.Filter != nil {
 		if err := s.bindFilter(sn, o.Filter); err != nil {
