@@ -165,9 +165,9 @@ type countingAllocator struct {
 	mem memory.Allocator
 	n   atomic.Int64
 
-	mu     sync.Mutex
-	unpinned *sync.Cond // (lazily made)
-	large  map[*byte]*largeAlloc // by its first byte
+	mu       sync.Mutex
+	unpinned *sync.Cond            // (lazily made)
+	large    map[*byte]*largeAlloc // by its first byte
 }
 
 // largeAlloc is a live allocation of hashAsideMin bytes or more.
