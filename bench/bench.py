@@ -313,15 +313,21 @@ def start_peer():
 RESULTS = []  # one dict per (case, variant)
 
 
-def run_case(case, variants, reps=REPS, what=""):
+def run_case(case, variants, reps=REPS, what="", settle=False):
     """variants: [(name, fn, server or None)]; fn() returns (rows, bytes) or
-    a dict of extra fields. Runs every variant once per round."""
+    a dict of extra fields. Runs every variant once per round. settle: every
+    dirty page is written back before each variant runs (not timed), so
+    that a write is not measured with the writeback of the one before it
+    (the peer's and local pyarrow's files are not synced: the kernel wrote
+    their 430 MB back during the next variant at scale 1)."""
     times = {v[0]: [] for v in variants}
     peaks = {v[0]: 0 for v in variants}
     anon = {v[0]: 0 for v in variants}
     out = {v[0]: None for v in variants}
     for r in range(reps):
         for name, fn, srv in (variants if r % 2 == 0 else list(reversed(variants))):
+            if settle:
+                os.sync()
             if srv is not None:
                 srv.sampler.start()
             t0 = time.perf_counter()
@@ -728,7 +734,7 @@ def put_cases():
             (f"quiver partitioned by {PARTS} (pyarrow client)", lambda: quiver(["part"]), q),
             ("pyarrow Flight peer (pyarrow client)", peer, p),
             ("local pq.write_table", write_table, None),
-        ], what=f"{BATCH_ROWS:,}-row batches, zstd")
+        ], what=f"{BATCH_ROWS:,}-row batches, zstd", settle=True)
     finally:
         q.stop()
         p.stop()

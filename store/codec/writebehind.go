@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"bytes"
 	"hash"
 	"io"
 	"sync"
@@ -31,7 +32,8 @@ const writeBehindQueue = 64
 // (writing 16 MiB into the page cache took a sixth of a one-file put's
 // time, one core idle). The buffer's free is deferred until its write
 // ended (countingAllocator.pin), so nothing can reuse it meanwhile. A
-// write that is not of such a buffer waits for those before it. An error
+// small write is copied and written behind too; a large one of another
+// buffer waits for those before it and is written at once. An error
 // of a write behind is returned by a later Write, and by drain.
 type countingWriter struct {
 	w      io.Writer
@@ -39,9 +41,10 @@ type countingWriter struct {
 	n      int64
 	behind *countingAllocator
 
-	queue  chan []byte // to the write-behind goroutine (nil: not started)
-	wg     sync.WaitGroup
-	queued int // writes passed to it, ever (for tests)
+	queue   chan behindWrite // to the write-behind goroutine (nil: not started)
+	wg      sync.WaitGroup
+	pending atomic.Int32 // writes passed to it and not yet done
+	queued  int          // writes passed to it, ever (for tests)
 
 	mu      sync.Mutex // guards err and discard
 	err     error
@@ -76,16 +79,27 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 	if err := c.firstErr(); err != nil {
 		return 0, err
 	}
-	if c.behind != nil && len(b) >= hashAsideMin && c.behind.pin(b) {
-		if c.queue == nil {
-			c.queue = make(chan []byte, writeBehindQueue)
-			go c.writeBehind(c.queue)
+	if c.behind != nil {
+		// A large buffer of the encoder's is held until written; a
+		// small write (a column chunk of a few KiB, the footer) is
+		// copied if writes are behind, so that it does not wait for
+		// them.
+		w := behindWrite{b: b, pinned: len(b) >= hashAsideMin && c.behind.pin(b)}
+		if w.pinned || (len(b) < hashAsideMin && c.pending.Load() > 0) {
+			if !w.pinned {
+				w.b = bytes.Clone(b)
+			}
+			if c.queue == nil {
+				c.queue = make(chan behindWrite, writeBehindQueue)
+				go c.writeBehind(c.queue)
+			}
+			c.wg.Add(1)
+			c.pending.Add(1)
+			c.queued++
+			c.queue <- w
+			c.n += int64(len(b))
+			return len(b), nil
 		}
-		c.wg.Add(1)
-		c.queued++
-		c.queue <- b
-		c.n += int64(len(b))
-		return len(b), nil
 	}
 	c.wg.Wait() // (the writes before this one)
 	if err := c.firstErr(); err != nil {
@@ -124,14 +138,24 @@ func (c *countingWriter) write(b []byte) (int, error) {
 	return n, err
 }
 
-// writeBehind writes the buffers of q in order, each unpinned once
-// written (or skipped after an error, or when discarding).
-func (c *countingWriter) writeBehind(q <-chan []byte) {
-	for b := range q {
+// behindWrite is a write passed to the write-behind goroutine: a buffer
+// of the encoder's (pinned) or a copy.
+type behindWrite struct {
+	b      []byte
+	pinned bool
+}
+
+// writeBehind does the writes of q in order, each pinned buffer unpinned
+// once written (or skipped after an error, or when discarding).
+func (c *countingWriter) writeBehind(q <-chan behindWrite) {
+	for w := range q {
 		if c.firstErr() == nil && !c.discarding() {
-			_, _ = c.write(b)
+			_, _ = c.write(w.b)
 		}
-		c.behind.unpin(b)
+		if w.pinned {
+			c.behind.unpin(w.b)
+		}
+		c.pending.Add(-1)
 		c.wg.Done()
 	}
 }
