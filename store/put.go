@@ -206,7 +206,7 @@ func raced(p profile, err error) error {
 		errors.Is(err, ErrNotFound) || errors.Is(err, ErrVersionNotFound) {
 		return err
 	}
-	return fmt.Errorf("%w: %s: a file this put was writing was removed while it ran; nothing was committed: retry: %w", ErrUnavailable, p, err)
+	return fmt.Errorf("%w: %s: a file it was writing was removed meanwhile; nothing was committed: retry: %w", ErrUnavailable, p, err)
 }
 
 // Write is Put with ModeWrite.

@@ -476,9 +476,13 @@ func newSweep(stdout, stderr io.Writer) *cobra.Command {
 	cmd := adminCommand(stderr, &cobra.Command{
 		Use:   "sweep",
 		Short: "Remove what killed writers left behind (stale temps, uncommitted files)",
-		Long: `Remove, in every profile, hidden temp files, uncommitted files under partition
-directories and abandoned version directories once they are older than
---older-than (default 1h). Committed data is never touched.`,
+		Long: `Remove, in every profile, once they are older than --older-than (default 1h):
+hidden temp files, data files Quiver wrote that no commit lists (at a version's
+root or under its partition directories), version directories never committed,
+and pyrosome writes abandoned before their manifest move; and, at any age, what is
+left of retired versions. Committed data is never touched, nor anything sweep
+cannot classify, nor a profile whose commit log is damaged (see docs/format.md,
+"Sweep").`,
 		Args: cobra.NoArgs,
 	}, true, func(ctx context.Context, a admin, f *adminFlags, _ []string) error {
 		var o *time.Duration
