@@ -456,3 +456,37 @@ func sameRowSet(a, b string) bool {
 	}
 	return true
 }
+
+// A version may hold more partitions than one put may touch (several puts
+// each within the limit); compaction rewrites them all (red team round
+// 23's x01: it was refused as a put over the limit, and auto-compaction
+// retried it after every append).
+func TestCompactMorePartitionsThanAPutMayTouch(t *testing.T) {
+	s, _ := newTestStore(t, WithMaxPartitions(4))
+	ctx := context.Background()
+	k := []string{"c", "many"}
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "p", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	rows := func(from, to int) array.RecordReader {
+		var out []string
+		for i := from; i < to; i++ {
+			out = append(out, fmt.Sprintf(`{"id":%d,"p":%d}`, i, i))
+		}
+		return fromJSON(t, sc, "["+strings.Join(out, ",")+"]")
+	}
+	put(t, s, ModeWrite, k, rows(0, 4), PutOptions{PartitionBy: []string{"p"}})
+	put(t, s, ModeAppend, k, rows(4, 8), PutOptions{})
+	if _, err := s.Put(ctx, k, rows(8, 13), PutOptions{Mode: ModeAppend}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("a put of 5 partitions with a limit of 4: %v", err)
+	}
+	_, want := readAll(t, s, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: -1}})
+	rec, err := s.Compact(ctx, k, CompactOptions{})
+	if err != nil {
+		t.Fatalf("compaction of 8 partitions: %v", err)
+	}
+	if len(rec.Files) != 8 {
+		t.Fatalf("compaction wrote %d files, want one per partition (8)", len(rec.Files))
+	}
+	if _, got := readAll(t, s, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: -1}}); !sameRowSet(got, want) {
+		t.Fatalf("rows differ after compaction:\n got %.300s\nwant %.300s", got, want)
+	}
+}
