@@ -7,6 +7,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -251,5 +252,33 @@ func TestHeldRowsCharged(t *testing.T) {
 	t.Logf("heap grew by %d KiB (budget %d KiB, %d files)", (int64(peak)-int64(base))>>10, budget>>10, len(c.Files))
 	if grew := int64(peak) - int64(base); grew > 2*budget {
 		t.Errorf("heap grew by %d KiB during the put, budget %d KiB", grew>>10, budget>>10)
+	}
+}
+
+// A put whose partition values each fit a directory name, but together make
+// a path the file system refuses (ENAMETOOLONG), is the client's layout:
+// INVALID_ARGUMENT naming the path's size, not INTERNAL, and nothing of it
+// stays on disk (red team round 23's x04).
+func TestPartitionPathTooLongForTheFileSystem(t *testing.T) {
+	s, dir := newTestStore(t)
+	k := []string{"p", "deep"}
+	put(t, s, ModeWrite, k, ids(1), PutOptions{})
+	before := snapshotDir(t, dir)
+	var fields []arrow.Field
+	var by, cols []string
+	for i := range 30 {
+		name := fmt.Sprintf("c%02d", i)
+		fields = append(fields, arrow.Field{Name: name, Type: arrow.BinaryTypes.String})
+		by = append(by, name)
+		cols = append(cols, fmt.Sprintf("%q:%q", name, strings.Repeat(string(rune('a'+i%26)), 150)))
+	}
+	fields = append(fields, arrow.Field{Name: "id", Type: arrow.PrimitiveTypes.Int64})
+	sc := arrow.NewSchema(fields, nil)
+	_, err := s.Put(context.Background(), k, fromJSON(t, sc, `[{`+strings.Join(cols, ",")+`,"id":1}]`), PutOptions{Mode: ModeWrite, PartitionBy: by})
+	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "too long for the server's file system") || strings.Contains(err.Error(), dir) {
+		t.Fatalf("a 30-deep partition path of 4,600 bytes: %v", err)
+	}
+	if after := snapshotDir(t, dir); before != after {
+		t.Fatalf("the refused put changed the data dir:\nbefore %v\nafter  %v", before, after)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -1360,6 +1361,13 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		// commit cycle, once per directory for every put of the cycle
 		// (stagedDirs), before the record that lists it.
 		w, err := fsys.CreateSync(ctx, s.fs, k.name, fsys.SyncContent)
+		if errors.Is(err, syscall.ENAMETOOLONG) {
+			// Each partition value fits a directory name
+			// (codec.PartitionDir), but together they make a path the
+			// file system refuses: the client's layout, not the
+			// server's fault (red team round 23's x04).
+			return fmt.Errorf("%w: %s: the partition path of this put (%d bytes, %d directories) is too long for the server's file system", ErrInvalidArgument, p, len(k.dir), strings.Count(k.dir, "/")+1)
+		}
 		if err != nil {
 			return fmt.Errorf("write %s: %w", p, err)
 		}
