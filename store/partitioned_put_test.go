@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -280,5 +281,43 @@ func TestPartitionPathTooLongForTheFileSystem(t *testing.T) {
 	}
 	if after := snapshotDir(t, dir); before != after {
 		t.Fatalf("the refused put changed the data dir:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+// An append staged into a version that a write then superseded is
+// re-targeted to the new version: the partition directories it made in the
+// old one go with its files (red team round 23's x06, where they stayed,
+// empty, inside the committed version).
+func TestRetargetedAppendLeavesNoDirectories(t *testing.T) {
+	s, dir := newTestStore(t)
+	ctx := context.Background()
+	keys := []string{"re", "target"}
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "p", Type: arrow.BinaryTypes.String}}, nil)
+	put(t, s, ModeWrite, keys, fromJSON(t, sc, `[{"id":0,"p":"old"}]`), PutOptions{PartitionBy: []string{"p"}})
+	before := snapshotDir(t, filepath.Join(dir, "re", "target", "v0"))
+	p, err := s.resolve(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := s.state(p)
+	rdr := fromJSON(t, sc, `[{"id":1,"p":"new1"},{"id":2,"p":"new2"}]`)
+	defer rdr.Release()
+	st, err := s.stageAppend(ctx, ps, rdr, PutOptions{Mode: ModeAppend}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, ModeWrite, keys, fromJSON(t, sc, `[{"id":9,"p":"old"}]`), PutOptions{PartitionBy: []string{"p"}})
+	res := s.commitStaged(ctx, ps, st)
+	if !res.retarget {
+		t.Fatalf("the append was not re-targeted: %+v", res)
+	}
+	if _, err := s.retarget(ctx, ps, st, 0); err != nil {
+		t.Fatal(err)
+	}
+	if after := snapshotDir(t, filepath.Join(dir, "re", "target", "v0")); after != before {
+		t.Fatalf("the re-targeted append changed v0:\nbefore %s\nafter  %s", before, after)
+	}
+	if _, rows := readAll(t, s, keys, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}}); !strings.Contains(rows, `"id":1`) || !strings.Contains(rows, `"id":9`) {
+		t.Fatalf("rows of the latest version: %s", rows)
 	}
 }

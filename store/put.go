@@ -781,6 +781,16 @@ func (s *Store) discard(ps *profileState, st *staged) {
 			s.opts.log.Warn().Err(err).Str("profile", ps.p.String()).Msg("could not remove the claim of a failed put")
 		}
 	}
+	// And the partition directories it made, if nothing else is in them
+	// (an append refused at its commit, or re-targeted to a newer version:
+	// red team round 23's x06).
+	var dirs []string
+	for _, f := range st.files {
+		if d := path.Dir(ps.p.join(f.Path)); d != ps.p.vdir(st.version) {
+			dirs = append(dirs, d)
+		}
+	}
+	s.removeEmptyUnder(ctx, ps.p.vdir(st.version), dirs)
 }
 
 // discardVersion removes what a failed write created in its version: its
