@@ -154,13 +154,23 @@ func TestJSONLenBoundsEncoding(t *testing.T) {
 // restart). Appends that would overfill a cycle's segment are refused as
 // unavailable and commit when retried; every row is there once.
 func TestCycleSegmentBounded(t *testing.T) {
+	for _, n := range []int{maxDeferrals + 1, 3 * maxDeferrals} {
+		t.Run(fmt.Sprint(n, " appends"), func(t *testing.T) { testCycleSegmentBounded(t, n) })
+	}
+}
+
+// testCycleSegmentBounded: n concurrent appends, about one record a
+// cycle. An append that does not fit waits for the next cycle (red team
+// round 23's x05: answered UNAVAILABLE, its retry could be refused); only
+// one that waited maxDeferrals cycles is answered UNAVAILABLE, so with at
+// most maxDeferrals+1 appends none is.
+func testCycleSegmentBounded(t *testing.T, n int) {
 	old := maxSegmentBytes
 	maxSegmentBytes = 3 << 10 // about one small append's record
 	t.Cleanup(func() { maxSegmentBytes = old })
 	s, dir := newTestStore(t)
 	k := []string{"seg"}
 	put(t, s, ModeWrite, k, ids(0), PutOptions{})
-	const n = 16
 	var wg sync.WaitGroup
 	retried := make([]int, n)
 	for i := range n {
@@ -205,6 +215,9 @@ func TestCycleSegmentBounded(t *testing.T) {
 			t.Errorf("id %d read %d times: %s", i, c, rows)
 		}
 	}
+	if n <= maxDeferrals+1 && slices.ContainsFunc(retried, func(r int) bool { return r > 0 }) {
+		t.Errorf("%d appends: retries %v, want none (each waits for a later cycle)", n, retried)
+	}
 	t.Logf("%d segments; retries %v", len(segs), retried)
 }
 
@@ -245,5 +258,62 @@ func TestEvolvedSchemaMetadataBounded(t *testing.T) {
 	}
 	if _, err := s.Compact(context.Background(), k, CompactOptions{}); err != nil {
 		t.Fatalf("compact: %v", err)
+	}
+}
+
+// TestDeferredAppendPlannedBeforeEvolution: plain appends planned before
+// an append that added a column commit onto the evolved version; those
+// that do not fit in their cycle's segment wait for the next cycle rather
+// than being answered "retry" (red team round 23's x05: planned again, the
+// retry was refused as missing the new column).
+func TestDeferredAppendPlannedBeforeEvolution(t *testing.T) {
+	old := maxSegmentBytes
+	maxSegmentBytes = 3 << 10 // about one small append's record
+	t.Cleanup(func() { maxSegmentBytes = old })
+	s, dir := newTestStore(t)
+	ctx := context.Background()
+	k := []string{"evo"}
+	put(t, s, ModeWrite, k, fromJSON(t, evoSchema(fID), `[{"id":0}]`), PutOptions{SchemaVersion: "1.0.0"})
+	p, err := s.resolve(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := s.state(p)
+	const n = maxDeferrals + 1
+	staged := make([]*staged, n)
+	for i := range staged {
+		rdr := fromJSON(t, evoSchema(fID), fmt.Sprintf(`[{"id":%d}]`, i+1))
+		st, err := s.stageAppend(ctx, ps, rdr, PutOptions{Mode: ModeAppend, RequestID: fmt.Sprint("r", i)}, 0)
+		rdr.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		staged[i] = st
+	}
+	put(t, s, ModeAppend, k, fromJSON(t, evoSchema(fID, fX), `[{"id":-1,"x":1.5}]`), PutOptions{SchemaVersion: "1.1.0"})
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, st := range staged {
+		wg.Go(func() {
+			if res := s.commitStaged(ctx, ps, st); res.err != nil || res.rec == nil {
+				errs[i] = fmt.Errorf("append %d: %+v", i, res)
+				s.discard(ps, st)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	_, rows := readAll(t, fresh, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}})
+	for i := -1; i <= n; i++ {
+		if c := strings.Count(rows, fmt.Sprintf(`"id":%d,`, i)) + strings.Count(rows, fmt.Sprintf(`"id":%d}`, i)); c != 1 {
+			t.Errorf("id %d read %d times: %s", i, c, rows)
+		}
 	}
 }
