@@ -24,7 +24,7 @@ import (
 func newTestStore(t *testing.T, opts ...Option) (*Store, string) {
 	t.Helper()
 	dir := t.TempDir()
-	mem := memory.NewCheckedAllocator(poisonAllocator{memory.NewGoAllocator()})
+	mem := memory.NewCheckedAllocator(poison.Allocator{Allocator: memory.NewGoAllocator()})
 	t.Cleanup(func() { mem.AssertSize(t, 0) })
 	s, err := Open(dir, append([]Option{WithAllocator(mem), WithLockTimeout(2e9)}, opts...)...)
 	if err != nil {
@@ -188,19 +188,4 @@ func TestKeys(t *testing.T) {
 			t.Errorf("%q: error shows the server path: %v", c.keys, err)
 		}
 	}
-}
-
-// poisonAllocator overwrites every buffer it frees (internal/poison).
-type poisonAllocator struct{ memory.Allocator }
-
-func (a poisonAllocator) Free(b []byte) {
-	poison.Fill(b)
-	a.Allocator.Free(b)
-}
-
-func (a poisonAllocator) Reallocate(size int, b []byte) []byte {
-	nb := a.Allocate(size)
-	copy(nb, b)
-	a.Free(b)
-	return nb
 }

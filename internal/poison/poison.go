@@ -7,6 +7,8 @@ package poison
 import (
 	"os"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // On is whether freed memory is poisoned: in test binaries, and where
@@ -22,4 +24,24 @@ func Fill(b []byte) {
 	for i := range b {
 		b[i] = Byte
 	}
+}
+
+// Allocator wraps an allocator so that every buffer it frees is poisoned
+// (Fill), and a reallocation always moves (the old buffer freed, so
+// poisoned): a test that writes through it finds any use of a buffer past
+// its release.
+type Allocator struct{ memory.Allocator }
+
+// Free poisons b, then frees it.
+func (a Allocator) Free(b []byte) {
+	Fill(b)
+	a.Allocator.Free(b)
+}
+
+// Reallocate moves b into a new buffer of size bytes and frees b.
+func (a Allocator) Reallocate(size int, b []byte) []byte {
+	nb := a.Allocate(size)
+	copy(nb, b)
+	a.Free(b)
+	return nb
 }

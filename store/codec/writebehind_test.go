@@ -20,15 +20,6 @@ import (
 	"github.com/quiverdb/quiver/internal/poison"
 )
 
-// poisoningAllocator overwrites what is freed: a buffer written behind
-// after its free would reach the file as poison.
-type poisoningAllocator struct{ memory.Allocator }
-
-func (p poisoningAllocator) Free(b []byte) {
-	poison.Fill(b)
-	p.Allocator.Free(b)
-}
-
 // slowSink takes its time over large writes (so that writes behind queue
 // up) and fails with ENOSPC once it holds failAt bytes (0: never).
 type slowSink struct {
@@ -108,7 +99,7 @@ func TestWriteBehind(t *testing.T) {
 		t.Fatal("nothing was written behind")
 	}
 
-	checked := memory.NewCheckedAllocator(poisoningAllocator{memory.NewGoAllocator()})
+	checked := memory.NewCheckedAllocator(poison.Allocator{Allocator: memory.NewGoAllocator()})
 	var slow slowSink
 	fw, err = writeWide(&slow, checked, 6)
 	if err != nil {
@@ -143,7 +134,7 @@ func TestWriteBehind(t *testing.T) {
 func TestWriteBehindError(t *testing.T) {
 	for _, failAt := range []int{1 << 20, 3 << 20, 5 << 20} {
 		t.Run(fmt.Sprint(failAt), func(t *testing.T) {
-			checked := memory.NewCheckedAllocator(poisoningAllocator{memory.NewGoAllocator()})
+			checked := memory.NewCheckedAllocator(poison.Allocator{Allocator: memory.NewGoAllocator()})
 			fw, err := writeWide(&slowSink{failAt: failAt}, checked, 6)
 			if !errors.Is(err, syscall.ENOSPC) || errors.Is(err, ErrInvalid) {
 				t.Fatalf("sink full at %d: %v", failAt, err)
@@ -156,7 +147,7 @@ func TestWriteBehindError(t *testing.T) {
 
 // Abort while writes are behind drops them and returns once none runs.
 func TestWriteBehindAbort(t *testing.T) {
-	checked := memory.NewCheckedAllocator(poisoningAllocator{memory.NewGoAllocator()})
+	checked := memory.NewCheckedAllocator(poison.Allocator{Allocator: memory.NewGoAllocator()})
 	var slow slowSink
 	rec := wideBatch(memory.DefaultAllocator, 100_000, 1)
 	defer rec.Release()
