@@ -17,9 +17,10 @@ import (
 // maxCSVTypesBytes bounds the "csv_types" a planned endpoint's ticket
 // carries (the JSON of the object). A CSV version with more or longer
 // column names than fit gets tickets without them, read as before with the
-// types the version's files give at the read; the ticket stays well under
-// maxRequestBytes beside its at most 1024 files (Plan also leaves them out
-// of a ticket they would take past it, beside a large filter).
+// types the version's files give at the read. Plan groups files so that
+// each ticket, types included, stays within maxRequestBytes, and leaves
+// the types out only when they leave no room for a file (beside a filter
+// near the limit).
 const maxCSVTypesBytes = 256 << 10
 
 // csvTypesField is the "csv_types" of a ticket: an object of column names

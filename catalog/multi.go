@@ -362,15 +362,31 @@ func (c *Catalog) planMulti(ctx context.Context, r *Request, desc *flight.Flight
 		if r.Limit != nil {
 			continue
 		}
-		for _, group := range c.groups(sn.Files) {
-			ep := &MultiRead{Profiles: m.Profiles, Versions: versions, Read: i, SourceColumn: m.SourceColumn}
-			t := &Request{Version: Latest, Columns: r.Columns, Partition: r.Partition, Files: group, Filter: r.Filter, Multi: ep}
-			info.Endpoint = append(info.Endpoint, &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: EncodeTicket(t)}})
+		ep := &MultiRead{Profiles: m.Profiles, Versions: versions, Read: i, SourceColumn: m.SourceColumn}
+		t := &Request{Version: Latest, Columns: r.Columns, Partition: r.Partition, Filter: r.Filter, Multi: ep}
+		groups, ok := c.groups(sn.Files, t)
+		if !ok {
+			// No file fits a ticket beside the rest of the read: one
+			// endpoint reads the profile's pinned version.
+			groups = [][]string{nil}
+		}
+		for _, group := range groups {
+			et := *t
+			et.Files = group
+			b := EncodeTicket(&et)
+			if len(b) > maxRequestBytes {
+				return nil, fmt.Errorf("%w: the read's endpoint ticket would be %d bytes, more than the %d a ticket may be (a shorter filter or column list, or fewer profiles)", ErrInvalid, len(b), maxRequestBytes)
+			}
+			info.Endpoint = append(info.Endpoint, &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: b}})
 		}
 	}
 	if r.Limit != nil {
 		t := &Request{Version: Latest, Columns: r.Columns, Partition: r.Partition, Filter: r.Filter, Limit: r.Limit, Multi: pinned}
-		info.Endpoint = []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: EncodeTicket(t)}}}
+		b := EncodeTicket(t)
+		if len(b) > maxRequestBytes {
+			return nil, fmt.Errorf("%w: the read's endpoint ticket would be %d bytes, more than the %d a ticket may be (a shorter filter or column list, or fewer profiles)", ErrInvalid, len(b), maxRequestBytes)
+		}
+		info.Endpoint = []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: b}}}
 		switch {
 		case *r.Limit == 0:
 			rows = 0

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"sync"
@@ -38,7 +39,8 @@ type Option func(*options)
 func WithEndpointBytes(n int64) Option { return func(o *options) { o.endpointBytes = n } }
 
 // WithEndpointFiles caps the files one endpoint ticket lists (default
-// 1024), which bounds the ticket size for profiles of many small appends.
+// 1024). Endpoints are also split so that each ticket, its files' paths
+// beside the read's other fields, stays within the 1 MiB DoGet reads.
 func WithEndpointFiles(n int) Option { return func(o *options) { o.endpointFiles = n } }
 
 // WithBatchBytes sets the size that Open's reader aims each batch at
@@ -105,8 +107,10 @@ func (c *Catalog) Open(ctx context.Context, r *Request) (*store.SnapshotReader, 
 
 // Plan resolves r to one snapshot and describes it as a FlightInfo: the
 // schema, totals, and endpoints whose tickets pin the version and the exact
-// files, grouped to about EndpointBytes each, in index order. desc is
-// echoed in the FlightInfo (a PATH descriptor of the keys when nil).
+// files, grouped to about EndpointBytes each, in index order, and each
+// short enough for DoGet (when one file does not fit beside a large filter,
+// one endpoint pins the version only). desc is echoed in the FlightInfo (a
+// PATH descriptor of the keys when nil).
 func (c *Catalog) Plan(ctx context.Context, r *Request, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
 	if r.Multi != nil {
 		return c.planMulti(ctx, r, desc)
@@ -137,37 +141,64 @@ func (c *Catalog) Plan(ctx context.Context, r *Request, desc *flight.FlightDescr
 		TotalBytes:       sn.Bytes(),
 		Ordered:          true,
 	}
-	groups := c.groups(sn.Files)
-	var partition map[string][]string
+	// A CSV version's types are inferred from its files at each read:
+	// endpoints pinned to files carry the plan's, so that they stream the
+	// plan's schema after appends that change the types (red team round
+	// 18's s05).
+	t := &Request{Keys: sn.Keys, Version: sn.Version, Columns: r.Columns, Filter: r.Filter, Limit: r.Limit}
+	if sn.Format == store.FormatCSV {
+		t.CSVTypes = csvTypes(sn.Schema)
+	}
+	var groups [][]string
 	if r.Limit != nil {
 		// The first rows of the read: one endpoint, so that the limit
 		// holds however the endpoints are fetched. Its files are pinned
 		// while they fit a ticket; past that the ticket pins the version
 		// and carries the partition filter instead (a ticket naming tens
-		// of thousands of appends would pass the request size limit).
-		groups = [][]string{filePaths(sn.Files)}
-		if len(sn.Files) > c.opts.endpointFiles {
-			groups, partition = [][]string{nil}, r.Partition
+		// of thousands of appends, or a thousand long partition paths,
+		// would pass the request size limit).
+		all := filePaths(sn.Files)
+		fits := func() bool {
+			return len(all) <= c.opts.endpointFiles && len(EncodeTicket(&Request{Keys: t.Keys, Version: t.Version, Columns: t.Columns, Files: all, CSVTypes: t.CSVTypes, Filter: t.Filter, Limit: t.Limit})) <= maxRequestBytes
+		}
+		ok := fits()
+		if !ok && t.CSVTypes != nil {
+			// Beside a large filter.
+			t.CSVTypes = nil
+			ok = fits()
+		}
+		if ok {
+			groups = [][]string{all}
+		}
+	} else {
+		var ok bool
+		groups, ok = c.groups(sn.Files, t)
+		if !ok && t.CSVTypes != nil {
+			// Beside a large filter, the types leave no room for a file.
+			t.CSVTypes = nil
+			groups, ok = c.groups(sn.Files, t)
+		}
+		if !ok {
+			groups = nil
 		}
 	}
-	// A CSV version's types are inferred from its files at each read:
-	// endpoints pinned to files carry the plan's, so that they stream the
-	// plan's schema after appends that change the types (red team round
-	// 18's s05).
-	var types map[string]string
-	if sn.Format == store.FormatCSV {
-		types = csvTypes(sn.Schema)
+	if groups == nil {
+		// No file fits a ticket beside the rest of the read (a filter
+		// near the request limit): one endpoint that pins the version and
+		// carries the partition filter, as DoGet takes it.
+		groups, t.Partition, t.CSVTypes = [][]string{nil}, r.Partition, nil
 	}
 	for _, group := range groups {
-		t := &Request{Keys: sn.Keys, Version: sn.Version, Columns: r.Columns, Files: group, Partition: partition, Filter: r.Filter, Limit: r.Limit}
-		if group != nil {
-			t.CSVTypes = types
+		et := *t
+		et.Files = group
+		if group == nil {
+			et.CSVTypes = nil
 		}
-		b := EncodeTicket(t)
-		if len(b) > maxRequestBytes && t.CSVTypes != nil {
-			// Beside a large filter: a ticket DoGet would refuse.
-			t.CSVTypes = nil
-			b = EncodeTicket(t)
+		b := EncodeTicket(&et)
+		if len(b) > maxRequestBytes {
+			// Only a ticket that pins no file can: the read's own fields
+			// re-encoded take more than DoGet reads.
+			return nil, fmt.Errorf("%w: the read's endpoint ticket would be %d bytes, more than the %d a ticket may be (a shorter filter or column list)", ErrInvalid, len(b), maxRequestBytes)
 		}
 		info.Endpoint = append(info.Endpoint, &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: b}})
 	}
@@ -232,22 +263,50 @@ func (c *Catalog) schemaBytes(sc *arrow.Schema) []byte {
 // maxSchemaMemo bounds the schemas schemaBytes keeps.
 const maxSchemaMemo = 1 << 16
 
-// groups splits files, in order, into runs of about endpointBytes. There is
-// always at least one group, so an empty snapshot still has an endpoint that
-// streams its schema.
-func (c *Catalog) groups(files []store.DataFile) [][]string {
-	var out [][]string
+// groups splits files, in order, into the file lists of endpoint
+// tickets: runs of about endpointBytes and at most endpointFiles files,
+// each short enough that t with Files set to it encodes within
+// maxRequestBytes, the longest ticket DoGet reads (long partition paths
+// made a thousand files' ticket pass it: red team round 23's x07). ok is
+// false when one file alone would take t past it. There is always at least
+// one group, so an empty snapshot still has an endpoint that streams its
+// schema.
+func (c *Catalog) groups(files []store.DataFile, t *Request) (out [][]string, ok bool) {
+	probe := *t
+	probe.Files = []string{}
+	room := maxRequestBytes - len(EncodeTicket(&probe)) // for the paths of "files":[]
+	if room < 0 {
+		return nil, false
+	}
 	cur := []string{}
 	var size int64
+	var enc int
 	for _, f := range files {
-		if len(cur) > 0 && (size+f.Bytes > c.opts.endpointBytes || len(cur) >= c.opts.endpointFiles) {
+		n := jsonStringLen(f.Path) + 1 // with its comma (one too many: from above)
+		if n > room {
+			return nil, false
+		}
+		if len(cur) > 0 && (size+f.Bytes > c.opts.endpointBytes || len(cur) >= c.opts.endpointFiles || enc+n > room) {
 			out = append(out, cur)
-			cur, size = []string{}, 0
+			cur, size, enc = []string{}, 0, 0
 		}
 		cur = append(cur, f.Path)
 		size += f.Bytes
+		enc += n
 	}
-	return append(out, cur)
+	return append(out, cur), true
+}
+
+// jsonStringLen is the length of s as EncodeTicket writes it: a JSON
+// string, quoted and escaped as encoding/json does (HTML characters too).
+func jsonStringLen(s string) int {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b < 0x20 || b >= 0x80 || b == '"' || b == '\\' || b == '<' || b == '>' || b == '&' {
+			e, _ := json.Marshal(s) // a string: cannot fail
+			return len(e)
+		}
+	}
+	return len(s) + 2
 }
 
 // List calls fn with a FlightInfo for each profile under prefix (component
