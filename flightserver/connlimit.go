@@ -40,6 +40,7 @@ type limitListener struct {
 	net.Listener
 	slots chan struct{}
 	m     *metrics
+	wrap  func(net.Conn) net.Conn // applied to each accepted connection (nil: none)
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -64,7 +65,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		l.m.conns.Inc()
-		return &limitConn{Conn: c, release: l.m.conns.Dec}, nil
+		return &limitConn{Conn: l.wrapped(c), release: l.m.conns.Dec}, nil
 	}
 	select {
 	case l.slots <- struct{}{}:
@@ -82,7 +83,14 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	l.m.conns.Inc()
-	return &limitConn{Conn: c, release: func() { l.m.conns.Dec(); <-l.slots }}, nil
+	return &limitConn{Conn: l.wrapped(c), release: func() { l.m.conns.Dec(); <-l.slots }}, nil
+}
+
+func (l *limitListener) wrapped(c net.Conn) net.Conn {
+	if l.wrap == nil {
+		return c
+	}
+	return l.wrap(c)
 }
 
 // Close closes the listener and ends an Accept waiting for a slot.

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -22,9 +23,15 @@ const (
 	// message bytes (DoPut, DoExchange): every RecvMsg reserves
 	// the largest message it may receive (--max-recv-msg-size) before it
 	// starts, and keeps the size of what it received until the stream's
-	// next RecvMsg or its end. Decompressed DoPut buffers are charged to it
-	// too. The request messages of the other RPCs have a pool of their own
-	// (requestPoolMessages), so slow puts cannot hold up reads.
+	// next RecvMsg or its end. A RecvMsg whose connection has delivered no
+	// byte since it started gives the reservation back after
+	// defaultDormantAfter, and takes it again before the connection's next
+	// bytes reach grpc (recvConn), so a put pausing between batches holds
+	// nothing while it pauses; what the budget bounds is the messages that
+	// may be arriving, plus the messages the handlers hold. Decompressed
+	// DoPut buffers are charged to it too. The request messages of the
+	// other RPCs have a pool of their own (requestPoolMessages), so slow
+	// puts cannot hold up reads.
 	DefaultMaxInflightBytes = 512 << 20
 	// DefaultInflightWait is how long a receive waits for room in the
 	// budget before the RPC fails with ResourceExhausted.
@@ -124,12 +131,24 @@ func (b *budget) add(n int64) { b.m.inflight.WithLabelValues(b.pool).Set(float64
 // was received, which the handler holds as the current message (an IPC
 // batch of a DoPut references the message body without copying), until
 // the next RecvMsg or the end of the stream.
+//
+// A data stream on a connection Serve accepted (c) gives the reservation
+// back while its client sends nothing at all, and takes it again before
+// any byte reaches it: see recvConn.
 type inflightStream struct {
 	grpc.ServerStream
 	b       *budget
 	reserve int64
+	c       *recvConn  // nil: the reservation is held for the whole receive
 	mu      sync.Mutex // RecvMsg is not called concurrently, but done may race an abandoned call
 	held    int64
+
+	// Under c.mu: the receive's state (recvIdle, recvArmed, recvDormant),
+	// how many bytes c had delivered when it started, and the timer that
+	// makes it dormant.
+	state int
+	from  uint64
+	timer *time.Timer
 }
 
 func (w *inflightStream) RecvMsg(m any) error {
@@ -137,8 +156,20 @@ func (w *inflightStream) RecvMsg(m any) error {
 	w.b.release(w.held)
 	w.held = 0
 	w.mu.Unlock()
-	if err := w.b.acquire(w.Context(), w.reserve); err != nil {
+	ctx := w.Context()
+	if w.c != nil {
+		if err := w.c.begin(ctx, w); err != nil {
+			return err
+		}
+	}
+	if err := w.b.acquire(ctx, w.reserve); err != nil {
+		if w.c != nil {
+			w.c.finish(w)
+		}
 		return err
+	}
+	if w.c != nil {
+		w.c.start(w)
 	}
 	err := w.ServerStream.RecvMsg(m)
 	var n int64
@@ -146,6 +177,21 @@ func (w *inflightStream) RecvMsg(m any) error {
 		n = int64(msgSize(m))
 	}
 	keep := min(n, w.reserve)
+	if w.c != nil && !w.c.finish(w) {
+		// Dormant when it returned: nothing arrived on the connection
+		// while it was, so the message was already in memory (within the
+		// stream window and dormantSlack) when it went dormant. It is
+		// charged now.
+		if keep > 0 {
+			if aerr := w.b.acquire(ctx, keep); aerr != nil {
+				return aerr
+			}
+		}
+		w.mu.Lock()
+		w.held = keep
+		w.mu.Unlock()
+		return err
+	}
 	w.mu.Lock()
 	w.b.release(w.reserve - keep)
 	w.held = keep
@@ -184,6 +230,13 @@ func (s *Server) streamInflight(srv any, ss grpc.ServerStream, si *grpc.StreamSe
 		return h(srv, ss)
 	}
 	w := &inflightStream{ServerStream: ss, b: b, reserve: min(int64(s.opts.maxRecv), b.capacity)}
+	if b == s.budget {
+		if p, ok := peer.FromContext(ss.Context()); ok {
+			if a, ok := p.Addr.(*connAddr); ok {
+				w.c = a.c
+			}
+		}
+	}
 	defer w.done()
 	return h(srv, w)
 }

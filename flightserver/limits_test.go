@@ -154,11 +154,16 @@ func TestSchemaCheckAgrees(t *testing.T) {
 
 // TestInflightBudget: receives reserve the largest message from their
 // pool. Two DoPuts waiting for their next batch fill a data pool of two
-// messages: a third put waits, then fails ResourceExhausted naming the
-// flag, while reads (the request pool) go on. When one stalled put ends,
-// puts go through again, and everything is released at the end.
+// messages while they hold their reservations (a receive on a silent
+// connection gives it back after a while, here an hour: that is
+// TestPausedPutsDoNotHoldBudget's; TestBudgetHeldMidMessage fills the pool
+// with messages under way): a third put waits, then fails
+// ResourceExhausted naming the flag, while reads (the request pool) go on.
+// When one stalled put ends, puts go through again, and everything is
+// released at the end.
 func TestInflightBudget(t *testing.T) {
-	ts := startSrv(t, true, WithMaxRecvMsgSize(1<<20), WithMaxInflightBytes(2<<20), WithInflightWait(300*time.Millisecond))
+	ts := startSrv(t, true, WithMaxRecvMsgSize(1<<20), WithMaxInflightBytes(2<<20), WithInflightWait(300*time.Millisecond),
+		withDormantAfter(time.Hour))
 	rec := strBatch(10, 10)
 	defer rec.Release()
 	if err := putErr(context.Background(), ts.c, []string{"r"}, rec); err != nil {

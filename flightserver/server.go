@@ -25,9 +25,9 @@ const (
 	// DefaultMaxRecvMsgSize is the largest message a client may send (one
 	// IPC batch of a DoPut). pyarrow sends a batch as one message, so it
 	// must be well above grpc-go's 4 MiB default: a 64 MiB batch passes.
-	// Every receive reserves this much of the in-flight budget
-	// (DefaultMaxInflightBytes), so it also sets how many receives run at
-	// once: 4 with the defaults.
+	// Every receive that a message may be arriving for reserves this much
+	// of the in-flight budget (DefaultMaxInflightBytes), so it also sets
+	// how many messages arrive at once: 4 with the defaults.
 	DefaultMaxRecvMsgSize = 128 << 20
 	// DefaultMaxSendMsgSize is the size DoGet keeps each message under by
 	// slicing batches: grpc-go clients receive at most 4 MiB by default.
@@ -85,6 +85,7 @@ type options struct {
 	pwLimits      PasswordLimits
 	maxConnIdle   time.Duration
 	maxConns      int
+	dormantAfter  time.Duration
 	testHook      func(point string)
 }
 
@@ -187,6 +188,7 @@ func New(st *store.Store, opts ...Option) *Server {
 		pwLimits:      DefaultPasswordLimits,
 		maxConnIdle:   DefaultMaxConnectionIdle,
 		maxConns:      DefaultMaxConnections,
+		dormantAfter:  defaultDormantAfter,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -254,7 +256,12 @@ func (s *Server) GRPCServer() *grpc.Server { return s.grpc }
 // limit at once (WithMaxConnections). It returns nil after a
 // graceful stop.
 func (s *Server) Serve(lis net.Listener) error {
-	err := s.grpc.Serve(newLimitListener(lis, s.opts.maxConns, s.metrics))
+	ll := newLimitListener(lis, s.opts.maxConns, s.metrics)
+	if s.budget != nil && s.opts.dormantAfter > 0 {
+		reserve := min(int64(s.opts.maxRecv), s.budget.capacity)
+		ll.wrap = func(c net.Conn) net.Conn { return newRecvConn(c, s.budget, reserve, s.opts.dormantAfter) }
+	}
+	err := s.grpc.Serve(ll)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}

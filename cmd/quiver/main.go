@@ -245,7 +245,7 @@ environment. Once listening, serve prints "quiver: serving <data-dir> on
 	f.IntVar(&c.maxConns, "max-connections", flightserver.DefaultMaxConnections, "client connections held at once; more wait in the listen backlog until one closes (0: no limit)")
 	f.IntVar(&c.maxColumns, "max-columns", flightserver.DefaultMaxColumns, "most leaf columns a put's schema may have")
 	f.IntVar(&c.maxDepth, "max-depth", flightserver.DefaultMaxDepth, "deepest nesting a put's schema may have (a top-level column is depth 1)")
-	f.StringVar(&c.maxInflight, "max-inflight-bytes", env("QUIVER_MAX_INFLIGHT_BYTES", "512MiB"), "budget of inbound DoPut message bytes across all streams; each receive reserves --max-recv-msg-size (0: no budget) (env QUIVER_MAX_INFLIGHT_BYTES)")
+	f.StringVar(&c.maxInflight, "max-inflight-bytes", env("QUIVER_MAX_INFLIGHT_BYTES", "512MiB"), "budget of inbound DoPut message bytes across all streams; each receive reserves --max-recv-msg-size while a message may be arriving, not while its client's connection is silent (0: no budget) (env QUIVER_MAX_INFLIGHT_BYTES)")
 	f.DurationVar(&c.inflightWait, "inflight-wait", flightserver.DefaultInflightWait, "how long a receive waits for room in the in-flight budget before the RPC fails RESOURCE_EXHAUSTED")
 	f.DurationVar(&c.sendTimeout, "send-timeout", flightserver.DefaultSendTimeout, "cancel a DoGet whose client accepts no message for this long (0: only --idle-timeout)")
 	f.IntVar(&c.authChecks, "auth-checks", flightserver.DefaultPasswordLimits.Concurrent, "bcrypt password checks of basic-auth handshakes run at once")
