@@ -79,19 +79,14 @@ func (g *gateConn) Close() error {
 	return g.Conn.Close()
 }
 
-// stopAfter lets n more bytes through, then holds writes until reopen.
+// stopAfter lets n more bytes through, then holds writes until the
+// connection closes.
 func (g *gateConn) stopAfter(n int64) {
 	g.mu.Lock()
 	g.left, g.open = n, make(chan struct{})
 	g.mu.Unlock()
 }
 
-func (g *gateConn) reopen() {
-	g.mu.Lock()
-	g.left = -1
-	close(g.open)
-	g.mu.Unlock()
-}
 
 // dialGated is a client on a connection of its own, with its gate.
 func dialGated(t *testing.T, addr string, opts ...grpc.DialOption) (flight.Client, *gateConn) {
