@@ -87,7 +87,6 @@ func (g *gateConn) stopAfter(n int64) {
 	g.mu.Unlock()
 }
 
-
 // dialGated is a client on a connection of its own, with its gate.
 func dialGated(t *testing.T, addr string, opts ...grpc.DialOption) (flight.Client, *gateConn) {
 	t.Helper()
