@@ -921,11 +921,15 @@ func (s *Store) removeEmpty(dirs []string) {
 // restage re-targets st inside a commit cycle (the lock is held), into
 // version latest: st then holds the new files.
 func (s *Store) restage(ctx context.Context, ps *profileState, st *staged, latest int) error {
-	rdr, err := s.stagedReader(ctx, st)
+	back, err := s.stagedReader(ctx, st)
 	if err != nil {
 		return err
 	}
-	defer rdr.Release()
+	defer back.Release()
+	// Its files swept meanwhile (a sweep with no age) are not the
+	// client's fault: retry (as in retarget; the CI's u02 run met it here,
+	// answered DATA_LOSS).
+	rdr := &unavailableOnError{RecordReader: back, p: st.p}
 	var nst *staged
 	if st.mode == ModeWrite && !st.create {
 		nst, err = s.stageVersion(ctx, ps, rdr, st.o, false)
