@@ -373,18 +373,18 @@ func (c *Catalog) planMulti(ctx context.Context, r *Request, desc *flight.Flight
 		for _, group := range groups {
 			et := *t
 			et.Files = group
-			b := EncodeTicket(&et)
-			if len(b) > maxRequestBytes {
-				return nil, fmt.Errorf("%w: the read's endpoint ticket would be %d bytes, more than the %d a ticket may be (a shorter filter or column list, or fewer profiles)", ErrInvalid, len(b), maxRequestBytes)
+			b, err := endpointTicket(&et, fewerProfiles)
+			if err != nil {
+				return nil, err
 			}
 			info.Endpoint = append(info.Endpoint, &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: b}})
 		}
 	}
 	if r.Limit != nil {
 		t := &Request{Version: Latest, Columns: r.Columns, Partition: r.Partition, Filter: r.Filter, Limit: r.Limit, Multi: pinned}
-		b := EncodeTicket(t)
-		if len(b) > maxRequestBytes {
-			return nil, fmt.Errorf("%w: the read's endpoint ticket would be %d bytes, more than the %d a ticket may be (a shorter filter or column list, or fewer profiles)", ErrInvalid, len(b), maxRequestBytes)
+		b, err := endpointTicket(t, fewerProfiles)
+		if err != nil {
+			return nil, err
 		}
 		info.Endpoint = []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: b}}}
 		switch {
@@ -597,3 +597,7 @@ func (mr *MultiReader) conform(in arrow.RecordBatch) (arrow.RecordBatch, error) 
 	}
 	return array.NewRecordBatch(mr.out, cols, n), nil
 }
+
+// fewerProfiles is what a read of several profiles whose endpoint ticket
+// is too large may do about it.
+const fewerProfiles = "a shorter filter or column list, or fewer profiles"

@@ -2,7 +2,6 @@ package catalog
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"runtime"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/quiverdb/quiver/internal/jsonlen"
 	"github.com/quiverdb/quiver/store"
 )
 
@@ -194,11 +194,11 @@ func (c *Catalog) Plan(ctx context.Context, r *Request, desc *flight.FlightDescr
 		if group == nil {
 			et.CSVTypes = nil
 		}
-		b := EncodeTicket(&et)
-		if len(b) > maxRequestBytes {
-			// Only a ticket that pins no file can: the read's own fields
-			// re-encoded take more than DoGet reads.
-			return nil, fmt.Errorf("%w: the read's endpoint ticket would be %d bytes, more than the %d a ticket may be (a shorter filter or column list)", ErrInvalid, len(b), maxRequestBytes)
+		// (Only a ticket that pins no file can be too large: the read's
+		// own fields re-encoded take more than DoGet reads.)
+		b, err := endpointTicket(&et, "a shorter filter or column list")
+		if err != nil {
+			return nil, err
 		}
 		info.Endpoint = append(info.Endpoint, &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: b}})
 	}
@@ -282,7 +282,7 @@ func (c *Catalog) groups(files []store.DataFile, t *Request) (out [][]string, ok
 	var size int64
 	var enc int
 	for _, f := range files {
-		n := jsonStringLen(f.Path) + 1 // with its comma (one too many: from above)
+		n := jsonlen.String(f.Path) + 1 // with its comma (one too many: from above)
 		if n > room {
 			return nil, false
 		}
@@ -295,18 +295,6 @@ func (c *Catalog) groups(files []store.DataFile, t *Request) (out [][]string, ok
 		enc += n
 	}
 	return append(out, cur), true
-}
-
-// jsonStringLen is the length of s as EncodeTicket writes it: a JSON
-// string, quoted and escaped as encoding/json does (HTML characters too).
-func jsonStringLen(s string) int {
-	for i := 0; i < len(s); i++ {
-		if b := s[i]; b < 0x20 || b >= 0x80 || b == '"' || b == '\\' || b == '<' || b == '>' || b == '&' {
-			e, _ := json.Marshal(s) // a string: cannot fail
-			return len(e)
-		}
-	}
-	return len(s) + 2
 }
 
 // List calls fn with a FlightInfo for each profile under prefix (component
@@ -395,4 +383,15 @@ func (c *Catalog) listed(ctx context.Context, keys []string) *flight.FlightInfo 
 		info = &flight.FlightInfo{FlightDescriptor: PathDescriptor(keys), TotalRecords: -1, TotalBytes: -1, Ordered: true}
 	}
 	return info
+}
+
+// endpointTicket encodes the ticket of an endpoint, refused (ErrInvalid,
+// with what the client may do about it: shorter) when DoGet would not
+// read it.
+func endpointTicket(t *Request, shorter string) ([]byte, error) {
+	b := EncodeTicket(t)
+	if len(b) > maxRequestBytes {
+		return nil, fmt.Errorf("%w: the read's endpoint ticket would be %d bytes, more than the %d a ticket may be (%s)", ErrInvalid, len(b), maxRequestBytes, shorter)
+	}
+	return b, nil
 }

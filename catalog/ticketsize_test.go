@@ -2,7 +2,6 @@ package catalog
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -238,16 +237,5 @@ func TestPlanTicketsFitDoGet(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestJSONStringLen: the length groups counts for a path is what
-// EncodeTicket writes.
-func TestJSONStringLen(t *testing.T) {
-	for _, s := range []string{"", "v0/1.parquet", "v1/k=a b/2.csv", `k="q"\`, "k=<&>", "k=\n\t\x01", "k=é€😀", "k=\u2028", "k=\xff"} {
-		e, _ := json.Marshal(s)
-		if got := jsonStringLen(s); got != len(e) {
-			t.Errorf("jsonStringLen(%q) = %d, want %d", s, got, len(e))
-		}
 	}
 }

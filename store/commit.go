@@ -10,10 +10,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/quiverdb/quiver/internal/jsonlen"
 	"github.com/quiverdb/quiver/store/fsys"
 )
 
@@ -937,36 +937,5 @@ func recordBytes(c *CommitRecord) int64 {
 	return n
 }
 
-// jsonLen is at least the length of s as encoding/json writes it in a
-// string: six bytes for a control character and for <, > and & (escaped
-// for HTML), and for each byte of invalid UTF-8 (\ufffd), two for " and
-// \, and six for U+2028 and U+2029.
-func jsonLen(s string) int64 {
-	n := int64(2)
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			switch {
-			case b < 0x20 || b == '<' || b == '>' || b == '&':
-				n += 6
-			case b == '"' || b == '\\':
-				n += 2
-			default:
-				n++
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			n += 6
-		case r == '\u2028' || r == '\u2029':
-			n += 6
-		default:
-			n += int64(size)
-		}
-		i += size
-	}
-	return n
-}
+// jsonLen is the length of s as encoding/json writes it in a string.
+func jsonLen(s string) int64 { return int64(jsonlen.String(s)) }
