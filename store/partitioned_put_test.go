@@ -112,7 +112,9 @@ func TestManyPartitionsHeld(t *testing.T) {
 		{"a budget smaller than the put", 96 << 10, func(n int) bool { return n > parts && n <= batches*parts }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var opts []Option
+			// (Rows encoded as they come: a spilled write's come
+			// partition after partition, one file each.)
+			opts := []Option{WithSpillDir(SpillOff)}
 			if tc.budget > 0 {
 				opts = append(opts, WithPutMemory(tc.budget))
 			}
@@ -195,7 +197,7 @@ func TestPartitionedPutHeapBounded(t *testing.T) {
 		t.Skip("heap measurement")
 	}
 	const batches, parts = 24, 60
-	s, _ := newTestStore(t, WithPutMemory(1<<20))
+	s, _ := newTestStore(t, WithPutMemory(1<<20), WithSpillDir(SpillOff)) // (rows encoded as they come)
 	// A put of the same shape first: the partitions' files are encoded
 	// on every core, and the compressors they leave in the codec's free
 	// list (a bounded number, 16 MiB of history each) are not what this

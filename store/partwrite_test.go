@@ -240,28 +240,43 @@ func TestPartitionedPutParallelWrites(t *testing.T) {
 		}, pad: 128},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var opts []Option
-			if tc.budget > 0 {
-				opts = append(opts, WithPutMemory(tc.budget))
-			}
-			s, _ := newTestStore(t, opts...)
-			sc, recs := partSource(t, tc.kt, tc.keys, tc.pad)
-			rdr, err := array.NewRecordReader(sc, recs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range recs {
-				r.Release()
-			}
-			c := put(t, s, ModeWrite, []string{"p"}, rdr, PutOptions{PartitionBy: []string{"k"}, TargetFileBytes: tc.target})
-			checkParts(t, s, []string{"p"}, c, expectedParts(t, tc.keys))
-			if len(c.Files) < tc.minFiles {
-				t.Errorf("%d files, want at least %d", len(c.Files), tc.minFiles)
-			}
-			if n := s.PutMemory(); n != 0 {
-				t.Errorf("put memory after the put: %d", n)
+			for _, spill := range []bool{false, true} {
+				t.Run(map[bool]string{false: "as rows come", true: "spilled"}[spill], func(t *testing.T) {
+					testPartitionedPut(t, tc.kt, tc.keys, tc.pad, tc.budget, tc.target, tc.minFiles, spill)
+				})
 			}
 		})
+	}
+}
+
+// testPartitionedPut writes keys (batches of partition keys of type kt,
+// each row padded by pad bytes) partitioned, and checks every row is read
+// back in its partition, in order, from at least minFiles files (when not
+// spilled: a spilled write's files are those of its replayed batches).
+func testPartitionedPut(t *testing.T, kt arrow.DataType, keys [][]partKey, pad int, budget, target int64, minFiles int, spill bool) {
+	var opts []Option
+	if budget > 0 {
+		opts = append(opts, WithPutMemory(budget))
+	}
+	if !spill {
+		opts = append(opts, WithSpillDir(SpillOff))
+	}
+	s, _ := newTestStore(t, opts...)
+	sc, recs := partSource(t, kt, keys, pad)
+	rdr, err := array.NewRecordReader(sc, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		r.Release()
+	}
+	c := put(t, s, ModeWrite, []string{"p"}, rdr, PutOptions{PartitionBy: []string{"k"}, TargetFileBytes: target})
+	checkParts(t, s, []string{"p"}, c, expectedParts(t, keys))
+	if !spill && len(c.Files) < minFiles {
+		t.Errorf("%d files, want at least %d", len(c.Files), minFiles)
+	}
+	if n := s.PutMemory(); n != 0 {
+		t.Errorf("put memory after the put: %d", n)
 	}
 }
 

@@ -1074,6 +1074,7 @@ type sink struct {
 	held      []heldRows        // rows held until the file opens
 	heldBytes int64             // their share of their batches' bytes
 	closed    bool
+	ended     bool  // its encoder closed, its file not yet committed (a spilled write's)
 	mem       int64 // bytes charged to the memory budget
 	used      int64 // when it was last written to (for evicting the least recently used)
 }
@@ -1206,7 +1207,10 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		now := heldBytes + gathering
 		for _, k := range sinks {
 			k.mem = 0
-			if k.fw != nil {
+			switch {
+			case k.ended:
+				k.mem = writerMemory(k.w)
+			case k.fw != nil:
 				k.mem = k.fw.Buffered() + writerMemory(k.w) + overhead
 			}
 			now += k.mem
@@ -1314,9 +1318,20 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		order = append(order, k)
 		return k, nil
 	}
+	// spilled: a partitioned write's rows are held on disk until the
+	// client has sent them all, then encoded partition after partition
+	// (spill.go). Not an append (small, and waiting for its commit
+	// cycle), nor a compaction (it reads its rows partition by partition).
+	spilled := len(st.by) > 0 && st.mode == ModeWrite && st.o.carry == nil && s.opts.spillDir != SpillOff
 	// groupBytes is the encoded size at which an open file ends its row
-	// group: the files open share rowGroupBytes.
-	groupBytes := func() int64 { return s.opts.rowGroupBytes / int64(max(1, opened)) }
+	// group: the files open share rowGroupBytes, unless rows come
+	// partition after partition.
+	groupBytes := func() int64 {
+		if spilled {
+			return s.opts.rowGroupBytes
+		}
+		return s.opts.rowGroupBytes / int64(max(1, opened))
+	}
 	// written counts what a write to k added to the put.
 	written := func(k *sink, before int64) error {
 		total += k.fw.Size() - before
@@ -1579,11 +1594,13 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			return err
 		}
 	}
-	// encode writes one conformed batch into its files. It runs on a
-	// goroutine of its own, so that receiving, decoding, validating and
-	// conforming the next batch (this goroutine) overlaps encoding this
-	// one: a pipeline one batch deep.
-	encode := func(rec arrow.RecordBatch) error {
+	// encode writes one conformed batch into its files (a partitioned
+	// put's rows grouped by partition in g, which it takes). It runs on a
+	// goroutine of its own, so that receiving, decoding, validating,
+	// conforming and grouping the next batch (this goroutine) overlaps
+	// encoding this one: a pipeline one batch deep.
+	var spilledDir string // (of the last batch encoded)
+	encode := func(rec arrow.RecordBatch, g *codec.Grouped) error {
 		released := false
 		defer func() {
 			if !released {
@@ -1615,12 +1632,30 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 				return err
 			}
 		} else {
-			g, err := codec.GroupByPartition(ctx, rec, st.by)
-			if err != nil {
-				return fmt.Errorf("%s: %w", p, err)
-			}
 			if g == nil {
 				return nil // no rows
+			}
+			if spilled {
+				// Rows come partition after partition: the file of the
+				// one before is done. Its encoder ends it now (its last
+				// row group and footer: the memory goes); it is synced
+				// and named with the others as the put ends (finishAll:
+				// their syncs in parallel).
+				if d := g.Parts[0].Dir; d != spilledDir {
+					if k := sinks[spilledDir]; k != nil && !k.closed {
+						if k.fw == nil { // (rows held: too few for a writer so far)
+							if err := openFile(k); err != nil {
+								return wrapWrite(p, err)
+							}
+						}
+						if err := k.fw.Close(); err != nil {
+							return wrapWrite(p, fmt.Errorf("%s: %w", p, err))
+						}
+						k.ended = true
+						charge()
+					}
+					spilledDir = d
+				}
 			}
 			// g.Data holds the batch's columns (and the message they were
 			// read from): the batch can go. A partition whose rows would
@@ -1684,26 +1719,26 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		}
 		return nil
 	}
-	work := make(chan arrow.RecordBatch)
+	work := make(chan batchWork)
 	encErr := make(chan error, 1)
 	encDone := make(chan struct{})
 	// safeEncode turns a panic of the encoder goroutine into this put's
 	// error, as the recover above does for this goroutine.
-	safeEncode := func(rec arrow.RecordBatch) (err error) {
+	safeEncode := func(b batchWork) (err error) {
 		defer func() {
 			if v := recover(); v != nil {
 				err = &PanicError{Profile: st.p.String(), Value: v, Stack: debug.Stack()}
 			}
 		}()
-		return encode(rec)
+		return encode(b.rec, b.g)
 	}
 	go func() {
 		defer close(encDone)
-		for rec := range work {
-			if err := safeEncode(rec); err != nil {
+		for b := range work {
+			if err := safeEncode(b); err != nil {
 				encErr <- err
-				for r := range work {
-					r.Release()
+				for b := range work {
+					b.release()
 				}
 				return
 			}
@@ -1727,6 +1762,39 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 	// Runs before the cleanup deferred above: the encoder is done with
 	// the files before they are aborted.
 	defer func() { _ = stopEncoder() }()
+	var finishSpill func() error
+	// send hands a batch to the encoder.
+	send := func(b batchWork) error {
+		select {
+		case work <- b:
+			return nil
+		case err := <-encErr:
+			encErr <- err
+			b.release()
+			return err
+		}
+	}
+	var sp *spill
+	if spilled {
+		var err error
+		if sp, err = openSpill(s.opts.spillDir, s.opts.mem); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		defer sp.Close()
+		sp.start(ctx, st.by, runtime.GOMAXPROCS(0), s.opts.partitionLimit, func(v any) error {
+			return &PanicError{Profile: st.p.String(), Value: v, Stack: debug.Stack()}
+		})
+		finished := false
+		defer func() {
+			if !finished {
+				_ = sp.finish() // (before Close: nothing writes the file after)
+			}
+		}()
+		finishSpill = func() error {
+			finished = true
+			return sp.finish()
+		}
+	}
 	var inBytes int64
 	for rdr.Next() {
 		if err := ctx.Err(); err != nil {
@@ -1757,12 +1825,45 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 				return fmt.Errorf("%s: %w", p, err)
 			}
 		}
-		select {
-		case work <- rec:
-		case err := <-encErr:
-			encErr <- err
-			rec.Release()
+		if sp != nil {
+			if err := sp.put(rec); err != nil {
+				return spillErr(p, err)
+			}
+			continue
+		}
+		// A partitioned put's rows are grouped here, off the encoder's
+		// goroutine: grouping the next batch overlaps encoding this one.
+		b := batchWork{rec: rec}
+		if len(st.by) > 0 {
+			if b.g, err = codec.GroupByPartition(ctx, rec, st.by); err != nil {
+				rec.Release()
+				return fmt.Errorf("%s: %w", p, err)
+			}
+		}
+		if err := send(b); err != nil {
 			return err
+		}
+	}
+	if sp != nil {
+		if err := finishSpill(); err != nil {
+			return spillErr(p, err)
+		}
+	}
+	if sp != nil && rdr.Err() == nil && ctx.Err() == nil {
+		// Every row is in: the partitions' rows go to the encoder, one
+		// partition after the other (reading and joining the next
+		// batch overlaps encoding this one).
+		var sendErr error
+		err := sp.replay(ctx, spillReplayRows, func(g *codec.Grouped) error {
+			g.Data.Retain()
+			sendErr = send(batchWork{rec: g.Data, g: g})
+			return sendErr
+		})
+		if sendErr != nil {
+			return sendErr
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
 		}
 	}
 	if err := stopEncoder(); err != nil {
@@ -1820,4 +1921,32 @@ func toFileBatch(rec arrow.RecordBatch, sc *arrow.Schema) arrow.RecordBatch {
 		return rec
 	}
 	return array.NewRecordBatch(sc, rec.Columns(), rec.NumRows())
+}
+
+// batchWork is a conformed batch handed to a put's encoder, with its rows
+// grouped by partition for a partitioned put (g nil for an empty batch).
+type batchWork struct {
+	rec arrow.RecordBatch
+	g   *codec.Grouped
+}
+
+// release releases what b holds when the encoder will not take it.
+func (b batchWork) release() {
+	b.rec.Release()
+	if b.g != nil {
+		b.g.Release()
+	}
+}
+
+// spillReplayRows is about the rows of a batch a spilled write replays:
+// enough that its columns are encoded in parallel, as a one-file put's.
+const spillReplayRows = 64 << 10
+
+// spillErr is an error of a spilled write's first pass, as the put's.
+func spillErr(p profile, err error) error {
+	var pe *PanicError
+	if errors.As(err, &pe) || errors.Is(err, ErrInvalidArgument) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", p, err)
 }

@@ -81,10 +81,21 @@ type options struct {
 	cache          *ipccache.Cache
 	groupBytes     int64
 	memSet         bool // WithAllocator was given
+	spillDir       string
 }
 
 // Option configures a Store.
 type Option func(*options)
+
+// WithSpillDir sets the local directory where a partitioned write holds
+// its rows until the client has sent them all (spill.go): by default the
+// data directory on a local disk, and os.TempDir() on any other storage.
+// SpillOff: no spill; a partitioned write encodes its rows as they come,
+// with a file open for every partition it has seen (as appends do).
+func WithSpillDir(dir string) Option { return func(o *options) { o.spillDir = dir } }
+
+// SpillOff is the WithSpillDir that turns spilling off.
+const SpillOff = "off"
 
 // WithLockTimeout sets how long a writer waits for the manifest lock
 // (default 10 s, as pyrosome's LOCK_TIMEOUT).
@@ -207,6 +218,12 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	s.id = newIdentity(o.host, o.pid, o.procs, o.writer)
 	if o.fs != nil {
 		s.fs, s.root = o.fs, dir
+		if s.opts.spillDir == "" {
+			s.opts.spillDir = os.TempDir()
+		}
+		if err := s.checkSpill(); err != nil {
+			return nil, err
+		}
 		return s, nil
 	}
 	l, err := fsys.NewLocal(dir)
@@ -214,7 +231,27 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("open data dir: %w", err)
 	}
 	s.fs, s.root = l, l.Root()
+	if s.opts.spillDir == "" {
+		s.opts.spillDir = l.Root()
+	}
+	if err := s.checkSpill(); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// checkSpill makes and removes a spill file, so that a spill directory
+// that cannot hold one is found at start, not by the first partitioned
+// write.
+func (s *Store) checkSpill() error {
+	if s.opts.spillDir == SpillOff {
+		return nil
+	}
+	sp, err := openSpill(s.opts.spillDir, s.opts.mem)
+	if err != nil {
+		return fmt.Errorf("spill directory %s: %w", s.opts.spillDir, err)
+	}
+	return sp.Close()
 }
 
 // Root is the data directory as given or resolved. It is for the operator's

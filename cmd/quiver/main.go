@@ -66,6 +66,7 @@ type serveConfig struct {
 	maxPutBytes  int64
 	memoryLimit  string
 	putMemory    string
+	spillDir     string
 	groupAppend  string
 	autoCompact  int
 	compactSmall string
@@ -219,6 +220,7 @@ environment. Once listening, serve prints "quiver: serving <data-dir> on
 	f.IntVar(&c.autoCompact, "auto-compact", 0, "compact a profile's latest version in the background once it holds more than this many small files (0: off)")
 	f.StringVar(&c.compactSmall, "auto-compact-small", env("QUIVER_AUTO_COMPACT_SMALL", "16MiB"), "with --auto-compact: the size under which a file counts as small (env QUIVER_AUTO_COMPACT_SMALL)")
 	f.StringVar(&c.groupAppend, "group-append-bytes", env("QUIVER_GROUP_APPEND_BYTES", "1MiB"), "an unpartitioned Parquet append of at most this much Arrow data is written by its commit cycle into one file shared with the cycle's other small appends, each keeping its own commit record; 0 gives every append a file of its own (env QUIVER_GROUP_APPEND_BYTES)")
+	f.StringVar(&c.spillDir, "spill-dir", env("QUIVER_SPILL_DIR", ""), "local directory where a partitioned write holds its rows (as Arrow, in a file with no name) until the client has sent them all, then writes each partition's file in turn: it needs as much free space as the write's Arrow bytes while it runs (default: the data directory on a local disk, else the system's temporary directory; off: write every partition's file as rows come, all of them open at once) (env QUIVER_SPILL_DIR)")
 	f.StringVar(&c.putMemory, "put-memory", env("QUIVER_PUT_MEMORY", "128MiB"), "memory all puts' Parquet writers may hold together; over it they flush row groups early and finish the files of their least recently written partitions (env QUIVER_PUT_MEMORY)")
 	f.StringVar(&c.signingKey, "signing-key", env("QUIVER_SIGNING_KEY", ""), "ed25519 private key file (from quiver keygen): sign every commit record; auditors check with quiver verify --public-key (env QUIVER_SIGNING_KEY)")
 	f.BoolVar(&c.verifyReads, "verify-reads", false, "check each file's SHA-256 against its commit record before any of it is sent (a read of altered data fails with DATA_LOSS); reads then bypass the --cache-dir cache (it is neither read nor filled)")
@@ -292,6 +294,9 @@ func storeOptions(c serveConfig) ([]store.Option, error) {
 			return nil, fmt.Errorf("--group-append-bytes %q: want a size such as 1MiB, or 0", c.groupAppend)
 		}
 		opts = append(opts, store.WithGroupAppendBytes(n))
+	}
+	if c.spillDir != "" {
+		opts = append(opts, store.WithSpillDir(c.spillDir))
 	}
 	if c.putMemory != "" {
 		n, err := parseBytes(c.putMemory)

@@ -1,0 +1,341 @@
+package store
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"golang.org/x/sys/unix"
+
+	"github.com/quiverdb/quiver/store/codec"
+)
+
+// spill holds the rows of a partitioned write on local disk, grouped by
+// partition, until the client has sent them all; they are then encoded
+// partition after partition (replay), each file's rows together.
+//
+// Encoding the rows as they came kept a file open for every partition,
+// each with its open row group: with the put's memory shared by 64 files,
+// their row groups ended every 256 KiB of pages (34,000 column chunks for
+// a 1 GiB put), and the writers' buffers and the garbage of their small
+// row groups cost the partitioned put twice the CPU of a one-file put
+// (docs/benchmarks.md). Rows replayed partition by partition fill one
+// file's row groups at a time, as a one-file put does. What it costs is a
+// write and a read of the put's Arrow bytes through the page cache, and as
+// much temporary disk space (given back as the put ends, however it ends:
+// the file has no name).
+//
+// Each block is one partition's rows of one received batch, written as an
+// Arrow IPC stream of its own (schema, dictionaries, batch), so that any
+// batch the put accepts is read back as it was.
+type spill struct {
+	f     *os.File
+	bw    *bufio.Writer
+	end   int64 // bytes written
+	mem   memory.Allocator
+	parts []*spillPart // in order of first appearance
+	byDir map[string]*spillPart
+
+	// The batches received go to add on a goroutine of the spill's own
+	// (start), so that receiving the next batch overlaps grouping and
+	// writing this one.
+	in     chan arrow.RecordBatch
+	failed chan struct{} // closed when the goroutine stopped on an error
+	exited chan struct{} // closed when the goroutine returned
+	err    error         // its error (set before either is closed)
+}
+
+// spillPart is one partition's blocks, in the order received.
+type spillPart struct {
+	dir    string
+	values map[string]string
+	blocks []spillBlock
+}
+
+// spillBlock is a block's place in the spill file.
+type spillBlock struct{ off, n int64 }
+
+// spillName is the name spill I/O errors carry: never a server path.
+const spillName = "spill"
+
+// openSpill opens an empty spill file in dir, with no name (O_TMPFILE;
+// where the file system has none, a named file removed at once).
+func openSpill(dir string, mem memory.Allocator) (*spill, error) {
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		f, cerr := os.CreateTemp(dir, ".quiver-spill-*")
+		if cerr != nil {
+			var pe *os.PathError
+			if errors.As(cerr, &pe) { // (its path is the server's)
+				cerr = pe.Err
+			}
+			return nil, fmt.Errorf("spill: %w", cerr)
+		}
+		_ = os.Remove(f.Name())
+		fd, err = unix.Dup(int(f.Fd()))
+		_ = f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("spill: %w", err)
+		}
+	}
+	f := os.NewFile(uintptr(fd), spillName)
+	return &spill{f: f, bw: bufio.NewWriterSize(f, 1<<20), mem: mem, byDir: map[string]*spillPart{}}, nil
+}
+
+// Close gives the file's space back.
+func (sp *spill) Close() error { return sp.f.Close() }
+
+// countingWriter counts what it passes to w (and hides whether w is an
+// io.Closer: an IPC writer's Close must not close the spill).
+type spillWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *spillWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+// add writes the rows of rec (a conformed batch) into the spill, grouped
+// by the partition columns by (dropped, as codec.GroupByPartition does):
+// one block per partition, its rows gathered a chunk of partitions at a
+// time (gatherParts: at most gatherChunkBytes of rows copied at once) on
+// workers goroutines.
+func (sp *spill) add(ctx context.Context, rec arrow.RecordBatch, by []string, workers int) error {
+	g, err := codec.GroupByPartition(ctx, rec, by)
+	if err != nil || g == nil {
+		return err
+	}
+	defer g.Release()
+	parts := make([]partWrite, len(g.Parts))
+	for i, part := range g.Parts {
+		parts[i] = partWrite{data: g.Data, rows: part.Rows}
+	}
+	for i := 0; i < len(parts); {
+		n, err := gatherParts(ctx, parts[i:], workers, sp.mem)
+		if err != nil {
+			return err
+		}
+		for j := i; j < i+n; j++ {
+			if err == nil {
+				err = sp.block(g.Parts[j], parts[j].rec)
+			}
+			parts[j].rec.Release()
+			parts[j].rec = nil
+		}
+		if err != nil {
+			return err
+		}
+		i += n
+	}
+	return nil
+}
+
+// block writes part's rows (rows) as a block of its partition.
+func (sp *spill) block(part codec.Part, rows arrow.RecordBatch) error {
+	b, err := sp.write(rows)
+	if err != nil {
+		return err
+	}
+	p := sp.byDir[part.Dir]
+	if p == nil {
+		p = &spillPart{dir: part.Dir, values: part.Values}
+		sp.byDir[part.Dir] = p
+		sp.parts = append(sp.parts, p)
+	}
+	p.blocks = append(p.blocks, b)
+	return nil
+}
+
+// start runs add for every batch of put, on a goroutine of its own until
+// finish, with at most limit partitions (more: ErrInvalidArgument).
+// onPanic turns a panic of that goroutine into an error.
+func (sp *spill) start(ctx context.Context, by []string, workers, limit int, onPanic func(v any) error) {
+	sp.in = make(chan arrow.RecordBatch)
+	sp.failed = make(chan struct{})
+	sp.exited = make(chan struct{})
+	go func() {
+		defer close(sp.exited)
+		defer func() {
+			if v := recover(); v != nil {
+				sp.err = onPanic(v)
+				close(sp.failed)
+			}
+		}()
+		for rec := range sp.in {
+			err := sp.add(ctx, rec, by, workers)
+			rec.Release()
+			if err == nil && len(sp.parts) > limit {
+				err = fmt.Errorf("%w: a put may touch at most %d partitions", ErrInvalidArgument, limit)
+			}
+			if err != nil {
+				sp.err = err
+				close(sp.failed)
+				return
+			}
+		}
+	}()
+}
+
+// put hands rec (taken) to the spill's goroutine; an error is the one
+// that stopped that goroutine.
+func (sp *spill) put(rec arrow.RecordBatch) error {
+	select {
+	case sp.in <- rec:
+		return nil
+	case <-sp.failed:
+		rec.Release()
+		return sp.err
+	}
+}
+
+// finish waits for the batches put so far to be written and returns the
+// spill goroutine's error. It must be called once after start, before
+// replay.
+func (sp *spill) finish() error {
+	close(sp.in)
+	<-sp.exited
+	return sp.err
+}
+
+// write appends rec to the file as a block.
+func (sp *spill) write(rec arrow.RecordBatch) (spillBlock, error) {
+	cw := &spillWriter{w: sp.bw}
+	w := ipc.NewWriter(cw, ipc.WithSchema(rec.Schema()), ipc.WithAllocator(sp.mem))
+	err := w.Write(rec)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return spillBlock{}, fmt.Errorf("spill: %w", err)
+	}
+	b := spillBlock{off: sp.end, n: cw.n}
+	sp.end += cw.n
+	return b, nil
+}
+
+// read returns the rows of block b.
+func (sp *spill) read(b spillBlock) (arrow.RecordBatch, error) {
+	r, err := ipc.NewReader(io.NewSectionReader(sp.f, b.off, b.n), ipc.WithAllocator(sp.mem))
+	if err != nil {
+		return nil, fmt.Errorf("spill: %w", err)
+	}
+	defer r.Release()
+	if !r.Next() {
+		err := r.Err()
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("spill: %w", err)
+	}
+	rec := r.RecordBatch()
+	rec.Retain()
+	return rec, nil
+}
+
+// replay calls fn with the spilled rows, partition after partition in the
+// order they first came, each partition's rows in the order received, in
+// batches of about rows rows (a partition's blocks joined), each with its
+// one part. fn takes the batch.
+func (sp *spill) replay(ctx context.Context, rows int64, fn func(g *codec.Grouped) error) error {
+	if err := sp.bw.Flush(); err != nil {
+		return fmt.Errorf("spill: %w", err)
+	}
+	for _, p := range sp.parts {
+		var pending []arrow.RecordBatch
+		var n int64
+		emit := func() error {
+			if len(pending) == 0 {
+				return nil
+			}
+			recs := pending
+			pending, n = nil, 0
+			joined := joinBatches(recs, sp.mem)
+			for i, rec := range joined {
+				g := &codec.Grouped{Data: rec, Parts: []codec.Part{{Dir: p.dir, Values: p.values, Rows: rowSeq(rec.NumRows())}}}
+				if err := fn(g); err != nil {
+					releaseBatches(joined[i+1:])
+					return err
+				}
+			}
+			return nil
+		}
+		for _, b := range p.blocks {
+			if err := ctx.Err(); err != nil {
+				releaseBatches(pending)
+				return err
+			}
+			rec, err := sp.read(b)
+			if err != nil {
+				releaseBatches(pending)
+				return err
+			}
+			pending = append(pending, rec)
+			if n += rec.NumRows(); n >= rows {
+				if err := emit(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := emit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// joinBatches joins recs (one schema) into one batch, taking them; where
+// their columns cannot be joined (dictionaries arrow-go does not unify),
+// they are returned as they were.
+func joinBatches(recs []arrow.RecordBatch, mem memory.Allocator) []arrow.RecordBatch {
+	if len(recs) < 2 {
+		return recs
+	}
+	sc := recs[0].Schema()
+	cols := make([]arrow.Array, sc.NumFields())
+	var total int64
+	for _, rec := range recs {
+		total += rec.NumRows()
+	}
+	for i := range cols {
+		arrs := make([]arrow.Array, len(recs))
+		for j, rec := range recs {
+			arrs[j] = rec.Column(i)
+		}
+		c, err := array.Concatenate(arrs, mem)
+		if err != nil {
+			releaseAll(cols[:i])
+			return recs
+		}
+		cols[i] = c
+	}
+	out := array.NewRecordBatch(sc, cols, total)
+	releaseAll(cols)
+	releaseBatches(recs)
+	return []arrow.RecordBatch{out}
+}
+
+// rowSeq is 0, 1, ..., n-1.
+func rowSeq(n int64) []int32 {
+	rows := make([]int32, n)
+	for i := range rows {
+		rows[i] = int32(i)
+	}
+	return rows
+}
+
+// releaseBatches releases recs.
+func releaseBatches(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		r.Release()
+	}
+}

@@ -1,0 +1,253 @@
+package store
+
+// A partitioned write holds its rows on disk until the client has sent
+// them all, then encodes them partition after partition (spill.go).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+)
+
+// rowGroups is the number of row groups of each Parquet file of c.
+func rowGroups(t *testing.T, dir string, keys []string, c *CommitRecord) []int {
+	t.Helper()
+	var n []int
+	for _, f := range c.Files {
+		r, err := file.OpenParquetFile(filepath.Join(append(append([]string{dir}, keys...), f.Path)...), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n = append(n, r.NumRowGroups())
+		r.Close()
+	}
+	return n
+}
+
+// TestSpilledWriteFillsRowGroups: a write whose batches each give rows to
+// every partition writes one file per partition whose rows are in one row
+// group (they fit one), as a one-file put would, and keeps every row once,
+// in its partition, in the order sent. Encoded as the rows came, the
+// files' row groups ended at the put's row group size shared by the files
+// open (8 here: an eighth each).
+func TestSpilledWriteFillsRowGroups(t *testing.T) {
+	const batches, parts, perPart = 40, 8, 300
+	s, dir := newTestStore(t, WithRowGroupBytes(1<<20))
+	c := put(t, s, ModeWrite, []string{"fill"}, spread(batches, parts, perPart, 200, nil), PutOptions{PartitionBy: []string{"k"}})
+	if len(c.Files) != parts {
+		t.Fatalf("%d files, want one per partition (%d)", len(c.Files), parts)
+	}
+	if c.Rows != batches*parts*perPart {
+		t.Errorf("rows %d", c.Rows)
+	}
+	// 12,000 rows of ~210 bytes a partition: 2.4 MiB of Arrow, well under
+	// 1 MiB encoded (the pad compresses).
+	for i, n := range rowGroups(t, dir, []string{"fill"}, c) {
+		if n != 1 {
+			t.Errorf("%s: %d row groups, want 1", c.Files[i].Path, n)
+		}
+	}
+	checkSpread(t, s, []string{"fill"}, batches*parts*perPart, parts)
+	if n := s.PutMemory(); n != 0 {
+		t.Errorf("put memory after the put: %d", n)
+	}
+}
+
+// TestSpilledWriteTypes: columns of every kind a put accepts come back
+// from the spill as they were sent: dictionaries that differ from batch to
+// batch (whose blocks are not joined), lists, structs, nulls.
+func TestSpilledWriteTypes(t *testing.T) {
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "k", Type: arrow.BinaryTypes.String},
+		{Name: "d", Type: &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}, Nullable: true},
+		{Name: "l", Type: arrow.ListOf(arrow.PrimitiveTypes.Int32), Nullable: true},
+		{Name: "st", Type: arrow.StructOf(arrow.Field{Name: "a", Type: arrow.BinaryTypes.String, Nullable: true}), Nullable: true},
+	}, nil)
+	const batches, rows = 6, 500
+	want := map[int64]string{}
+	var recs []arrow.RecordBatch
+	for b := range batches {
+		bld := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+		for i := range rows {
+			id := int64(b*rows + i)
+			k := fmt.Sprintf("p%d", id%5)
+			bld.Field(0).(*array.Int64Builder).Append(id)
+			bld.Field(1).(*array.StringBuilder).Append(k)
+			d := bld.Field(2).(*array.BinaryDictionaryBuilder)
+			dv := fmt.Sprintf("b%d-v%d", b, id%7) // each batch its own dictionary
+			if id%11 == 0 {
+				d.AppendNull()
+				dv = "null"
+			} else if err := d.AppendString(dv); err != nil {
+				t.Fatal(err)
+			}
+			l := bld.Field(3).(*array.ListBuilder)
+			l.Append(true)
+			for j := range id % 3 {
+				l.ValueBuilder().(*array.Int32Builder).Append(int32(j))
+			}
+			st := bld.Field(4).(*array.StructBuilder)
+			st.Append(true)
+			st.FieldBuilder(0).(*array.StringBuilder).Append(fmt.Sprint("s", id))
+			want[id] = fmt.Sprintf("%s|%s|%d|s%d", k, dv, id%3, id)
+		}
+		recs = append(recs, bld.NewRecordBatch())
+		bld.Release()
+	}
+	rdr, err := array.NewRecordReader(sc, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		r.Release()
+	}
+	s, _ := newTestStore(t)
+	c := put(t, s, ModeWrite, []string{"types"}, rdr, PutOptions{PartitionBy: []string{"k"}})
+	if len(c.Files) != 5 {
+		t.Errorf("%d files, want 5", len(c.Files))
+	}
+	got := map[int64]string{}
+	rd, err := s.Read(context.Background(), []string{"types"}, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Release()
+	last := map[string]int64{}
+	for rd.Next() {
+		rec := rd.RecordBatch()
+		col := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
+		ids, ks, l, st := col("id").(*array.Int64), col("k"), col("l").(*array.List), col("st").(*array.Struct)
+		d := col("d").(*array.Dictionary)
+		for i := range ids.Len() {
+			id := ids.Value(i)
+			k := ks.ValueStr(i)
+			if prev, ok := last[k]; ok && prev > id {
+				t.Fatalf("partition %s: id %d after %d", k, id, prev)
+			}
+			last[k] = id
+			dv := "null"
+			if d.IsValid(i) {
+				dv = d.Dictionary().(*array.String).Value(d.GetValueIndex(i))
+			}
+			start, end := l.ValueOffsets(i)
+			got[id] = fmt.Sprintf("%s|%s|%d|%s", k, dv, end-start, st.Field(0).(*array.String).Value(i))
+		}
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d rows read, want %d", len(got), len(want))
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Fatalf("id %d: %q, want %q", id, got[id], w)
+		}
+	}
+}
+
+// TestSpillHasNoName: while a partitioned write receives its rows, and
+// after it is cancelled, nothing of it is in the data directory or the
+// spill directory: the spill file has no name (a killed server leaves
+// nothing to sweep), and no file of the put exists before its last batch.
+func TestSpillHasNoName(t *testing.T) {
+	spillDir := t.TempDir()
+	s, dir := newTestStore(t, WithSpillDir(spillDir))
+	put(t, s, ModeWrite, []string{"named"}, spread(1, 2, 1, 8, nil), PutOptions{PartitionBy: []string{"k"}})
+	before := tree(t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	paused := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		rdr := spread(10, 4, 100, 64, func(i int) {
+			if i == 5 {
+				close(paused)
+				<-ctx.Done()
+			}
+		})
+		defer rdr.Release()
+		_, err := s.Put(ctx, []string{"named"}, rdr, PutOptions{Mode: ModeWrite, PartitionBy: []string{"k"}})
+		done <- err
+	}()
+	<-paused
+	during := tree(t, dir)
+	entries, err := os.ReadDir(spillDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled put: %v", err)
+	}
+	// (A write reserves its version directory first: only that may be
+	// there while its rows come.)
+	var extra []string
+	for _, e := range during {
+		if !slices.Contains(before, e) && !strings.Contains(e, "/v1") {
+			extra = append(extra, e)
+		}
+	}
+	if len(extra) > 0 || len(entries) > 0 {
+		t.Errorf("while spilling: new in the data dir %v, in the spill dir %d entries", extra, len(entries))
+	}
+	if after := tree(t, dir); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("after the cancelled put:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+// TestSpilledWriteRefusesPartitionsEarly: a write over more partitions
+// than a put may touch is refused as soon as a batch takes it over, not
+// after every row has been sent and spilled.
+func TestSpilledWriteRefusesPartitionsEarly(t *testing.T) {
+	s, dir := newTestStore(t, WithMaxPartitions(10))
+	before := tree(t, dir)
+	made := 0
+	rdr := spread(50, 20, 1, 8, func(int) { made++ })
+	defer rdr.Release()
+	_, err := s.Put(context.Background(), []string{"over"}, rdr, PutOptions{Mode: ModeWrite, PartitionBy: []string{"k"}})
+	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "at most 10 partitions") {
+		t.Fatalf("%v, want the partition limit", err)
+	}
+	if made > 2 {
+		t.Errorf("refused after %d batches, want after the first", made)
+	}
+	if after := tree(t, dir); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("the data dir changed:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+// TestSpilledWriteManySmallPartitions: a spilled write over hundreds of
+// partitions of a few rows each (held, too few for a writer of their own,
+// until the next partition's rows come) writes one file per partition
+// whatever the memory budget, and holds nothing of it afterwards.
+func TestSpilledWriteManySmallPartitions(t *testing.T) {
+	const batches, parts, perPart = 6, 300, 2
+	for _, budget := range []int64{0, 96 << 10} {
+		t.Run(fmt.Sprint(budget), func(t *testing.T) {
+			var opts []Option
+			if budget > 0 {
+				opts = append(opts, WithPutMemory(budget))
+			}
+			s, _ := newTestStore(t, opts...)
+			c := put(t, s, ModeWrite, []string{"many"}, spread(batches, parts, perPart, 16, nil), PutOptions{PartitionBy: []string{"k"}})
+			if len(c.Files) != parts {
+				t.Errorf("%d files, want %d", len(c.Files), parts)
+			}
+			checkSpread(t, s, []string{"many"}, batches*parts*perPart, parts)
+			if n := s.PutMemory(); n != 0 {
+				t.Errorf("put memory after the put: %d", n)
+			}
+		})
+	}
+}
