@@ -1074,9 +1074,15 @@ type sink struct {
 	held      []heldRows        // rows held until the file opens
 	heldBytes int64             // their share of their batches' bytes
 	closed    bool
-	ended     bool  // its encoder closed, its file not yet committed (a spilled write's)
 	mem       int64 // bytes charged to the memory budget
 	used      int64 // when it was last written to (for evicting the least recently used)
+
+	// A spilled write's file whose encoder ended is committed in the
+	// background (fileEnds): its record, what its storage writer buffers
+	// meanwhile, whether the commit happened, whether it is recorded.
+	ended, committed, recorded bool
+	endRec                     FileRecord
+	endMem                     int64
 }
 
 // heldBatch is a batch (without its partition columns) whose rows some
@@ -1146,6 +1152,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 	var heldBytes int64   // the bytes of those not yet released, and of the heldRows naming their rows
 	done := len(st.files) // files of earlier stream calls stay on failure
 	var total, charged int64
+	var ends *fileEnds // (a spilled write's)
 	defer func() {
 		s.budget.release(charged)
 		for _, b := range held {
@@ -1155,8 +1162,17 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			}
 		}
 		if err != nil {
+			if ends != nil {
+				ends.stop.Store(true)
+				_ = ends.wait()
+			}
 			for _, k := range order {
-				if !k.closed && k.fw != nil {
+				switch {
+				case k.ended && !k.recorded && k.committed:
+					_ = s.fs.Delete(context.WithoutCancel(ctx), k.name)
+				case k.ended && !k.committed:
+					_ = k.w.Abort()
+				case !k.closed && k.fw != nil:
 					k.fw.Abort()
 					_ = k.w.Abort()
 				}
@@ -1207,13 +1223,13 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		now := heldBytes + gathering
 		for _, k := range sinks {
 			k.mem = 0
-			switch {
-			case k.ended:
-				k.mem = writerMemory(k.w)
-			case k.fw != nil:
+			if k.fw != nil {
 				k.mem = k.fw.Buffered() + writerMemory(k.w) + overhead
 			}
 			now += k.mem
+		}
+		if ends != nil {
+			now += ends.mem.Load()
 		}
 		charged += s.budget.adjust(now - charged)
 	}
@@ -1476,6 +1492,32 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		// that finishes thousands of files keeps them all (red team r04).
 		k.fw, k.w = nil, nil
 	}
+	// endFile ends the encoder of k (a spilled write's: its partition's
+	// rows are all written, those it held too) and hands its file to ends
+	// to be committed; its writers go now (r04, as finished).
+	endFile := func(k *sink) error {
+		if k.fw == nil {
+			if err := openFile(k); err != nil {
+				return err
+			}
+		}
+		delete(sinks, k.dir)
+		k.closed = true
+		opened--
+		if err := k.fw.Close(); err != nil {
+			k.fw.Abort()
+			_ = k.w.Abort()
+			k.fw, k.w = nil, nil
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		k.endRec = FileRecord{Path: strings.TrimPrefix(k.name, p.dir+"/"), Rows: k.fw.Rows(), Bytes: k.fw.Size(), SHA256: k.fw.SHA256(), Partition: k.values}
+		k.endMem = writerMemory(k.w)
+		k.fw = nil
+		k.ended = true
+		ends.add(k)
+		charge()
+		return nil
+	}
 	// finishAll finishes the files of ks that are not yet, in that order:
 	// the files of partitions that only held rows are opened (and their
 	// rows written) one after the other, then every file's last row
@@ -1484,6 +1526,19 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 	// 64-partition put's files ran on one core while the other idled),
 	// and the files are recorded in order.
 	finishAll := func(ks []*sink) error {
+		if ends != nil {
+			if err := ends.wait(); err != nil {
+				return err
+			}
+			for _, k := range ks {
+				if k.ended {
+					st.files = append(st.files, k.endRec)
+					st.rows += k.endRec.Rows
+					k.recorded = true
+					k.w = nil
+				}
+			}
+		}
 		for _, k := range ks {
 			if !k.closed && k.fw == nil {
 				if err := openFile(k); err != nil {
@@ -1635,6 +1690,12 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			if g == nil {
 				return nil // no rows
 			}
+			taken := false // (g.Data, by the held batch below)
+			defer func() {
+				if !taken {
+					g.Release()
+				}
+			}()
 			if spilled {
 				// Rows come partition after partition: the file of the
 				// one before is done. Its encoder ends it now (its last
@@ -1643,16 +1704,12 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 				// their syncs in parallel).
 				if d := g.Parts[0].Dir; d != spilledDir {
 					if k := sinks[spilledDir]; k != nil && !k.closed {
-						if k.fw == nil { // (rows held: too few for a writer so far)
-							if err := openFile(k); err != nil {
-								return wrapWrite(p, err)
-							}
+						if err := endFile(k); err != nil {
+							return wrapWrite(p, err)
 						}
-						if err := k.fw.Close(); err != nil {
-							return wrapWrite(p, fmt.Errorf("%s: %w", p, err))
-						}
-						k.ended = true
-						charge()
+					}
+					if ends.failed.Load() {
+						return wrapWrite(p, ends.wait())
 					}
 					spilledDir = d
 				}
@@ -1669,6 +1726,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			rec.Release()
 			released = true
 			hb := &heldBatch{rec: g.Data, bytes: bytes, refs: 1} // (this loop's own reference)
+			taken = true
 			// What a partition may hold: less than a writer costs, and
 			// less than a file may grow to (TargetFileBytes: a held
 			// partition's rows go to one file).
@@ -1783,6 +1841,13 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		defer sp.Close()
 		sp.start(ctx, st.by, runtime.GOMAXPROCS(0), s.opts.partitionLimit, func(v any) error {
 			return &PanicError{Profile: st.p.String(), Value: v, Stack: debug.Stack()}
+		})
+		ends = startFileEnds(func(k *sink) error {
+			if err := k.w.Commit(ctx); err != nil {
+				_ = k.w.Abort()
+				return fmt.Errorf("write %s: %w", p, err)
+			}
+			return nil
 		})
 		finished := false
 		defer func() {

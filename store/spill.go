@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -338,4 +341,66 @@ func releaseBatches(recs []arrow.RecordBatch) {
 	for _, r := range recs {
 		r.Release()
 	}
+}
+
+// fileEnds commits the files of a spilled write whose encoders have ended
+// (their partition's rows are all written), on a goroutine of its own, one
+// after the other, while the next partitions are encoded: a file's sync
+// (the disk writing it back) is off the encoder's path, and its descriptor
+// and storage writer go as soon as it is done, however many partitions the
+// write has.
+type fileEnds struct {
+	q      chan *sink
+	exited chan struct{}
+	stop   atomic.Bool  // commit no more (the put failed)
+	failed atomic.Bool  // a commit failed (err, once waited for)
+	mem    atomic.Int64 // what the storage writers not yet committed buffer (an S3 upload's parts)
+	err    error        // the first commit's error
+	once   sync.Once
+}
+
+// startFileEnds starts committing, each file by commit.
+func startFileEnds(commit func(k *sink) error) *fileEnds {
+	e := &fileEnds{q: make(chan *sink, 16), exited: make(chan struct{})}
+	go func() {
+		defer close(e.exited)
+		for k := range e.q {
+			if e.err == nil && !e.stop.Load() {
+				if err := e.commit(commit, k); err != nil {
+					e.err = err
+					e.failed.Store(true)
+				} else {
+					k.committed = true
+				}
+			}
+			e.mem.Add(-k.endMem)
+		}
+	}()
+	return e
+}
+
+// commit runs commit(k), a panic its error.
+func (e *fileEnds) commit(commit func(k *sink) error, k *sink) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return commit(k)
+}
+
+// add queues k, ended, for its commit.
+func (e *fileEnds) add(k *sink) {
+	e.mem.Add(k.endMem)
+	e.q <- k
+}
+
+// wait commits what is queued (none, after stop) and returns the first
+// error; it may be called again.
+func (e *fileEnds) wait() error {
+	e.once.Do(func() {
+		close(e.q)
+		<-e.exited
+	})
+	return e.err
 }

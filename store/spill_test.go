@@ -11,12 +11,16 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
+
+	"github.com/quiverdb/quiver/store/fsys"
+	"github.com/quiverdb/quiver/store/fsys/faultfs"
 )
 
 // rowGroups is the number of row groups of each Parquet file of c.
@@ -250,4 +254,44 @@ func TestSpilledWriteManySmallPartitions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSpilledWriteCommitFails: when the background commit of one of a
+// spilled write's files fails (the third of eight here), the put fails
+// with that error and leaves the data directory as it found it: the files
+// committed before it are removed, those queued after it are aborted.
+func TestSpilledWriteCommitFails(t *testing.T) {
+	dir := t.TempDir()
+	l, err := fsys.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	ff := faultfs.New(l)
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	t.Cleanup(func() { mem.AssertSize(t, 0) })
+	s, err := Open(dir, WithFS(ff), WithAllocator(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, ModeWrite, []string{"c"}, spread(1, 2, 1, 8, nil), PutOptions{PartitionBy: []string{"k"}})
+	before := tree(t, dir)
+	ff.Add(faultfs.Rule{Op: faultfs.Commit, Glob: "*.parquet", Err: syscall.EIO, Nth: 3})
+	rdr := spread(10, 8, 200, 64, nil)
+	defer rdr.Release()
+	_, err = s.Put(context.Background(), []string{"c"}, rdr, PutOptions{Mode: ModeWrite, PartitionBy: []string{"k"}})
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("%v, want the injected EIO", err)
+	}
+	if n := ff.Injected(faultfs.Commit); n != 1 {
+		t.Fatalf("%d commits failed, want 1", n)
+	}
+	if after := tree(t, dir); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("the data dir changed:\nbefore %v\nafter  %v", before, after)
+	}
+	if n := s.PutMemory(); n != 0 {
+		t.Errorf("put memory after the put: %d", n)
+	}
+	ff.Clear()
+	checkSpread(t, s, []string{"c"}, 2, 2) // (the first write's rows)
 }
