@@ -144,11 +144,15 @@ type inflightStream struct {
 	held    int64
 
 	// Under c.mu: the receive's state (recvIdle, recvArmed, recvDormant),
-	// how many bytes c had delivered when it started, and the timer that
-	// makes it dormant.
-	state int
-	from  uint64
-	timer *time.Timer
+	// how many bytes c had delivered when it started, how many DATA
+	// payload bytes of its stream arrived since, the timer that makes it
+	// dormant, and the stream's HTTP/2 id (0: unknown) once looked up.
+	state    int
+	from     uint64
+	got      uint64
+	timer    *time.Timer
+	sid      uint32
+	sidKnown bool
 }
 
 func (w *inflightStream) RecvMsg(m any) error {
