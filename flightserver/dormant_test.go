@@ -383,30 +383,37 @@ func TestDormantRearmWaits(t *testing.T) {
 }
 
 // TestPingDoesNotPinPausedPut: a paused put's client that pings its
-// connection (a keepalive) re-arms the receive for a moment, which then goes
-// dormant again: a few bytes since it started cannot be a message
-// (dormantSlack). The put then goes on and commits.
+// connection (a keepalive) does not wake the dormant receive: a PING is no
+// DATA of its stream (red team round 24's y01; before, it re-armed the
+// receive for a moment). The put then goes on and commits.
 func TestPingDoesNotPinPausedPut(t *testing.T) {
-	// Long enough a dormancy delay to see each re-arm.
 	ts := startSrv(t, true, WithMaxRecvMsgSize(1<<20), WithMaxInflightBytes(2<<20),
-		WithInflightWait(5*time.Second), withDormantAfter(500*time.Millisecond))
+		WithInflightWait(5*time.Second), withDormantAfter(50*time.Millisecond))
 	rec := strBatch(10, 10)
 	defer rec.Release()
 	c, g := dialGated(t, ts.addr)
 	p := startPausedPut(t, c, "slow", rec)
-	waitUntil(t, "the paused receive is dormant", func() bool { return ts.srv.budget.used.Load() == 0 })
+	waitDormant(t, ts)
 	for i := 0; i < 2; i++ { // the server's ping policy allows two
-		time.Sleep(100 * time.Millisecond)
 		if err := g.ping(); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, "the ping re-armed the receive", func() bool { return ts.srv.budget.used.Load() == 1<<20 })
-		waitUntil(t, "the receive is dormant again", func() bool { return ts.srv.budget.used.Load() == 0 })
+		assertHoldsNothing(t, ts, 200*time.Millisecond, "after a ping")
 	}
 	if err := p.finish(rec); err != nil {
 		t.Fatalf("the paused put after pings: %v", err)
 	}
 	if err := getErr(context.Background(), ts.c, "slow"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// assertHoldsNothing fails t if the data pool holds anything during d.
+func assertHoldsNothing(t *testing.T, ts *testServer, d time.Duration, when string) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		if n := ts.srv.budget.used.Load(); n != 0 {
+			t.Fatalf("data pool holds %d bytes %s", n, when)
+		}
 	}
 }

@@ -133,8 +133,8 @@ func (b *budget) add(n int64) { b.m.inflight.WithLabelValues(b.pool).Set(float64
 // the next RecvMsg or the end of the stream.
 //
 // A data stream on a connection Serve accepted (c) gives the reservation
-// back while its client sends nothing at all, and takes it again before
-// any byte reaches it: see recvConn.
+// back while its client sends no data on it, and takes it again before
+// any byte of its data reaches it: see recvConn.
 type inflightStream struct {
 	grpc.ServerStream
 	b       *budget
@@ -144,11 +144,15 @@ type inflightStream struct {
 	held    int64
 
 	// Under c.mu: the receive's state (recvIdle, recvArmed, recvDormant),
-	// how many bytes c had delivered when it started, and the timer that
-	// makes it dormant.
-	state int
-	from  uint64
-	timer *time.Timer
+	// how many bytes c had delivered when it started, how many DATA
+	// payload bytes of its stream arrived since, the timer that makes it
+	// dormant, and the stream's HTTP/2 id (0: unknown) once looked up.
+	state    int
+	from     uint64
+	got      uint64
+	timer    *time.Timer
+	sid      uint32
+	sidKnown bool
 }
 
 func (w *inflightStream) RecvMsg(m any) error {
@@ -178,10 +182,10 @@ func (w *inflightStream) RecvMsg(m any) error {
 	}
 	keep := min(n, w.reserve)
 	if w.c != nil && !w.c.finish(w) {
-		// Dormant when it returned: nothing arrived on the connection
-		// while it was, so the message was already in memory (within the
-		// stream window and dormantSlack) when it went dormant. It is
-		// charged now.
+		// Dormant when it returned: no data of its stream arrived while
+		// it was, so the message was already in memory (within the
+		// stream window, and dormantSlack if it watched the whole
+		// connection) when it went dormant. It is charged now.
 		if keep > 0 {
 			if aerr := w.b.acquire(ctx, keep); aerr != nil {
 				return aerr

@@ -71,7 +71,8 @@ func (c *Certificates) Reload() error {
 	return nil
 }
 
-// WithTLS serves over TLS with cfg (from LoadTLS).
+// WithTLS serves over TLS with cfg (from LoadTLS). A paused put's
+// connection is watched above the TLS layer (dormantCreds).
 func WithTLS(cfg *tls.Config) Option {
-	return WithGRPCOptions(grpc.Creds(credentials.NewTLS(cfg)))
+	return WithGRPCOptions(grpc.Creds(dormantCreds{credentials.NewTLS(cfg)}))
 }
