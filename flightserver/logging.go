@@ -3,7 +3,6 @@ package flightserver
 import (
 	"context"
 	"errors"
-	"io"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -59,52 +58,6 @@ type wrappedStream struct {
 
 func (w *wrappedStream) Context() context.Context { return w.ctx }
 
-// decodeStream is the stream streamLog hands on: every other interceptor
-// and the handler read through it, and it is the one that calls grpc-go's
-// RecvMsg. It has the codec report a message that does not decode to it
-// (recvBox) rather than to grpc-go, and it makes the errors grpc-go
-// reports for a client's malformed request INVALID_ARGUMENT
-// (recvError), red team round 24's y02.
-type decodeStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-// Context is the RPC's context, with its rpcInfo.
-func (w *decodeStream) Context() context.Context { return w.ctx }
-
-// RecvMsg receives the next message into m; a message that does not
-// decode is INVALID_ARGUMENT.
-func (w *decodeStream) RecvMsg(m any) error {
-	b := &recvBox{m: m}
-	if err := w.ServerStream.RecvMsg(b); err != nil {
-		return recvError(err)
-	}
-	return b.err
-}
-
-// recvError is err, a receive error of grpc-go's, as the server reports
-// it: a message cut off by the client's half-close is the client's
-// malformed request, INVALID_ARGUMENT. grpc-go has already written its own
-// status to the client by then (INTERNAL "unexpected EOF": see
-// serverStream.RecvMsg, which writes the status of any receive error but
-// io.EOF before it returns, so no interceptor can change what the client
-// is told); what this changes is what the handler does with it, the log
-// line (a warning) and the metrics (so that the alert on Internal does
-// not fire for a client's mistake). docs/protocol.md "Errors" says so.
-//
-// grpc-go reports a cut message (its parser's io.ErrUnexpectedEOF: the
-// stream ended, END_STREAM, before as many bytes as the 5-byte prefix
-// promised, or within the prefix) as INTERNAL "unexpected EOF"
-// (stream.go serverStream.RecvMsg).
-func recvError(err error) error {
-	if st, ok := status.FromError(err); ok && st.Code() == codes.Internal && st.Message() == io.ErrUnexpectedEOF.Error() {
-		return status.Error(codes.InvalidArgument,
-			"the request stream ended in the middle of a message: fewer bytes came than its length prefix promised")
-	}
-	return err
-}
-
 func (s *Server) unaryLog(ctx context.Context, req any, si *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	ri := &rpcInfo{}
 	start := s.opts.now()
@@ -120,7 +73,7 @@ func (s *Server) streamLog(srv any, ss grpc.ServerStream, si *grpc.StreamServerI
 	if !isHealth(si.FullMethod) && !s.unary[si.FullMethod] {
 		defer s.metrics.streamOpen(name)()
 	}
-	err := h(srv, &decodeStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), rpcKey{}, ri)})
+	err := h(srv, &decodeStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), rpcKey{}, ri), one: singleRequest[si.FullMethod]})
 	s.logRPC(ss.Context(), si.FullMethod, ri, start, err)
 	return err
 }

@@ -1,16 +1,10 @@
 package flightserver
 
 import (
-	"errors"
-	"io"
-
+	flightgen "github.com/apache/arrow-go/v18/arrow/flight/gen/flight"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/emptypb"
 )
 
 // streamify returns desc with every unary method registered as a stream
@@ -24,9 +18,9 @@ import (
 //
 // Every method whose client sends one request (the unary ones and the
 // server streams: DoGet, DoAction, ListFlights, ListActions) is registered
-// as a client stream too, and its request read by oneRequest: grpc-go
+// as a client stream too, and decodeStream reads its one request: grpc-go
 // checks the one request of a method registered without client streaming
-// itself, and answers a call with none or with two INTERNAL "cardinality
+// itself, and answers a call with none or two INTERNAL "cardinality
 // violation" on its own, before the handler can refuse it (red team round
 // 24's y02).
 func streamify(desc grpc.ServiceDesc, unary map[string]bool) *grpc.ServiceDesc {
@@ -34,13 +28,7 @@ func streamify(desc grpc.ServiceDesc, unary map[string]bool) *grpc.ServiceDesc {
 	out.Methods = nil
 	out.Streams = nil
 	for _, sd := range desc.Streams {
-		if !sd.ClientStreams {
-			h := sd.Handler
-			sd.ClientStreams = true
-			sd.Handler = func(srv any, stream grpc.ServerStream) error {
-				return h(srv, &oneRequest{ServerStream: stream})
-			}
-		}
+		sd.ClientStreams = true
 		out.Streams = append(out.Streams, sd)
 	}
 	for _, md := range desc.Methods {
@@ -51,7 +39,6 @@ func streamify(desc grpc.ServiceDesc, unary map[string]bool) *grpc.ServiceDesc {
 			ServerStreams: true,
 			ClientStreams: true,
 			Handler: func(srv any, stream grpc.ServerStream) error {
-				stream = &oneRequest{ServerStream: stream}
 				resp, err := h(srv, stream.Context(), stream.RecvMsg, nil)
 				if err != nil {
 					return err
@@ -63,43 +50,22 @@ func streamify(desc grpc.ServiceDesc, unary map[string]bool) *grpc.ServiceDesc {
 	return &out
 }
 
-// oneRequest is the stream of a call whose client sends exactly one
-// request message, registered as a client stream (see streamify): its
-// RecvMsg reads the request and then the end of the client's stream, as
-// grpc-go does for a method registered without client streaming, but a
-// call with no request or more than one is INVALID_ARGUMENT, not
-// grpc-go's INTERNAL "cardinality violation".
-type oneRequest struct {
-	grpc.ServerStream
-	read bool
-}
-
-// RecvMsg receives the call's request into m. It is called once; a second
-// call finds the stream ended (io.EOF).
-func (s *oneRequest) RecvMsg(m any) error {
-	if s.read {
-		return io.EOF
+// singleRequest holds the full names of the Flight methods whose client
+// sends exactly one request: the unary ones and the server streams, which
+// streamify registers as client streams.
+var singleRequest = func() map[string]bool {
+	d := flightgen.FlightService_ServiceDesc
+	m := map[string]bool{}
+	for _, md := range d.Methods {
+		m["/"+d.ServiceName+"/"+md.MethodName] = true
 	}
-	s.read = true
-	err := s.ServerStream.RecvMsg(m)
-	if errors.Is(err, io.EOF) {
-		return status.Error(codes.InvalidArgument, "the call carried no request message")
+	for _, sd := range d.Streams {
+		if !sd.ClientStreams {
+			m["/"+d.ServiceName+"/"+sd.StreamName] = true
+		}
 	}
-	if err != nil {
-		return err
-	}
-	var extra any = &emptypb.Empty{}
-	if pm, ok := m.(proto.Message); ok {
-		extra = pm.ProtoReflect().New().Interface()
-	}
-	switch err := s.ServerStream.RecvMsg(extra); {
-	case errors.Is(err, io.EOF):
-		return nil
-	case err != nil:
-		return err
-	}
-	return status.Error(codes.InvalidArgument, "the call carried more than one request message")
-}
+	return m
+}()
 
 // healthService registers the standard health service so that it never
 // reads its request: health checks need no credentials, so a request they
