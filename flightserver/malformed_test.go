@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -246,5 +247,29 @@ func TestDecodeStreamRecvError(t *testing.T) {
 		if got := status.Code(recvError(tc.in)); got != tc.want {
 			t.Errorf("recvError(%v) = %v, want %v", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestSingleRequestStaysCharged: the one request of a single-request
+// method stays charged to the request pool while the handler runs, as when
+// grpc-go read it and the end of the stream in one receive (decodeStream
+// does both in one RecvMsg of the in-flight interceptor's).
+func TestSingleRequestStaysCharged(t *testing.T) {
+	var used atomic.Int64
+	used.Store(-1)
+	var srv atomic.Pointer[Server]
+	ts := startSrv(t, true, withTestHook(func(point string) {
+		if point == "GetFlightInfo" {
+			used.Store(srv.Load().reqBudget.used.Load())
+		}
+	}))
+	srv.Store(ts.srv)
+	desc := quivertest.PathDesc("p", string(bytes.Repeat([]byte("k"), 200)))
+	_, err := ts.c.GetFlightInfo(context.Background(), desc)
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("GetFlightInfo: %v, want NotFound", err)
+	}
+	if want := int64(proto.Size(desc)); used.Load() != want {
+		t.Fatalf("while the handler ran, the request pool held %d bytes, want the request's %d", used.Load(), want)
 	}
 }
