@@ -51,6 +51,8 @@ func TestParseTicketErrors(t *testing.T) {
 		"a/p ", " a/p", "a/p\n", "a/p\u00a0", `{"Path":"a/p"}`, `{"path":"b/q","PATH":"a/p"}`,
 		`{"path":"b/q","path":"a/p"}`, `{"path":"a/p","files":["v0/0.parquet","v0/0.parquet"]}`,
 		"z/safe\u202eexe.txt", "z/a\u0085b",
+		// Red team round 24's y03: invisible characters.
+		"sales/or\u200bders", "sales/orders\u2060", `{"path":"sales/or\u00adders"}`, "sales/or\u2029ders",
 	} {
 		_, err := ParseTicket([]byte(in))
 		if err == nil {

@@ -38,6 +38,12 @@ func newFlightCodec() encoding.CodecV2 {
 const aliasMin = 32 << 10
 
 func (c flightCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if b, ok := v.(*recvBox); ok {
+		if err := c.Unmarshal(data, b.m); err != nil {
+			b.err = malformedRequest(b.m, err)
+		}
+		return nil
+	}
 	fd, ok := v.(*flight.FlightData)
 	if !ok {
 		return c.CodecV2.Unmarshal(data, v)
@@ -60,6 +66,32 @@ func (c flightCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		fd.AppMetadata = []byte(strings.TrimPrefix(err.Error(), errFlightData.Error()+": "))
 	}
 	return nil
+}
+
+// recvBox carries a message to decode (m) from decodeStream.RecvMsg
+// through grpc-go to the codec, and the codec's verdict back (err). A
+// message that fails to decode must not fail the codec: grpc-go would
+// answer the call itself, at once and as INTERNAL "grpc: failed to
+// unmarshal the received message" (rpc_util.go recv, and the status
+// serverStream.RecvMsg writes before it returns), which is the client's
+// malformed request and not a server fault (red team round 24's y02).
+// The codec reports it here instead, as INVALID_ARGUMENT, and decodeStream
+// returns it from RecvMsg.
+type recvBox struct {
+	m   any
+	err error
+}
+
+// malformedRequest is the INVALID_ARGUMENT status of a received message m
+// that did not decode (err: why). m is reset, so that nothing of it is
+// used.
+func malformedRequest(m any, err error) error {
+	name := "request"
+	if pm, ok := m.(protobuf.Message); ok {
+		name = string(pm.ProtoReflect().Descriptor().Name())
+		protobuf.Reset(pm)
+	}
+	return status.Errorf(codes.InvalidArgument, "malformed %s message: it is not valid protobuf: %v", name, err)
 }
 
 // malformedMark is the DataHeader of a FlightData that did not decode

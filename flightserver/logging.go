@@ -73,7 +73,7 @@ func (s *Server) streamLog(srv any, ss grpc.ServerStream, si *grpc.StreamServerI
 	if !isHealth(si.FullMethod) && !s.unary[si.FullMethod] {
 		defer s.metrics.streamOpen(name)()
 	}
-	err := h(srv, &wrappedStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), rpcKey{}, ri)})
+	err := h(srv, &decodeStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), rpcKey{}, ri), one: singleRequest[si.FullMethod]})
 	s.logRPC(ss.Context(), si.FullMethod, ri, start, err)
 	return err
 }

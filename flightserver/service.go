@@ -1,14 +1,10 @@
 package flightserver
 
 import (
-	"errors"
-	"io"
-
+	flightgen "github.com/apache/arrow-go/v18/arrow/flight/gen/flight"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/status"
 )
 
 // streamify returns desc with every unary method registered as a stream
@@ -19,25 +15,31 @@ import (
 // streams puts every inbound message of the server behind authentication
 // and the in-flight byte budget (see inflight.go), health checks included.
 // The names of the converted methods are added to unary.
+//
+// Every method whose client sends one request (the unary ones and the
+// server streams: DoGet, DoAction, ListFlights, ListActions) is registered
+// as a client stream too, and decodeStream reads its one request: grpc-go
+// checks the one request of a method registered without client streaming
+// itself, and answers a call with none or two INTERNAL "cardinality
+// violation" on its own, before the handler can refuse it (red team round
+// 24's y02).
 func streamify(desc grpc.ServiceDesc, unary map[string]bool) *grpc.ServiceDesc {
 	out := desc
 	out.Methods = nil
-	out.Streams = append([]grpc.StreamDesc(nil), desc.Streams...)
+	out.Streams = nil
+	for _, sd := range desc.Streams {
+		sd.ClientStreams = true
+		out.Streams = append(out.Streams, sd)
+	}
 	for _, md := range desc.Methods {
 		h := md.Handler
 		unary["/"+desc.ServiceName+"/"+md.MethodName] = true
 		out.Streams = append(out.Streams, grpc.StreamDesc{
 			StreamName:    md.MethodName,
 			ServerStreams: true,
+			ClientStreams: true,
 			Handler: func(srv any, stream grpc.ServerStream) error {
-				dec := func(m any) error {
-					err := stream.RecvMsg(m)
-					if errors.Is(err, io.EOF) {
-						return status.Error(codes.InvalidArgument, "the call carried no request message")
-					}
-					return err
-				}
-				resp, err := h(srv, stream.Context(), dec, nil)
+				resp, err := h(srv, stream.Context(), stream.RecvMsg, nil)
 				if err != nil {
 					return err
 				}
@@ -47,6 +49,23 @@ func streamify(desc grpc.ServiceDesc, unary map[string]bool) *grpc.ServiceDesc {
 	}
 	return &out
 }
+
+// singleRequest holds the full names of the Flight methods whose client
+// sends exactly one request: the unary ones and the server streams, which
+// streamify registers as client streams.
+var singleRequest = func() map[string]bool {
+	d := flightgen.FlightService_ServiceDesc
+	m := map[string]bool{}
+	for _, md := range d.Methods {
+		m["/"+d.ServiceName+"/"+md.MethodName] = true
+	}
+	for _, sd := range d.Streams {
+		if !sd.ClientStreams {
+			m["/"+d.ServiceName+"/"+sd.StreamName] = true
+		}
+	}
+	return m
+}()
 
 // healthService registers the standard health service so that it never
 // reads its request: health checks need no credentials, so a request they

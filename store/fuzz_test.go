@@ -36,6 +36,9 @@ func FuzzParseKeys(f *testing.F) {
 		{"sales/orders", ""}, {"sales", "orders"}, {"..", "x"}, {"a//b", ""}, {"v1", ""}, {"V01", ""},
 		{"a", "manifest.json"}, {"3.parquet", ""}, {".log", ""}, {"a=b", ""}, {"é/ü", ""}, {"a\\b", ""},
 		{"a\x00", ""}, {strings.Repeat("k", 300), ""}, {"a/", "b"}, {"/a", ""}, {"x.parquet", "v1a"},
+		// Invisible characters (red team round 24's y03).
+		{"sales/or\u200bders", ""}, {"sales", "orders\ufeff"}, {"a\u2028b", ""}, {"\u00ad", ""},
+		{"\U0001F469\u200D\U0001F4BB", ""}, {"\u200d\U0001F4BB", ""}, {"\u2764\ufe0f\u200d\U0001F525", ""},
 	} {
 		f.Add(s[0], s[1])
 	}
@@ -64,6 +67,11 @@ func FuzzParseKeys(f *testing.F) {
 			}
 		}
 		for _, k := range keys {
+			for i, r := range k {
+				if isInvisible(r) && !(r == zeroWidthJoiner && joinsEmoji(k, i)) {
+					t.Fatalf("accepted the invisible character %U in %q", r, k)
+				}
+			}
 			if strings.HasPrefix(k, ".") || reservedKeyRe.MatchString(k) {
 				t.Fatalf("accepted a layout name %q", k)
 			}

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -42,12 +43,13 @@ func ParseKeys(parts ...string) ([]string, error) {
 }
 
 // ValidateKeys checks keys that are already split into components. A key
-// must be non-empty valid UTF-8 without control characters (C0, DEL, C1)
-// or bidirectional text controls, without white space at either end, not "." or
-// "..", not start with "." (hidden names belong to the store), hold no
-// "/", "\", NUL or "=" ("=" marks hive partition directories), and not be
-// a name the layout uses itself: "vN" (a version directory),
-// "N.parquet"/"N.csv" (a data file), "manifest.json" or
+// must be non-empty valid UTF-8 without control characters (C0, DEL, C1),
+// bidirectional text controls or other invisible characters (isInvisible;
+// a zero width joiner only inside an emoji sequence), without white space
+// at either end, not "." or "..", not start with "." (hidden names belong
+// to the store), hold no "/", "\", NUL or "=" ("=" marks hive partition
+// directories), and not be a name the layout uses itself: "vN" (a version
+// directory), "N.parquet"/"N.csv" (a data file), "manifest.json" or
 // "manifest.json.write_lock".
 func ValidateKeys(keys []string) error {
 	if len(keys) == 0 {
@@ -80,7 +82,7 @@ func validateKey(k string) error {
 	case !utf8.ValidString(k):
 		return fmt.Errorf("%w: key is not valid UTF-8", ErrInvalidKey)
 	}
-	for _, r := range k {
+	for i, r := range k {
 		switch {
 		case r == '/' || r == '\\':
 			return fmt.Errorf("%w: key %q contains a path separator", ErrInvalidKey, k)
@@ -95,6 +97,8 @@ func validateKey(k string) error {
 			return fmt.Errorf("%w: key %q contains a control character", ErrInvalidKey, k)
 		case isBidiControl(r):
 			return fmt.Errorf("%w: key %q contains a bidirectional text control (U+%04X), which makes a name display as another", ErrInvalidKey, k, r)
+		case isInvisible(r) && !(r == zeroWidthJoiner && joinsEmoji(k, i)):
+			return fmt.Errorf("%w: key %q contains the invisible character %s, which makes a name display as another", ErrInvalidKey, k, strings.Trim(strconv.QuoteRuneToASCII(r), "'"))
 		case r == '=':
 			return fmt.Errorf("%w: key %q contains '=' (it marks partition directories)", ErrInvalidKey, k)
 		}
@@ -117,6 +121,41 @@ func validateKey(k string) error {
 func isBidiControl(r rune) bool {
 	return r == 0x061c || r == 0x200e || r == 0x200f ||
 		(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
+}
+
+// isInvisible reports the characters that display as nothing, or as a
+// line break, in a listing (red team round 24's y03): the format
+// characters (Unicode category Cf: the bidirectional controls, soft
+// hyphen U+00AD, the zero width space, non-joiner and joiner U+200B-U+200D,
+// the word joiner U+2060, the byte order mark U+FEFF, tag characters…)
+// and the line and paragraph separators (Zl U+2028, Zp U+2029).
+func isInvisible(r rune) bool {
+	return unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
+}
+
+// zeroWidthJoiner is U+200D, which joins emoji into one (👩‍💻).
+const zeroWidthJoiner = '\u200d'
+
+// joinsEmoji reports whether the zero width joiner at byte i of k stands
+// inside an emoji sequence: between two symbols (category So), the first
+// possibly followed by a variation selector or skin tone modifier. There it
+// draws one emoji from two, which is visible; anywhere else it is not.
+func joinsEmoji(k string, i int) bool {
+	before := k[:i]
+	for {
+		r, n := utf8.DecodeLastRuneInString(before)
+		if r != 0xfe0f && (r < 0x1f3fb || r > 0x1f3ff) {
+			break
+		}
+		before = before[:len(before)-n]
+	}
+	after := k[i+utf8.RuneLen(zeroWidthJoiner):]
+	if before == "" || after == "" {
+		return false // (an empty string decodes as U+FFFD, a symbol)
+	}
+	prev, _ := utf8.DecodeLastRuneInString(before)
+	next, _ := utf8.DecodeRuneInString(after)
+	return unicode.Is(unicode.So, prev) && unicode.Is(unicode.So, next)
 }
 
 // ProfilePath is the canonical slash-joined name of a profile, used in
