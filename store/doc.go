@@ -27,9 +27,10 @@
 // [array.RecordReader] into either a new version ([ModeWrite]) or a new part
 // file of the latest version ([ModeAppend]); batches go one at a time into a
 // Parquet writer on a hidden temp file, so memory does not grow with the data.
-// A partitioned write first holds its rows, grouped by partition, in a local
-// file with no name (spill.go), then writes its partitions' files one after
-// the other.
+// A partitioned write holds its rows, grouped by partition, in a local file
+// with no name (spill.go), and encodes a partition's rows as a row group of
+// its file each time enough of them have come, the rest partition after
+// partition once the client has sent them all.
 // Part files become visible by rename once complete (at a version's root, the
 // pyrosome rule) or once the commit record that lists them exists (under
 // partition directories). [Store.Read] streams a version back, pruning

@@ -1654,8 +1654,22 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 	// goroutine of its own, so that receiving, decoding, validating,
 	// conforming and grouping the next batch (this goroutine) overlaps
 	// encoding this one: a pipeline one batch deep.
-	var spilledDir string // (of the last batch encoded)
-	encode := func(rec arrow.RecordBatch, g *codec.Grouped) error {
+	encode := func(b batchWork) error {
+		if b.end {
+			// A spilled write's partition has all its rows: its file
+			// ends now (its last row group and footer: the memory goes),
+			// and is committed in the background (fileEnds).
+			if k := sinks[b.dir]; k != nil && !k.closed {
+				if err := endFile(k); err != nil {
+					return wrapWrite(p, err)
+				}
+			}
+			if ends.failed.Load() {
+				return wrapWrite(p, ends.wait())
+			}
+			return nil
+		}
+		rec, g := b.rec, b.g
 		released := false
 		defer func() {
 			if !released {
@@ -1696,24 +1710,6 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 					g.Release()
 				}
 			}()
-			if spilled {
-				// Rows come partition after partition: the file of the
-				// one before is done. Its encoder ends it now (its last
-				// row group and footer: the memory goes); it is synced
-				// and named with the others as the put ends (finishAll:
-				// their syncs in parallel).
-				if d := g.Parts[0].Dir; d != spilledDir {
-					if k := sinks[spilledDir]; k != nil && !k.closed {
-						if err := endFile(k); err != nil {
-							return wrapWrite(p, err)
-						}
-					}
-					if ends.failed.Load() {
-						return wrapWrite(p, ends.wait())
-					}
-					spilledDir = d
-				}
-			}
 			// g.Data holds the batch's columns (and the message they were
 			// read from): the batch can go. A partition whose rows would
 			// not pay for a writer of their own holds them (the batch
@@ -1761,6 +1757,16 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			if werr == nil {
 				werr = drain()
 			}
+			if werr == nil && b.endGroup {
+				// (A spilled write's rows encoded while the client
+				// sends: their row group ends with them, so that the
+				// file holds no memory until its partition's next rows.)
+				if k := sinks[g.Parts[0].Dir]; k != nil && k.fw != nil {
+					if werr = k.fw.EndRowGroup(); werr != nil {
+						werr = fmt.Errorf("%s: %w", p, werr)
+					}
+				}
+			}
 			pending = nil
 			for len(held) > 0 && held[0].rec == nil {
 				held = held[1:]
@@ -1788,7 +1794,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 				err = &PanicError{Profile: st.p.String(), Value: v, Stack: debug.Stack()}
 			}
 		}()
-		return encode(b.rec, b.g)
+		return encode(b)
 	}
 	go func() {
 		defer close(encDone)
@@ -1833,13 +1839,21 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		}
 	}
 	var sp *spill
+	var earlyErr error
 	if spilled {
 		var err error
 		if sp, err = openSpill(s.opts.spillDir, s.opts.mem); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
 		defer sp.Close()
-		sp.start(ctx, st.by, runtime.GOMAXPROCS(0), s.opts.partitionLimit, func(v any) error {
+		sp.start(ctx, st.by, runtime.GOMAXPROCS(0), s.opts.partitionLimit, spillEarlyRows, func(g *codec.Grouped, endGroup bool) error {
+			g.Data.Retain()
+			if err := send(batchWork{rec: g.Data, g: g, endGroup: endGroup}); err != nil {
+				earlyErr = err // (the encoder's: the put's as it is)
+				return err
+			}
+			return nil
+		}, func(v any) error {
 			return &PanicError{Profile: st.p.String(), Value: v, Stack: debug.Stack()}
 		})
 		ends = startFileEnds(func(k *sink) error {
@@ -1892,7 +1906,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		}
 		if sp != nil {
 			if err := sp.put(rec); err != nil {
-				return spillErr(p, err)
+				return cmpErr(earlyErr, spillErr(p, err))
 			}
 			continue
 		}
@@ -1911,7 +1925,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 	}
 	if sp != nil {
 		if err := finishSpill(); err != nil {
-			return spillErr(p, err)
+			return cmpErr(earlyErr, spillErr(p, err))
 		}
 	}
 	if sp != nil && rdr.Err() == nil && ctx.Err() == nil {
@@ -1922,6 +1936,9 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		err := sp.replay(ctx, spillReplayRows, func(g *codec.Grouped) error {
 			g.Data.Retain()
 			sendErr = send(batchWork{rec: g.Data, g: g})
+			return sendErr
+		}, func(dir string) error {
+			sendErr = send(batchWork{end: true, dir: dir})
 			return sendErr
 		})
 		if sendErr != nil {
@@ -1993,11 +2010,19 @@ func toFileBatch(rec arrow.RecordBatch, sc *arrow.Schema) arrow.RecordBatch {
 type batchWork struct {
 	rec arrow.RecordBatch
 	g   *codec.Grouped
+	// A spilled write's: the row group ends after rec (its rows were
+	// replayed while the client sends); or, with end, no rows: the file
+	// of partition directory dir ends.
+	endGroup bool
+	end      bool
+	dir      string
 }
 
 // release releases what b holds when the encoder will not take it.
 func (b batchWork) release() {
-	b.rec.Release()
+	if b.rec != nil {
+		b.rec.Release()
+	}
 	if b.g != nil {
 		b.g.Release()
 	}
@@ -2006,6 +2031,23 @@ func (b batchWork) release() {
 // spillReplayRows is about the rows of a batch a spilled write replays:
 // enough that its columns are encoded in parallel, as a one-file put's.
 const spillReplayRows = 64 << 10
+
+// spillEarlyRows is the rows of a partition of a spilled write replayed
+// while the client sends, as a row group of its own, once it has that many
+// not yet replayed: the encoding overlaps the receiving, at row groups of
+// about 2 MiB of Parquet for the benchmark's rows (the one-file put's are
+// 16 MiB; rows encoded as they came ended row groups every 256 KiB with 64
+// partitions).
+const spillEarlyRows = 32 << 10
+
+// cmpErr is enc if not nil (an error of the encoder, which says whose
+// put it is), else err.
+func cmpErr(enc, err error) error {
+	if enc != nil {
+		return enc
+	}
+	return err
+}
 
 // spillErr is an error of a spilled write's first pass, as the put's.
 func spillErr(p profile, err error) error {

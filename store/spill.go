@@ -21,8 +21,10 @@ import (
 )
 
 // spill holds the rows of a partitioned write on local disk, grouped by
-// partition, until the client has sent them all; they are then encoded
-// partition after partition (replay), each file's rows together.
+// partition. A partition's rows are encoded once spillEarlyRows of them
+// have come (start: a row group of its file, while the client sends), and
+// the rest of each partition once the client has sent them all,
+// partition after partition (replay).
 //
 // Encoding the rows as they came kept a file open for every partition,
 // each with its open row group: with the put's memory shared by 64 files,
@@ -30,7 +32,8 @@ import (
 // a 1 GiB put), and the writers' buffers and the garbage of their small
 // row groups cost the partitioned put twice the CPU of a one-file put
 // (docs/benchmarks.md). Rows replayed partition by partition fill one
-// file's row groups at a time, as a one-file put does. What it costs is a
+// file's row groups at a time, as a one-file put does (and the open files
+// hold no rows between them). What it costs is a
 // write and a read of the put's Arrow bytes through the page cache, and as
 // much temporary disk space (given back as the put ends, however it ends:
 // the file has no name).
@@ -55,15 +58,18 @@ type spill struct {
 	err    error         // its error (set before either is closed)
 }
 
-// spillPart is one partition's blocks, in the order received.
+// spillPart is one partition's blocks, in the order received; those
+// before next are replayed, the others hold rows rows.
 type spillPart struct {
 	dir    string
 	values map[string]string
 	blocks []spillBlock
+	next   int
+	rows   int64
 }
 
-// spillBlock is a block's place in the spill file.
-type spillBlock struct{ off, n int64 }
+// spillBlock is a block's place in the spill file, and its rows.
+type spillBlock struct{ off, n, rows int64 }
 
 // spillName is the name spill I/O errors carry: never a server path.
 const spillName = "spill"
@@ -156,13 +162,19 @@ func (sp *spill) block(part codec.Part, rows arrow.RecordBatch) error {
 		sp.parts = append(sp.parts, p)
 	}
 	p.blocks = append(p.blocks, b)
+	p.rows += b.rows
 	return nil
 }
 
 // start runs add for every batch of put, on a goroutine of its own until
 // finish, with at most limit partitions (more: ErrInvalidArgument).
 // onPanic turns a panic of that goroutine into an error.
-func (sp *spill) start(ctx context.Context, by []string, workers, limit int, onPanic func(v any) error) {
+//
+// A partition whose rows not yet replayed come to early rows or more has
+// them replayed at once, to fn, as a row group of its file (replayPart):
+// the files are encoded while the client sends, the rest of each
+// partition as it ends (replay).
+func (sp *spill) start(ctx context.Context, by []string, workers, limit int, early int64, fn func(g *codec.Grouped, endGroup bool) error, onPanic func(v any) error) {
 	sp.in = make(chan arrow.RecordBatch)
 	sp.failed = make(chan struct{})
 	sp.exited = make(chan struct{})
@@ -179,6 +191,11 @@ func (sp *spill) start(ctx context.Context, by []string, workers, limit int, onP
 			rec.Release()
 			if err == nil && len(sp.parts) > limit {
 				err = fmt.Errorf("%w: a put may touch at most %d partitions", ErrInvalidArgument, limit)
+			}
+			for _, p := range sp.parts {
+				if err == nil && p.rows >= early {
+					err = sp.replayPart(ctx, p, early, func(g *codec.Grouped) error { return fn(g, true) })
+				}
 			}
 			if err != nil {
 				sp.err = err
@@ -221,7 +238,7 @@ func (sp *spill) write(rec arrow.RecordBatch) (spillBlock, error) {
 	if err != nil {
 		return spillBlock{}, fmt.Errorf("spill: %w", err)
 	}
-	b := spillBlock{off: sp.end, n: cw.n}
+	b := spillBlock{off: sp.end, n: cw.n, rows: rec.NumRows()}
 	sp.end += cw.n
 	return b, nil
 }
@@ -245,55 +262,71 @@ func (sp *spill) read(b spillBlock) (arrow.RecordBatch, error) {
 	return rec, nil
 }
 
-// replay calls fn with the spilled rows, partition after partition in the
-// order they first came, each partition's rows in the order received, in
-// batches of about rows rows (a partition's blocks joined), each with its
-// one part. fn takes the batch.
-func (sp *spill) replay(ctx context.Context, rows int64, fn func(g *codec.Grouped) error) error {
-	if err := sp.bw.Flush(); err != nil {
-		return fmt.Errorf("spill: %w", err)
-	}
+// replay calls fn with the spilled rows not yet replayed, partition
+// after partition in the order they first came, each partition's rows in
+// the order received, in batches of about rows rows, each with its one
+// part; then end with the partition's directory, once its rows are all
+// replayed (none, perhaps, if replayPart took them). fn takes the batch.
+func (sp *spill) replay(ctx context.Context, rows int64, fn func(g *codec.Grouped) error, end func(dir string) error) error {
 	for _, p := range sp.parts {
-		var pending []arrow.RecordBatch
-		var n int64
-		emit := func() error {
-			if len(pending) == 0 {
-				return nil
-			}
-			recs := pending
-			pending, n = nil, 0
-			joined := joinBatches(recs, sp.mem)
-			for i, rec := range joined {
-				g := &codec.Grouped{Data: rec, Parts: []codec.Part{{Dir: p.dir, Values: p.values, Rows: rowSeq(rec.NumRows())}}}
-				if err := fn(g); err != nil {
-					releaseBatches(joined[i+1:])
-					return err
-				}
-			}
-			return nil
+		if err := sp.replayPart(ctx, p, rows, fn); err != nil {
+			return err
 		}
-		for _, b := range p.blocks {
-			if err := ctx.Err(); err != nil {
-				releaseBatches(pending)
-				return err
-			}
-			rec, err := sp.read(b)
-			if err != nil {
-				releaseBatches(pending)
-				return err
-			}
-			pending = append(pending, rec)
-			if n += rec.NumRows(); n >= rows {
-				if err := emit(); err != nil {
-					return err
-				}
-			}
-		}
-		if err := emit(); err != nil {
+		if err := end(p.dir); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// replayPart calls fn with the rows of p not yet replayed, in batches of
+// about rows rows (its blocks joined).
+func (sp *spill) replayPart(ctx context.Context, p *spillPart, rows int64, fn func(g *codec.Grouped) error) error {
+	if p.next == len(p.blocks) {
+		return nil
+	}
+	if err := sp.bw.Flush(); err != nil {
+		return fmt.Errorf("spill: %w", err)
+	}
+	var pending []arrow.RecordBatch
+	var n int64
+	emit := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		recs := pending
+		pending, n = nil, 0
+		joined := joinBatches(recs, sp.mem)
+		for i, rec := range joined {
+			g := &codec.Grouped{Data: rec, Parts: []codec.Part{{Dir: p.dir, Values: p.values, Rows: rowSeq(rec.NumRows())}}}
+			if err := fn(g); err != nil {
+				releaseBatches(joined[i+1:])
+				return err
+			}
+		}
+		return nil
+	}
+	for ; p.next < len(p.blocks); p.next++ {
+		b := p.blocks[p.next]
+		if err := ctx.Err(); err != nil {
+			releaseBatches(pending)
+			return err
+		}
+		rec, err := sp.read(b)
+		if err != nil {
+			releaseBatches(pending)
+			return err
+		}
+		p.rows -= b.rows
+		pending = append(pending, rec)
+		if n += rec.NumRows(); n >= rows {
+			if err := emit(); err != nil {
+				p.next++
+				return err
+			}
+		}
+	}
+	return emit()
 }
 
 // joinBatches joins recs (one schema) into one batch, taking them; where

@@ -162,9 +162,11 @@ func TestSpilledWriteTypes(t *testing.T) {
 }
 
 // TestSpillHasNoName: while a partitioned write receives its rows, and
-// after it is cancelled, nothing of it is in the data directory or the
-// spill directory: the spill file has no name (a killed server leaves
-// nothing to sweep), and no file of the put exists before its last batch.
+// after it is cancelled, nothing of it is in the spill directory: the
+// spill file has no name (a killed server leaves nothing to sweep). Its
+// partitions here are too small to be encoded before they end (fewer than
+// spillEarlyRows rows): the data directory holds only its reserved
+// version, and nothing once it is cancelled.
 func TestSpillHasNoName(t *testing.T) {
 	spillDir := t.TempDir()
 	s, dir := newTestStore(t, WithSpillDir(spillDir))
@@ -294,4 +296,62 @@ func TestSpilledWriteCommitFails(t *testing.T) {
 	}
 	ff.Clear()
 	checkSpread(t, s, []string{"c"}, 2, 2) // (the first write's rows)
+}
+
+// rowGroupRows is the rows of each row group of each Parquet file of c.
+func rowGroupRows(t *testing.T, dir string, keys []string, c *CommitRecord) [][]int64 {
+	t.Helper()
+	var out [][]int64
+	for _, f := range c.Files {
+		r, err := file.OpenParquetFile(filepath.Join(append(append([]string{dir}, keys...), f.Path)...), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []int64
+		for i := range r.NumRowGroups() {
+			rows = append(rows, r.RowGroup(i).NumRows())
+		}
+		out = append(out, rows)
+		r.Close()
+	}
+	return out
+}
+
+// TestSpilledWriteEarlyRowGroups: a partition whose spilled rows reach
+// spillEarlyRows is encoded while the client still sends, as a row group
+// of its own, and the rest as its partition ends: every file then has
+// those row groups, none empty (a row group ended at the file's last rows
+// used to leave an empty one behind), and every row once, in order.
+func TestSpilledWriteEarlyRowGroups(t *testing.T) {
+	const batches, parts = 10, 4
+	perPart := int(spillEarlyRows) / 4 // rows of each partition a batch: the fourth batch reaches it
+	for _, tc := range []struct {
+		name    string
+		batches int
+		want    []int64
+	}{
+		{"a rest", batches, []int64{4, 4, 2}},
+		{"no rest", 8, []int64{4, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, dir := newTestStore(t)
+			c := put(t, s, ModeWrite, []string{"early"}, spread(tc.batches, parts, perPart, 8, nil), PutOptions{PartitionBy: []string{"k"}})
+			if len(c.Files) != parts {
+				t.Fatalf("%d files, want %d", len(c.Files), parts)
+			}
+			want := make([]int64, len(tc.want))
+			for i, n := range tc.want {
+				want[i] = n * int64(perPart)
+			}
+			for i, rows := range rowGroupRows(t, dir, []string{"early"}, c) {
+				if !slices.Equal(rows, want) {
+					t.Errorf("%s: row groups of %v rows, want %v", c.Files[i].Path, rows, want)
+				}
+			}
+			checkSpread(t, s, []string{"early"}, tc.batches*parts*perPart, parts)
+			if n := s.PutMemory(); n != 0 {
+				t.Errorf("put memory after the put: %d", n)
+			}
+		})
+	}
 }

@@ -126,6 +126,18 @@ func (cw *columnWriter) NewBufferedRowGroupChecked() error {
 	return nil
 }
 
+// endRowGroup ends the open row group without starting another: the
+// next write starts one. (NewBufferedRowGroupChecked starts the next at
+// once, which a file that ends then records as an empty row group.)
+func (cw *columnWriter) endRowGroup() error {
+	if cw.rgw == nil {
+		return nil
+	}
+	err := cw.rgw.Close()
+	cw.rgw = nil
+	return err
+}
+
 func (cw *columnWriter) RowGroupTotalBytesWritten() int64 {
 	if cw.rgw == nil {
 		return 0

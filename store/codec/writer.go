@@ -615,6 +615,18 @@ func (fw *FileWriter) EndRowGroup() error {
 	if fw.err != nil || fw.pw == nil || fw.done {
 		return fw.err
 	}
+	if cw, ok := fw.pw.(*columnWriter); ok {
+		// The next row group starts with the next write: a file that
+		// ends now has no empty row group at its end.
+		if cur, err := cw.RowGroupNumRows(); err != nil {
+			return fw.fail(err)
+		} else if cur > 0 {
+			if err := cw.endRowGroup(); err != nil {
+				return fw.fail(err)
+			}
+		}
+		return fw.newRowGroup(nil)
+	}
 	return fw.newRowGroup(nil)
 }
 
