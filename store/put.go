@@ -1153,6 +1153,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 	done := len(st.files) // files of earlier stream calls stay on failure
 	var total, charged int64
 	var ends *fileEnds // (a spilled write's)
+	var sp *spill
 	defer func() {
 		s.budget.release(charged)
 		for _, b := range held {
@@ -1343,7 +1344,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 	// group: the files open share rowGroupBytes, unless rows come
 	// partition after partition.
 	groupBytes := func() int64 {
-		if spilled {
+		if spilled && !sp.streaming.Load() {
 			return s.opts.rowGroupBytes
 		}
 		return s.opts.rowGroupBytes / int64(max(1, opened))
@@ -1838,7 +1839,6 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			return err
 		}
 	}
-	var sp *spill
 	var earlyErr error
 	if spilled {
 		var err error
@@ -1846,15 +1846,36 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			return fmt.Errorf("%s: %w", p, err)
 		}
 		defer sp.Close()
-		sp.start(ctx, st.by, runtime.GOMAXPROCS(0), s.opts.partitionLimit, spillEarlyRows, func(g *codec.Grouped, endGroup bool) error {
-			g.Data.Retain()
-			if err := send(batchWork{rec: g.Data, g: g, endGroup: endGroup}); err != nil {
+		// (Each callback runs on the spill's goroutine, which hands the
+		// encoder its batches while this one receives.)
+		toEncoder := func(b batchWork) error {
+			if err := send(b); err != nil {
 				earlyErr = err // (the encoder's: the put's as it is)
 				return err
 			}
 			return nil
-		}, func(v any) error {
-			return &PanicError{Profile: st.p.String(), Value: v, Stack: debug.Stack()}
+		}
+		sp.start(ctx, st.by, runtime.GOMAXPROCS(0), s.opts.partitionLimit, spillEarlyRows, spillReplayRows, spillTo{
+			early: func(g *codec.Grouped) error {
+				g.Data.Retain()
+				return toEncoder(batchWork{rec: g.Data, g: g, endGroup: true})
+			},
+			rows: func(g *codec.Grouped) error {
+				g.Data.Retain()
+				return toEncoder(batchWork{rec: g.Data, g: g})
+			},
+			end: func(dir string) error { return toEncoder(batchWork{end: true, dir: dir}) },
+			stream: func(rec arrow.RecordBatch) error {
+				g, err := codec.GroupByPartition(ctx, rec, st.by)
+				if err != nil {
+					rec.Release()
+					return err
+				}
+				return toEncoder(batchWork{rec: rec, g: g})
+			},
+			onPanic: func(v any) error {
+				return &PanicError{Profile: st.p.String(), Value: v, Stack: debug.Stack()}
+			},
 		})
 		ends = startFileEnds(func(k *sink) error {
 			if err := k.w.Commit(ctx); err != nil {

@@ -23,21 +23,6 @@ import (
 	"github.com/quiverdb/quiver/store/fsys/faultfs"
 )
 
-// rowGroups is the number of row groups of each Parquet file of c.
-func rowGroups(t *testing.T, dir string, keys []string, c *CommitRecord) []int {
-	t.Helper()
-	var n []int
-	for _, f := range c.Files {
-		r, err := file.OpenParquetFile(filepath.Join(append(append([]string{dir}, keys...), f.Path)...), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n = append(n, r.NumRowGroups())
-		r.Close()
-	}
-	return n
-}
-
 // TestSpilledWriteFillsRowGroups: a write whose batches each give rows to
 // every partition writes one file per partition whose rows are in one row
 // group (they fit one), as a one-file put would, and keeps every row once,
@@ -56,9 +41,9 @@ func TestSpilledWriteFillsRowGroups(t *testing.T) {
 	}
 	// 12,000 rows of ~210 bytes a partition: 2.4 MiB of Arrow, well under
 	// 1 MiB encoded (the pad compresses).
-	for i, n := range rowGroups(t, dir, []string{"fill"}, c) {
-		if n != 1 {
-			t.Errorf("%s: %d row groups, want 1", c.Files[i].Path, n)
+	for i, rows := range rowGroupRows(t, dir, []string{"fill"}, c) {
+		if len(rows) != 1 {
+			t.Errorf("%s: row groups of %v rows, want 1", c.Files[i].Path, rows)
 		}
 	}
 	checkSpread(t, s, []string{"fill"}, batches*parts*perPart, parts)
@@ -353,5 +338,26 @@ func TestSpilledWriteEarlyRowGroups(t *testing.T) {
 				t.Errorf("put memory after the put: %d", n)
 			}
 		})
+	}
+}
+
+// TestSpilledWriteGivesUp: a write whose spill would list more than
+// maxSpillBlocks blocks (a few rows to each of many partitions per batch)
+// writes what the spill holds, partition after partition, and encodes the
+// rest as it comes: every row once, in its partition, in the order sent
+// (the spilled rows' files before the later rows' files), nothing held
+// afterwards.
+func TestSpilledWriteGivesUp(t *testing.T) {
+	defer func(n int) { maxSpillBlocks = n }(maxSpillBlocks)
+	maxSpillBlocks = 50
+	const batches, parts, perPart = 20, 10, 3
+	s, _ := newTestStore(t)
+	c := put(t, s, ModeWrite, []string{"gave"}, spread(batches, parts, perPart, 8, nil), PutOptions{PartitionBy: []string{"k"}})
+	if len(c.Files) < 2*parts {
+		t.Errorf("%d files, want the spill's and the later rows' (at least %d)", len(c.Files), 2*parts)
+	}
+	checkSpread(t, s, []string{"gave"}, batches*parts*perPart, parts)
+	if n := s.PutMemory(); n != 0 {
+		t.Errorf("put memory after the put: %d", n)
 	}
 }
