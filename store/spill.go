@@ -186,6 +186,25 @@ type spillTo struct {
 // partition, and the rest of the put is encoded as it comes.
 var maxSpillBlocks = 1 << 16 // (a variable for tests)
 
+// maxSpillFirstParts is the most partitions a write's first batch may
+// give rows to for the write to spill: a batch spread over more (a few
+// rows each, as a rule) would make a block per partition and batch, and
+// such a write is encoded as it comes, as before the spill (red team round
+// 11's r09 shape: 4,000 partitions, one row each per batch).
+const maxSpillFirstParts = 512
+
+// spreadWide reports whether rec's rows go to more than
+// maxSpillFirstParts partitions (false if they cannot be grouped: add
+// reports why).
+func spreadWide(ctx context.Context, rec arrow.RecordBatch, by []string) bool {
+	g, err := codec.GroupByPartition(ctx, rec, by)
+	if err != nil || g == nil {
+		return false
+	}
+	defer g.Release()
+	return len(g.Parts) > maxSpillFirstParts
+}
+
 // start runs add for every batch of put, on a goroutine of its own until
 // finish, with at most limit partitions (more: ErrInvalidArgument).
 //
@@ -209,6 +228,9 @@ func (sp *spill) start(ctx context.Context, by []string, workers, limit int, ear
 		}()
 		for rec := range sp.in {
 			var err error
+			if !sp.streaming.Load() && sp.nblocks == 0 && len(sp.parts) == 0 && spreadWide(ctx, rec, by) {
+				sp.streaming.Store(true) // (nothing spilled yet)
+			}
 			if sp.streaming.Load() {
 				err = to.stream(rec)
 			} else {
