@@ -1335,10 +1335,10 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		order = append(order, k)
 		return k, nil
 	}
-	// spilled: a partitioned write's rows are held on disk until the
-	// client has sent them all, then encoded partition after partition
-	// (spill.go). Not an append (small, and waiting for its commit
-	// cycle), nor a compaction (it reads its rows partition by partition).
+	// spilled: a partitioned write's rows are held on disk, grouped by
+	// partition, and encoded a partition's rows at a time (spill.go). Not
+	// an append (small, and waiting for its commit cycle), nor a
+	// compaction (it reads its rows partition by partition).
 	spilled := len(st.by) > 0 && st.mode == ModeWrite && st.o.carry == nil && s.opts.spillDir != SpillOff
 	// groupBytes is the encoded size at which an open file ends its row
 	// group: the files open share rowGroupBytes, unless rows come
@@ -1827,7 +1827,6 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 	// Runs before the cleanup deferred above: the encoder is done with
 	// the files before they are aborted.
 	defer func() { _ = stopEncoder() }()
-	var finishSpill func() error
 	// send hands a batch to the encoder.
 	send := func(b batchWork) error {
 		select {
@@ -1839,7 +1838,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			return err
 		}
 	}
-	var earlyErr error
+	var spillSendErr error // (an error of the encoder met by the spill's goroutine: the put's as it is)
 	if spilled {
 		var err error
 		if sp, err = openSpill(s.opts.spillDir, s.opts.mem); err != nil {
@@ -1850,7 +1849,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		// encoder its batches while this one receives.)
 		toEncoder := func(b batchWork) error {
 			if err := send(b); err != nil {
-				earlyErr = err // (the encoder's: the put's as it is)
+				spillSendErr = err
 				return err
 			}
 			return nil
@@ -1865,12 +1864,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 				return toEncoder(batchWork{rec: g.Data, g: g})
 			},
 			end: func(dir string) error { return toEncoder(batchWork{end: true, dir: dir}) },
-			stream: func(rec arrow.RecordBatch) error {
-				g, err := codec.GroupByPartition(ctx, rec, st.by)
-				if err != nil {
-					rec.Release()
-					return err
-				}
+			stream: func(rec arrow.RecordBatch, g *codec.Grouped) error {
 				return toEncoder(batchWork{rec: rec, g: g})
 			},
 			onPanic: func(v any) error {
@@ -1884,16 +1878,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			}
 			return nil
 		})
-		finished := false
-		defer func() {
-			if !finished {
-				_ = sp.finish() // (before Close: nothing writes the file after)
-			}
-		}()
-		finishSpill = func() error {
-			finished = true
-			return sp.finish()
-		}
+		defer func() { _ = sp.finish() }() // (before Close: nothing writes the file after)
 	}
 	var inBytes int64
 	for rdr.Next() {
@@ -1927,7 +1912,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		}
 		if sp != nil {
 			if err := sp.put(rec); err != nil {
-				return cmpErr(earlyErr, spillErr(p, err))
+				return cmpErr(spillSendErr, spillErr(p, err))
 			}
 			continue
 		}
@@ -1945,28 +1930,15 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		}
 	}
 	if sp != nil {
-		if err := finishSpill(); err != nil {
-			return cmpErr(earlyErr, spillErr(p, err))
-		}
-	}
-	if sp != nil && rdr.Err() == nil && ctx.Err() == nil {
-		// Every row is in: the partitions' rows go to the encoder, one
-		// partition after the other (reading and joining the next
-		// batch overlaps encoding this one).
-		var sendErr error
-		err := sp.replay(ctx, spillReplayRows, func(g *codec.Grouped) error {
-			g.Data.Retain()
-			sendErr = send(batchWork{rec: g.Data, g: g})
-			return sendErr
-		}, func(dir string) error {
-			sendErr = send(batchWork{end: true, dir: dir})
-			return sendErr
-		})
-		if sendErr != nil {
-			return sendErr
+		err := sp.finish()
+		if err == nil && rdr.Err() == nil && ctx.Err() == nil {
+			// Every row is in: the partitions' rows go to the encoder,
+			// one partition after the other (reading and joining the
+			// next batch overlaps encoding this one).
+			err = sp.drain(ctx)
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", p, err)
+			return cmpErr(spillSendErr, spillErr(p, err))
 		}
 	}
 	if err := stopEncoder(); err != nil {

@@ -54,6 +54,9 @@ type spill struct {
 	// (start), so that receiving the next batch overlaps grouping and
 	// writing this one.
 	in        chan arrow.RecordBatch
+	to        spillTo       // where its rows go
+	rows      int64         // about the rows of a batch drain replays
+	once      sync.Once     // (finish)
 	streaming atomic.Bool   // the spill gave up (maxSpillBlocks): batches are encoded as they come
 	failed    chan struct{} // closed when the goroutine stopped on an error
 	exited    chan struct{} // closed when the goroutine returned
@@ -103,7 +106,7 @@ func openSpill(dir string, mem memory.Allocator) (*spill, error) {
 // Close gives the file's space back.
 func (sp *spill) Close() error { return sp.f.Close() }
 
-// countingWriter counts what it passes to w (and hides whether w is an
+// spillWriter counts what it passes to w (and hides whether w is an
 // io.Closer: an IPC writer's Close must not close the spill).
 type spillWriter struct {
 	w io.Writer
@@ -116,17 +119,11 @@ func (c *spillWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// add writes the rows of rec (a conformed batch) into the spill, grouped
-// by the partition columns by (dropped, as codec.GroupByPartition does):
-// one block per partition, its rows gathered a chunk of partitions at a
+// add writes the rows of g (a conformed batch grouped by partition) into
+// the spill: one block per partition, its rows gathered a chunk of partitions at a
 // time (gatherParts: at most gatherChunkBytes of rows copied at once) on
 // workers goroutines.
-func (sp *spill) add(ctx context.Context, rec arrow.RecordBatch, by []string, workers int) error {
-	g, err := codec.GroupByPartition(ctx, rec, by)
-	if err != nil || g == nil {
-		return err
-	}
-	defer g.Release()
+func (sp *spill) add(ctx context.Context, g *codec.Grouped, workers int) error {
 	parts := make([]partWrite, len(g.Parts))
 	for i, part := range g.Parts {
 		parts[i] = partWrite{data: g.Data, rows: part.Rows}
@@ -171,11 +168,11 @@ func (sp *spill) block(part codec.Part, rows arrow.RecordBatch) error {
 
 // spillTo is where a spill's rows go: the put's encoder.
 type spillTo struct {
-	early   func(g *codec.Grouped) error      // a partition's rows as a row group of their own, while the client sends
-	rows    func(g *codec.Grouped) error      // a partition's rows as it ends
-	end     func(dir string) error            // after a partition's last rows: its file ends
-	stream  func(rec arrow.RecordBatch) error // a batch encoded as it comes (taken), once the spill gave up
-	onPanic func(v any) error                 // a panic of the spill's goroutine, as an error
+	early   func(g *codec.Grouped) error                        // a partition's rows as a row group of their own, while the client sends
+	rows    func(g *codec.Grouped) error                        // a partition's rows as it ends
+	end     func(dir string) error                              // after a partition's last rows: its file ends
+	stream  func(rec arrow.RecordBatch, g *codec.Grouped) error // a batch encoded as it comes (both taken; g nil: no rows), once the spill gave up
+	onPanic func(v any) error                                   // a panic of the spill's goroutine, as an error
 }
 
 // maxSpillBlocks bounds the blocks a spill lists (about 40 bytes of memory
@@ -193,20 +190,10 @@ var maxSpillBlocks = 1 << 16 // (a variable for tests)
 // 11's r09 shape: 4,000 partitions, one row each per batch).
 const maxSpillFirstParts = 512
 
-// spreadWide reports whether rec's rows go to more than
-// maxSpillFirstParts partitions (false if they cannot be grouped: add
-// reports why).
-func spreadWide(ctx context.Context, rec arrow.RecordBatch, by []string) bool {
-	g, err := codec.GroupByPartition(ctx, rec, by)
-	if err != nil || g == nil {
-		return false
-	}
-	defer g.Release()
-	return len(g.Parts) > maxSpillFirstParts
-}
-
-// start runs add for every batch of put, on a goroutine of its own until
-// finish, with at most limit partitions (more: ErrInvalidArgument).
+// start groups every batch of put by the partition columns by and adds
+// it, on a goroutine of its own until finish, with at most limit
+// partitions (more: ErrInvalidArgument); drain replays the rest, to, in
+// batches of about rows rows.
 //
 // A partition whose rows not yet replayed come to early rows or more has
 // them replayed at once, to to.early, as a row group of its file
@@ -216,6 +203,7 @@ func spreadWide(ctx context.Context, rec arrow.RecordBatch, by []string) bool {
 // (streaming reports it).
 func (sp *spill) start(ctx context.Context, by []string, workers, limit int, early, rows int64, to spillTo) {
 	sp.in = make(chan arrow.RecordBatch)
+	sp.to, sp.rows = to, rows
 	sp.failed = make(chan struct{})
 	sp.exited = make(chan struct{})
 	go func() {
@@ -227,14 +215,20 @@ func (sp *spill) start(ctx context.Context, by []string, workers, limit int, ear
 			}
 		}()
 		for rec := range sp.in {
-			var err error
-			if !sp.streaming.Load() && sp.nblocks == 0 && len(sp.parts) == 0 && spreadWide(ctx, rec, by) {
-				sp.streaming.Store(true) // (nothing spilled yet)
+			g, err := codec.GroupByPartition(ctx, rec, by)
+			if err == nil && g != nil && !sp.streaming.Load() && sp.nblocks == 0 && len(g.Parts) > maxSpillFirstParts {
+				sp.streaming.Store(true) // (the first batch: nothing spilled yet)
 			}
-			if sp.streaming.Load() {
-				err = to.stream(rec)
-			} else {
-				err = sp.add(ctx, rec, by, workers)
+			switch {
+			case err != nil:
+				rec.Release()
+			case sp.streaming.Load():
+				err = to.stream(rec, g)
+			case g == nil: // (no rows)
+				rec.Release()
+			default:
+				err = sp.add(ctx, g, workers)
+				g.Release()
 				rec.Release()
 				if err == nil && len(sp.parts) > limit {
 					err = fmt.Errorf("%w: a put may touch at most %d partitions", ErrInvalidArgument, limit)
@@ -273,12 +267,20 @@ func (sp *spill) put(rec arrow.RecordBatch) error {
 }
 
 // finish waits for the batches put so far to be written and returns the
-// spill goroutine's error. It must be called once after start, before
-// replay.
+// spill goroutine's error. It is called after start, before drain; it may
+// be called again.
 func (sp *spill) finish() error {
-	close(sp.in)
-	<-sp.exited
+	sp.once.Do(func() {
+		close(sp.in)
+		<-sp.exited
+	})
 	return sp.err
+}
+
+// drain replays what the spill holds and has not replayed (replay), to the
+// callbacks start was given.
+func (sp *spill) drain(ctx context.Context) error {
+	return sp.replay(ctx, sp.rows, sp.to.rows, sp.to.end)
 }
 
 // write appends rec to the file as a block.

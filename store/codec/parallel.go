@@ -133,6 +133,9 @@ func (cw *columnWriter) endRowGroup() error {
 	if cw.rgw == nil {
 		return nil
 	}
+	if n, err := cw.rgw.NumRows(); err != nil || n == 0 {
+		return err // (an empty one stays open for the next write)
+	}
 	err := cw.rgw.Close()
 	cw.rgw = nil
 	return err

@@ -617,15 +617,11 @@ func (fw *FileWriter) EndRowGroup() error {
 	}
 	if cw, ok := fw.pw.(*columnWriter); ok {
 		// The next row group starts with the next write: a file that
-		// ends now has no empty row group at its end.
-		if cur, err := cw.RowGroupNumRows(); err != nil {
+		// ends now has no empty row group at its end. (endRowGroup ends
+		// none that is empty.)
+		if err := cw.endRowGroup(); err != nil {
 			return fw.fail(err)
-		} else if cur > 0 {
-			if err := cw.endRowGroup(); err != nil {
-				return fw.fail(err)
-			}
 		}
-		return fw.newRowGroup(nil)
 	}
 	return fw.newRowGroup(nil)
 }
