@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -26,13 +27,21 @@ import (
 )
 
 // randomBatch is n rows whose val column does not compress.
-func randomBatch(start, n int64) arrow.RecordBatch {
+func randomBatch(start, n int64) arrow.RecordBatch { return randomParts(start, n, 1) }
+
+// randomParts is randomBatch with its client column spread over parts
+// values (partitions, when a put partitions by it).
+func randomParts(start, n int64, parts int) arrow.RecordBatch {
 	r := rand.New(rand.NewPCG(uint64(start), 1))
 	b := array.NewRecordBuilder(memory.DefaultAllocator, rowSchema)
 	defer b.Release()
 	for i := int64(0); i < n; i++ {
 		b.Field(0).(*array.Int64Builder).Append(start + i)
-		b.Field(1).(*array.StringBuilder).Append("fill")
+		if parts == 1 {
+			b.Field(1).(*array.StringBuilder).Append("fill")
+		} else {
+			b.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("p%02d", i%int64(parts)))
+		}
 		b.Field(2).(*array.Float64Builder).Append(r.Float64())
 	}
 	return b.NewRecordBatch()
@@ -125,11 +134,18 @@ func TestFaultDiskFull(t *testing.T) {
 	var failedVisible int
 	id := int64(1000)
 	for _, leave := range []int64{0, 16 << 10, 256 << 10, 768 << 10, 1200 << 10} {
-		for _, mode := range []string{"append", "write"} {
+		// "partitioned" is a write partitioned by 16 values: its rows go
+		// through the spill (a nameless file in the data dir) first.
+		for _, mode := range []string{"append", "write", "partitioned"} {
 			filler := fill(t, mnt, leave)
 			req := "r-" + mode + "-" + time.Now().Format("150405.000000")
 			rb := randomBatch(id, 100_000) // ~1.5 MB of Parquet
 			opts := client.PutOptions{Mode: mode, RequestID: req}
+			if mode == "partitioned" {
+				rb.Release()
+				rb = randomParts(id, 100_000, 16)
+				opts.Mode, opts.PartitionBy = catalog.ModeWrite, []string{"client"}
+			}
 			_, err := put(ctx, c, prof, opts, rowSchema, rb)
 			codesSeen.inc(mode + ":" + codeName(err))
 			if err != nil && strings.Contains(err.Error(), mnt) {
