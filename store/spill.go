@@ -82,7 +82,7 @@ const spillName = "spill"
 // openSpill opens an empty spill file in dir, with no name (O_TMPFILE;
 // where the file system has none, a named file removed at once).
 func openSpill(dir string, mem memory.Allocator) (*spill, error) {
-	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	fd, err := openTmpfile(dir)
 	if err != nil {
 		f, cerr := os.CreateTemp(dir, ".quiver-spill-*")
 		if cerr != nil {
@@ -101,6 +101,12 @@ func openSpill(dir string, mem memory.Allocator) (*spill, error) {
 	}
 	f := os.NewFile(uintptr(fd), spillName)
 	return &spill{f: f, bw: bufio.NewWriterSize(f, 1<<20), mem: mem, byDir: map[string]*spillPart{}}, nil
+}
+
+// openTmpfile opens a file with no name in dir (a variable for tests: a
+// file system without O_TMPFILE).
+var openTmpfile = func(dir string) (int, error) {
+	return unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
 }
 
 // Close gives the file's space back.

@@ -18,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"golang.org/x/sys/unix"
 
 	"github.com/quiverdb/quiver/store/fsys"
 	"github.com/quiverdb/quiver/store/fsys/faultfs"
@@ -153,6 +154,18 @@ func TestSpilledWriteTypes(t *testing.T) {
 // spillEarlyRows rows): the data directory holds only its reserved
 // version, and nothing once it is cancelled.
 func TestSpillHasNoName(t *testing.T) {
+	t.Run("O_TMPFILE", testSpillHasNoName)
+	t.Run("named then removed", func(t *testing.T) {
+		// A file system without O_TMPFILE: a named file, removed as
+		// soon as it is open.
+		orig := openTmpfile
+		openTmpfile = func(string) (int, error) { return -1, unix.EOPNOTSUPP }
+		t.Cleanup(func() { openTmpfile = orig })
+		testSpillHasNoName(t)
+	})
+}
+
+func testSpillHasNoName(t *testing.T) {
 	spillDir := t.TempDir()
 	s, dir := newTestStore(t, WithSpillDir(spillDir))
 	put(t, s, ModeWrite, []string{"named"}, spread(1, 2, 1, 8, nil), PutOptions{PartitionBy: []string{"k"}})
@@ -194,6 +207,17 @@ func TestSpillHasNoName(t *testing.T) {
 	}
 	if after := tree(t, dir); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("after the cancelled put:\nbefore %v\nafter  %v", before, after)
+	}
+	// The same put, not cancelled (to a profile of its own: checkSpread
+	// reads v0), writes every row.
+	rdr := spread(10, 4, 100, 64, nil)
+	defer rdr.Release()
+	if _, err := s.Put(context.Background(), []string{"whole"}, rdr, PutOptions{Mode: ModeWrite, PartitionBy: []string{"k"}}); err != nil {
+		t.Fatal(err)
+	}
+	checkSpread(t, s, []string{"whole"}, 10*4*100, 4)
+	if entries, err := os.ReadDir(spillDir); err != nil || len(entries) > 0 {
+		t.Errorf("spill dir after the put: %d entries (%v)", len(entries), err)
 	}
 }
 
