@@ -8,6 +8,7 @@ import (
 	"io"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -175,6 +176,20 @@ func TestStatusOf(t *testing.T) {
 		got := statusOf(errors.Join(c.err))
 		if status.Code(got) != c.want {
 			t.Errorf("statusOf(%v) = %v, want %s", c.err, got, c.want)
+		}
+	}
+	// A full disk names the directory that is full (red team round 25's
+	// z04: the spill's was blamed on the data dir).
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("put a: write x: %w", syscall.ENOSPC), "data directory is full"},
+		{fmt.Errorf("put a: spill: %w: %w", store.ErrSpillFull, syscall.ENOSPC), "spill directory (--spill-dir"},
+	} {
+		got := statusOf(c.err)
+		if status.Code(got) != codes.ResourceExhausted || !strings.Contains(status.Convert(got).Message(), c.want) {
+			t.Errorf("statusOf(%v) = %v, want ResourceExhausted saying %q", c.err, got, c.want)
 		}
 	}
 	if msg := status.Convert(statusOf(errors.New("open /srv/secret/data: boom"))).Message(); msg != "internal error (see server log)" {

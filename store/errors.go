@@ -52,6 +52,10 @@ var (
 	// disk (truncated, rewritten) under it. The read fails; the entry is
 	// dropped, so the read can be retried (it decodes the file).
 	ErrCacheChanged = errors.New("store: IPC cache entry changed on disk during the read; retry")
+	// ErrSpillFull: the spill directory (WithSpillDir; the data dir by
+	// default) ran out of space while a partitioned write spilled its
+	// rows; nothing was committed. It wraps the ENOSPC or EDQUOT.
+	ErrSpillFull = errors.New("store: the spill directory is full")
 )
 
 // CorruptionError reports on-disk state that does not parse: a manifest,

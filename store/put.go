@@ -1840,6 +1840,13 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 	}
 	var spillSendErr error // (an error of the encoder met by the spill's goroutine: the put's as it is)
 	if spilled {
+		// The files' schema is checked before any row is spilled: the
+		// spill gathers rows of types no file takes (string_view, …),
+		// which failed there as an internal error (red team round 25's
+		// z03).
+		if err := codec.CheckWritable(fileSchema, wopts); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
 		var err error
 		if sp, err = openSpill(s.opts.spillDir, s.opts.mem); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
@@ -1854,7 +1861,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 			}
 			return nil
 		}
-		sp.start(ctx, st.by, runtime.GOMAXPROCS(0), s.opts.partitionLimit, spillEarlyRows, spillReplayRows, spillTo{
+		sp.start(ctx, st.by, runtime.GOMAXPROCS(0), s.opts.partitionLimit, spillEarly, spillBatch, spillTo{
 			early: func(g *codec.Grouped) error {
 				g.Data.Retain()
 				return toEncoder(batchWork{rec: g.Data, g: g, endGroup: true})
@@ -2021,17 +2028,22 @@ func (b batchWork) release() {
 	}
 }
 
-// spillReplayRows is about the rows of a batch a spilled write replays:
-// enough that its columns are encoded in parallel, as a one-file put's.
-const spillReplayRows = 64 << 10
+// spillBatch is about the size of a batch a spilled write replays: rows
+// enough that its columns are encoded in parallel, as a one-file put's;
+// bytes few enough that a batch of large rows holds no more memory than
+// a one-file put's row group (red team round 25's z02: rows of 1 MB, all
+// held at once, peaked at 2 GB RSS).
+var spillBatch = spillSize{rows: 64 << 10, bytes: 16 << 20}
 
-// spillEarlyRows is the rows of a partition of a spilled write replayed
-// while the client sends, as a row group of its own, once it has that many
-// not yet replayed: the encoding overlaps the receiving, at row groups of
-// about 2 MiB of Parquet for the benchmark's rows (the one-file put's are
-// 16 MiB; rows encoded as they came ended row groups every 256 KiB with 64
-// partitions).
-const spillEarlyRows = 32 << 10
+// spillEarly is the size of a partition's rows of a spilled write
+// replayed while the client sends, as a row group of its own, once it has
+// that many not yet replayed: the encoding overlaps the receiving, at row
+// groups of about 2 MiB of Parquet for the benchmark's rows (32 Ki rows;
+// the one-file put's are 16 MiB; rows encoded as they came ended row
+// groups every 256 KiB with 64 partitions), and at most about 16 MiB of
+// Arrow for large rows (z02: rows that never came to 32 Ki were all held
+// until the end).
+var spillEarly = spillSize{rows: 32 << 10, bytes: 16 << 20}
 
 // cmpErr is enc if not nil (an error of the encoder, which says whose
 // put it is), else err.

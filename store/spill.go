@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -21,7 +22,7 @@ import (
 )
 
 // spill holds the rows of a partitioned write on local disk, grouped by
-// partition. A partition's rows are encoded once spillEarlyRows of them
+// partition. A partition's rows are encoded once spillEarly of them
 // have come (start: a row group of its file, while the client sends), and
 // the rest of each partition once the client has sent them all,
 // partition after partition (replay).
@@ -55,7 +56,7 @@ type spill struct {
 	// writing this one.
 	in        chan arrow.RecordBatch
 	to        spillTo       // where its rows go
-	rows      int64         // about the rows of a batch drain replays
+	batch     spillSize     // about the size of a batch drain replays
 	once      sync.Once     // (finish)
 	streaming atomic.Bool   // the spill gave up (maxSpillBlocks): batches are encoded as they come
 	failed    chan struct{} // closed when the goroutine stopped on an error
@@ -70,8 +71,15 @@ type spillPart struct {
 	values map[string]string
 	blocks []spillBlock
 	next   int
-	rows   int64
+	rows   int64 // not yet replayed
+	bytes  int64 // (as written to the file, about their Arrow size)
 }
+
+// spillSize is a number of rows and of bytes (Arrow IPC): reached when
+// either is.
+type spillSize struct{ rows, bytes int64 }
+
+func (z spillSize) reached(rows, bytes int64) bool { return rows >= z.rows || bytes >= z.bytes }
 
 // spillBlock is a block's place in the spill file, and its rows.
 type spillBlock struct{ off, n, rows int64 }
@@ -90,17 +98,26 @@ func openSpill(dir string, mem memory.Allocator) (*spill, error) {
 			if errors.As(cerr, &pe) { // (its path is the server's)
 				cerr = pe.Err
 			}
-			return nil, fmt.Errorf("spill: %w", cerr)
+			return nil, spillFail(cerr)
 		}
 		_ = os.Remove(f.Name())
 		fd, err = unix.Dup(int(f.Fd()))
 		_ = f.Close()
 		if err != nil {
-			return nil, fmt.Errorf("spill: %w", err)
+			return nil, spillFail(err)
 		}
 	}
 	f := os.NewFile(uintptr(fd), spillName)
 	return &spill{f: f, bw: bufio.NewWriterSize(f, 1<<20), mem: mem, byDir: map[string]*spillPart{}}, nil
+}
+
+// spillFail is err, of the spill file: ErrSpillFull too if the spill
+// directory's file system is full (not the data dir, unless it is that).
+func spillFail(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("spill: %w: %w", ErrSpillFull, err)
+	}
+	return fmt.Errorf("spill: %w", err)
 }
 
 // openTmpfile opens a file with no name in dir (a variable for tests: a
@@ -168,6 +185,7 @@ func (sp *spill) block(part codec.Part, rows arrow.RecordBatch) error {
 	}
 	p.blocks = append(p.blocks, b)
 	p.rows += b.rows
+	p.bytes += b.n
 	sp.nblocks++
 	return nil
 }
@@ -199,17 +217,18 @@ const maxSpillFirstParts = 512
 // start groups every batch of put by the partition columns by and adds
 // it, on a goroutine of its own until finish, with at most limit
 // partitions (more: ErrInvalidArgument); drain replays the rest, to, in
-// batches of about rows rows.
+// batches of about batch.
 //
-// A partition whose rows not yet replayed come to early rows or more has
-// them replayed at once, to to.early, as a row group of its file
+// A partition whose rows not yet replayed come to early (rows or bytes:
+// a few large rows are as many bytes as many small ones) has them
+// replayed at once, to to.early, as a row group of its file
 // (replayPart): the files are encoded while the client sends, the rest of
 // each partition as it ends (replay). Past maxSpillBlocks, the spill
 // replays what it holds and hands the following batches to to.stream
 // (streaming reports it).
-func (sp *spill) start(ctx context.Context, by []string, workers, limit int, early, rows int64, to spillTo) {
+func (sp *spill) start(ctx context.Context, by []string, workers, limit int, early, batch spillSize, to spillTo) {
 	sp.in = make(chan arrow.RecordBatch)
-	sp.to, sp.rows = to, rows
+	sp.to, sp.batch = to, batch
 	sp.failed = make(chan struct{})
 	sp.exited = make(chan struct{})
 	go func() {
@@ -240,12 +259,12 @@ func (sp *spill) start(ctx context.Context, by []string, workers, limit int, ear
 					err = fmt.Errorf("%w: a put may touch at most %d partitions", ErrInvalidArgument, limit)
 				}
 				for _, p := range sp.parts {
-					if err == nil && p.rows >= early {
+					if err == nil && early.reached(p.rows, p.bytes) {
 						err = sp.replayPart(ctx, p, early, to.early)
 					}
 				}
 				if err == nil && sp.nblocks > maxSpillBlocks {
-					if err = sp.replay(ctx, rows, to.rows, to.end); err == nil {
+					if err = sp.replay(ctx, batch, to.rows, to.end); err == nil {
 						sp.parts, sp.byDir, sp.nblocks = nil, map[string]*spillPart{}, 0
 						sp.streaming.Store(true)
 					}
@@ -286,7 +305,7 @@ func (sp *spill) finish() error {
 // drain replays what the spill holds and has not replayed (replay), to the
 // callbacks start was given.
 func (sp *spill) drain(ctx context.Context) error {
-	return sp.replay(ctx, sp.rows, sp.to.rows, sp.to.end)
+	return sp.replay(ctx, sp.batch, sp.to.rows, sp.to.end)
 }
 
 // write appends rec to the file as a block.
@@ -298,7 +317,7 @@ func (sp *spill) write(rec arrow.RecordBatch) (spillBlock, error) {
 		err = cerr
 	}
 	if err != nil {
-		return spillBlock{}, fmt.Errorf("spill: %w", err)
+		return spillBlock{}, spillFail(err)
 	}
 	b := spillBlock{off: sp.end, n: cw.n, rows: rec.NumRows()}
 	sp.end += cw.n
@@ -309,7 +328,7 @@ func (sp *spill) write(rec arrow.RecordBatch) (spillBlock, error) {
 func (sp *spill) read(b spillBlock) (arrow.RecordBatch, error) {
 	r, err := ipc.NewReader(io.NewSectionReader(sp.f, b.off, b.n), ipc.WithAllocator(sp.mem))
 	if err != nil {
-		return nil, fmt.Errorf("spill: %w", err)
+		return nil, spillFail(err)
 	}
 	defer r.Release()
 	if !r.Next() {
@@ -317,7 +336,7 @@ func (sp *spill) read(b spillBlock) (arrow.RecordBatch, error) {
 		if err == nil {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, fmt.Errorf("spill: %w", err)
+		return nil, spillFail(err)
 	}
 	rec := r.RecordBatch()
 	rec.Retain()
@@ -326,12 +345,12 @@ func (sp *spill) read(b spillBlock) (arrow.RecordBatch, error) {
 
 // replay calls fn with the spilled rows not yet replayed, partition
 // after partition in the order they first came, each partition's rows in
-// the order received, in batches of about rows rows, each with its one
+// the order received, in batches of about batch, each with its one
 // part; then end with the partition's directory, once its rows are all
 // replayed (none, perhaps, if replayPart took them). fn takes the batch.
-func (sp *spill) replay(ctx context.Context, rows int64, fn func(g *codec.Grouped) error, end func(dir string) error) error {
+func (sp *spill) replay(ctx context.Context, batch spillSize, fn func(g *codec.Grouped) error, end func(dir string) error) error {
 	for _, p := range sp.parts {
-		if err := sp.replayPart(ctx, p, rows, fn); err != nil {
+		if err := sp.replayPart(ctx, p, batch, fn); err != nil {
 			return err
 		}
 		if err := end(p.dir); err != nil {
@@ -342,22 +361,22 @@ func (sp *spill) replay(ctx context.Context, rows int64, fn func(g *codec.Groupe
 }
 
 // replayPart calls fn with the rows of p not yet replayed, in batches of
-// about rows rows (its blocks joined).
-func (sp *spill) replayPart(ctx context.Context, p *spillPart, rows int64, fn func(g *codec.Grouped) error) error {
+// about batch (its blocks joined; a block larger alone).
+func (sp *spill) replayPart(ctx context.Context, p *spillPart, batch spillSize, fn func(g *codec.Grouped) error) error {
 	if p.next == len(p.blocks) {
 		return nil
 	}
 	if err := sp.bw.Flush(); err != nil {
-		return fmt.Errorf("spill: %w", err)
+		return spillFail(err)
 	}
 	var pending []arrow.RecordBatch
-	var n int64
+	var n, nb int64
 	emit := func() error {
 		if len(pending) == 0 {
 			return nil
 		}
 		recs := pending
-		pending, n = nil, 0
+		pending, n, nb = nil, 0, 0
 		joined := joinBatches(recs, sp.mem)
 		for i, rec := range joined {
 			g := &codec.Grouped{Data: rec, Parts: []codec.Part{{Dir: p.dir, Values: p.values, Rows: rowSeq(rec.NumRows())}}}
@@ -380,8 +399,10 @@ func (sp *spill) replayPart(ctx context.Context, p *spillPart, rows int64, fn fu
 			return err
 		}
 		p.rows -= b.rows
+		p.bytes -= b.n
 		pending = append(pending, rec)
-		if n += rec.NumRows(); n >= rows {
+		n, nb = n+rec.NumRows(), nb+b.n
+		if batch.reached(n, nb) {
 			if err := emit(); err != nil {
 				p.next++
 				return err

@@ -73,7 +73,7 @@ func NewFileWriter(w io.Writer, sc *arrow.Schema, o WriterOptions) (*FileWriter,
 	fw := &FileWriter{format: f, schema: sc, out: &countingWriter{w: w, h: sha256.New()}, mem: &countingAllocator{mem: o.mem()}, rowGroupRows: rowGroupRows}
 	switch f {
 	case FormatCSV:
-		if err := CheckCSVTypes(sc); err != nil {
+		if err := CheckWritable(sc, o); err != nil {
 			return nil, err
 		}
 		fw.cw = csv.NewWriter(fw.out, sc, csv.WithHeader(true), csv.WithNullWriter(""), csv.WithCustomTypeConverter(CSVFloats))
@@ -104,6 +104,21 @@ func NewFileWriter(w io.Writer, sc *arrow.Schema, o WriterOptions) (*FileWriter,
 		return nil, fmt.Errorf("%w: unknown format %q (want parquet or csv)", ErrInvalid, string(f))
 	}
 	return fw, nil
+}
+
+// CheckWritable reports whether NewFileWriter would take sc with o (an
+// ErrInvalid naming what it would refuse), without starting a file: for a
+// caller that holds the rows somewhere else first.
+func CheckWritable(sc *arrow.Schema, o WriterOptions) error {
+	switch o.Format {
+	case FormatCSV:
+		return CheckCSVTypes(sc)
+	case FormatParquet, "":
+		_, _, err := writerProperties(sc, o, nil)
+		return err
+	default:
+		return fmt.Errorf("%w: unknown format %q (want parquet or csv)", ErrInvalid, string(o.Format))
+	}
 }
 
 // start creates the Parquet encoder, its dictionary columns chosen by
