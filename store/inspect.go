@@ -60,6 +60,12 @@ type Inspection struct {
 	// file); PolicyErr says why its file could not be read.
 	Policy    string
 	PolicyErr error
+	// Uncommitted: the directory is no profile yet (InspectUncommitted):
+	// it has no manifest and no commit record, only what first writes
+	// that never committed left (their versions, temps, the lock, the
+	// profile marker). Latest is -1 and ManifestErr nil; every version is
+	// uncommitted.
+	Uncommitted bool
 }
 
 // LockStatus describes a held manifest lock.
@@ -77,6 +83,19 @@ func (in *Inspection) Path() string { return ProfilePath(in.Keys) }
 // version are reported in LogProblems or their VersionState, never
 // skipped silently.
 func (s *Store) Inspect(ctx context.Context, keys []string) (*Inspection, error) {
+	return s.inspect(ctx, keys, false)
+}
+
+// InspectUncommitted is Inspect that also inspects a directory first
+// writes left without ever committing (ListProfilesAndUncommitted: no
+// manifest, no commit record, but their versions, lock, log directory or
+// profile marker), as Inspection.Uncommitted, where Inspect answers
+// ErrNotFound. A profile is inspected as Inspect does.
+func (s *Store) InspectUncommitted(ctx context.Context, keys []string) (*Inspection, error) {
+	return s.inspect(ctx, keys, true)
+}
+
+func (s *Store) inspect(ctx context.Context, keys []string, uncommitted bool) (*Inspection, error) {
 	p, err := s.resolve(keys)
 	if err != nil {
 		return nil, err
@@ -98,15 +117,20 @@ func (s *Store) Inspect(ctx context.Context, keys []string) (*Inspection, error)
 	// its files as orphans, so list the log again afterwards and start
 	// over if it grew (a few times at most).
 	for round := 0; ; round++ {
-		in.ManifestErr = nil
+		in.ManifestErr, in.Uncommitted = nil, false
 		if in.Latest, _, err = s.readManifest(ctx, p); err != nil {
 			if errors.Is(err, ErrNotFound) {
-				if !s.loggedProfile(ctx, p) {
+				switch {
+				case s.loggedProfile(ctx, p):
+					// Its log holds its versions (reads go on from it):
+					// the manifest is lost, not the profile.
+					err = fmt.Errorf("%w: %s: %s is missing, though the commit log holds the profile's versions", ErrDataLoss, p, manifestName)
+				case uncommitted && s.neverCommittedDir(ctx, p):
+					// What first writes left that never committed.
+					in.Uncommitted, err = true, nil
+				default:
 					return nil, err
 				}
-				// Its log holds its versions (reads go on from it):
-				// the manifest is lost, not the profile.
-				err = fmt.Errorf("%w: %s: %s is missing, though the commit log holds the profile's versions", ErrDataLoss, p, manifestName)
 			}
 			in.Latest, in.ManifestErr = -1, err
 		}
@@ -118,6 +142,13 @@ func (s *Store) Inspect(ctx context.Context, keys []string) (*Inspection, error)
 			return nil, err
 		}
 		in.Log, in.Head = ps.log.records, ps.log.headHash
+		if in.Uncommitted && len(in.Log) > 0 {
+			// Records, though no write the profile marker vouches for
+			// (loggedProfile): not a directory whose first write never
+			// committed. Its versions are left to the log's judgement.
+			in.Uncommitted = false
+			in.ManifestErr = fmt.Errorf("%w: %s: %s is missing, though the commit log holds records", ErrDataLoss, p, manifestName)
+		}
 		if err := s.inspectVersions(ctx, ps, in); err != nil {
 			return nil, err
 		}
@@ -136,6 +167,101 @@ func (s *Store) Inspect(ctx context.Context, keys []string) (*Inspection, error)
 		in.Policy = sp.SchemaPolicy
 	}
 	return in, nil
+}
+
+// neverCommittedDir reports whether p's directory holds what first
+// writes left that never committed (neverCommitted). Callers have found no
+// manifest.
+func (s *Store) neverCommittedDir(ctx context.Context, p profile) bool {
+	if s.loggedProfile(ctx, p) {
+		return false
+	}
+	entries, err := s.fs.List(ctx, p.dir)
+	return err == nil && s.neverCommitted(ctx, p.dir, entries)
+}
+
+// ClearUncommitted removes what a first write's commit makes before its
+// record — the profile marker, the schema policy file, the commit log's
+// directory — from a directory no write ever committed to, once nothing
+// else is left in it (no version, no temp, nothing else; the lock aside),
+// and returns the names it removed. Callers hold the lock (WithLock): a
+// commit of the profile, which makes them again, cannot run meanwhile; a
+// first put still streaming has its version directory there, which keeps
+// them. The directory itself stays (RemoveEmptyProfileDir, once the lock
+// is released).
+func (s *Store) ClearUncommitted(ctx context.Context, keys []string) ([]string, error) {
+	p, err := s.resolve(keys)
+	if err != nil {
+		return nil, err
+	}
+	if ok, err := s.exists(ctx, p); err != nil || ok {
+		return nil, err
+	}
+	if s.loggedProfile(ctx, p) {
+		return nil, nil
+	}
+	entries, err := s.fs.List(ctx, p.dir)
+	if err != nil {
+		return nil, nil //nolint:nilerr // gone meanwhile
+	}
+	var clear []string
+	logToo := false
+	for _, e := range entries {
+		switch {
+		case e.Link || e.Special:
+			return nil, nil
+		case e.Name == lockName && !e.Dir:
+		case e.Name == kindName && !e.Dir:
+			b, _, err := s.fs.ReadFile(ctx, p.join(kindName))
+			if err != nil || strings.TrimSpace(string(b)) != kindProfile {
+				return nil, nil //nolint:nilerr // a parent's marker, or unreadable: left alone
+			}
+			clear = append(clear, e.Name)
+		case e.Name == policyName && !e.Dir:
+			clear = append(clear, e.Name)
+		case e.Name == logDir && e.Dir:
+			if inLog, err := s.fs.List(ctx, p.join(logDir)); err == nil && len(inLog) > 0 {
+				return nil, nil // a temp still young, or anything else
+			}
+			logToo = true
+		default:
+			return nil, nil
+		}
+	}
+	if logToo {
+		// Last: it is empty, and the Delete of a directory that gained
+		// an entry meanwhile fails.
+		clear = append(clear, logDir)
+	}
+	var removed []string
+	for _, name := range clear {
+		if err := s.fs.Delete(ctx, p.join(name)); err != nil && !isNotExist(err) {
+			return removed, fmt.Errorf("clear %s: %w", p.join(name), err)
+		}
+		removed = append(removed, p.join(name))
+	}
+	return removed, nil
+}
+
+// RemoveEmptyProfileDir removes the directory of keys, and then each
+// directory on the way to it, as long as it is empty, and returns those
+// it removed. An empty directory where no profile exists is nobody's: a
+// put creating the profile makes its directories again as it needs them
+// (as a failed first put removes its own, removeEmpty).
+func (s *Store) RemoveEmptyProfileDir(ctx context.Context, keys []string) []string {
+	p, err := s.resolve(keys)
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, d := range profileDirs(p) {
+		entries, err := s.fs.List(ctx, d)
+		if err != nil || len(entries) > 0 || s.fs.Delete(ctx, d) != nil {
+			break
+		}
+		removed = append(removed, d)
+	}
+	return removed
 }
 
 // abandonedCreation reports whether dir holds only version directories of
@@ -195,6 +321,9 @@ func (s *Store) inspectVersions(ctx context.Context, ps *profileState, in *Inspe
 			// Request records of data directories older than the log.
 		case e.Dir && deletingRe.MatchString(e.Name):
 			in.Discarded = append(in.Discarded, withDir(e, p.dir))
+		case in.Uncommitted && e.Dir && validateKey(e.Name) == nil:
+			// Below a directory that is no profile, a directory named as
+			// a key is the listing's to walk (ListProfilesAndUncommitted).
 		case e.Dir && validateKey(e.Name) == nil && s.abandonedCreation(ctx, p.join(e.Name)):
 			in.Abandoned = append(in.Abandoned, e.Name)
 		default:
@@ -352,7 +481,7 @@ func (s *Store) inspectLog(ctx context.Context, ps *profileState, in *Inspection
 			lv.add([]*CommitRecord{r})
 		}
 	}
-	if lv.head == 0 && in.ManifestErr == nil {
+	if lv.head == 0 && in.ManifestErr == nil && !in.Uncommitted {
 		if b, _, err := s.fs.ReadFile(ctx, p.join(kindName)); err == nil && strings.TrimSpace(string(b)) == kindProfile {
 			in.LogProblems = append(in.LogProblems, fmt.Sprintf("%s is missing or empty, but Quiver created this profile: its records were removed", logDir))
 		}
@@ -447,17 +576,28 @@ func (s *Store) Logger() *zerolog.Logger { return &s.opts.log }
 
 // WithLock runs fn holding the profile's manifest lock: no commit of the
 // profile happens meanwhile (maintenance that removes uncommitted files).
+// The profile must exist, or be a directory first writes left without
+// ever committing (Inspection.Uncommitted): their commit takes this lock
+// too. Anything else is ErrNotFound (taking the lock would make the
+// directory).
 func (s *Store) WithLock(ctx context.Context, keys []string, fn func() error) error {
 	p, err := s.resolve(keys)
 	if err != nil {
 		return err
 	}
 	if ok, err := s.exists(ctx, p); err != nil || !ok {
+		if err == nil && s.neverCommittedDir(ctx, p) {
+			return s.withLock(ctx, p, fn)
+		}
 		if err == nil {
 			err = s.notFound(ctx, p)
 		}
 		return err
 	}
+	return s.withLock(ctx, p, fn)
+}
+
+func (s *Store) withLock(ctx context.Context, p profile, fn func() error) error {
 	unlock, err := s.lockProfile(ctx, p)
 	if err != nil {
 		return err

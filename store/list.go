@@ -122,6 +122,11 @@ type ProfileSummary struct {
 	// that does not parse or is not a file, an unreadable directory, a
 	// symbolic link). The walk goes on after it.
 	Err error
+	// Uncommitted marks a directory that is no profile yet: no manifest,
+	// no commit record, only what first writes that never committed left
+	// there (ListProfilesAndUncommitted; Latest is -1). Readers and
+	// listings never see it.
+	Uncommitted bool
 }
 
 // Path is the profile's slash-joined name.
@@ -134,6 +139,20 @@ func (ps ProfileSummary) Path() string { return ProfilePath(ps.Keys) }
 // walk goes on: one bad entry never hides the others. fn's error stops the
 // walk and is returned.
 func (s *Store) ListProfiles(ctx context.Context, prefix []string, fn func(ProfileSummary) error) error {
+	return s.listProfiles(ctx, prefix, false, fn)
+}
+
+// ListProfilesAndUncommitted is ListProfiles for maintenance (verify,
+// sweep): it also passes, with Uncommitted set, every directory that first
+// writes left without ever committing — no manifest and no commit record,
+// but a version directory of a Quiver write (.version.json), a manifest
+// lock, a commit log directory or a profile marker (a writer killed while
+// it created the profile) — and walks on below it.
+func (s *Store) ListProfilesAndUncommitted(ctx context.Context, prefix []string, fn func(ProfileSummary) error) error {
+	return s.listProfiles(ctx, prefix, true, fn)
+}
+
+func (s *Store) listProfiles(ctx context.Context, prefix []string, uncommitted bool, fn func(ProfileSummary) error) error {
 	if len(prefix) > 0 {
 		p, err := s.resolve(prefix)
 		if err != nil {
@@ -181,6 +200,11 @@ func (s *Store) ListProfiles(ctx context.Context, prefix []string, fn func(Profi
 			}
 			return fn(ProfileSummary{Keys: clone(keys), Latest: -1, Err: fmt.Errorf("list %s: %w", ProfilePath(keys), err)})
 		}
+		if uncommitted && len(keys) > 0 && s.neverCommitted(ctx, dir, entries) {
+			if err := fn(ProfileSummary{Keys: clone(keys), Latest: -1, Uncommitted: true}); err != nil {
+				return err
+			}
+		}
 		if depth >= maxKeys {
 			return nil
 		}
@@ -208,3 +232,42 @@ func (s *Store) ListProfiles(ctx context.Context, prefix []string, fn func(Profi
 }
 
 func clone(keys []string) []string { return append([]string(nil), keys...) }
+
+// neverCommitted reports whether dir, which has no manifest and whose log
+// holds no write, holds what a Quiver write creating a profile there
+// leaves before its commit: a version directory with a .version.json (or
+// an empty one: reserved), the manifest lock, the commit log directory or
+// the profile marker (the commit's steps before its record). A directory
+// marked as a parent of profiles is not one. entries is dir's listing.
+func (s *Store) neverCommitted(ctx context.Context, dir string, entries []fsys.Entry) bool {
+	found, marked, children := false, false, false
+	for _, e := range entries {
+		if e.Link || e.Special {
+			continue
+		}
+		_, isV := parseVersionDir(e.Name)
+		switch {
+		case e.Name == kindName && !e.Dir:
+			marked = true
+		case e.Name == lockName && !e.Dir, e.Name == logDir && e.Dir:
+			found = true
+		case isV && e.Dir && !found:
+			vdir := path.Join(dir, e.Name)
+			if _, err := s.fs.Stat(ctx, path.Join(vdir, versionInfoName)); err == nil {
+				found = true
+			} else if in, err := s.fs.List(ctx, vdir); err == nil && len(in) == 0 {
+				found = true // reserved, and its writer killed before its .version.json
+			}
+		case e.Dir && validateKey(e.Name) == nil:
+			children = true
+		}
+	}
+	if !marked || (!found && children) {
+		// Unmarked, or marked and holding directories of profiles with
+		// nothing of a write of its own: a parent, not read (the walk
+		// meets many).
+		return found
+	}
+	b, _, err := s.fs.ReadFile(ctx, path.Join(dir, kindName))
+	return err == nil && strings.TrimSpace(string(b)) == kindProfile
+}

@@ -33,6 +33,12 @@ type SweepReport struct {
 //   - version directories a write abandoned before its commit, once their
 //     .version.json creation time and every file in them are older than
 //     olderThan, and pyrosome writes abandoned before their manifest move;
+//   - in a directory no write ever committed to (a put killed while it
+//     created the profile: no manifest, no commit record), the same: its
+//     Quiver versions and temps by the same rules, holding the profile's
+//     lock as for a profile; then, once nothing else is left, the marker,
+//     policy file and empty log directory its commit had begun to make,
+//     and the directory itself (and empty ones on the way to it);
 //   - what is left of versions retention retired (their retire record is
 //     the mark), at any age.
 //
@@ -49,7 +55,7 @@ func Sweep(ctx context.Context, st *store.Store, olderThan time.Duration) (*Swee
 	}
 	rep := &SweepReport{Removed: []string{}}
 	cutoff := st.Now().Add(-olderThan)
-	err := st.ListProfiles(ctx, nil, func(ps store.ProfileSummary) error {
+	err := st.ListProfilesAndUncommitted(ctx, nil, func(ps store.ProfileSummary) error {
 		var ce *store.CorruptionError
 		switch {
 		case ps.Err == nil, errors.As(ps.Err, &ce):
@@ -57,7 +63,7 @@ func Sweep(ctx context.Context, st *store.Store, olderThan time.Duration) (*Swee
 				// What only the sweep loaded is not kept (Store.Forget).
 				defer st.Forget(ps.Keys)
 			}
-			err := sweepProfile(ctx, st, ps.Keys, olderThan, cutoff, rep)
+			err := sweepProfile(ctx, st, ps.Keys, ps.Uncommitted, olderThan, cutoff, rep)
 			if err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrNotFound) {
 				// What keeps one profile from being swept does not stop
 				// the others.
@@ -75,16 +81,34 @@ func Sweep(ctx context.Context, st *store.Store, olderThan time.Duration) (*Swee
 	return rep, err
 }
 
-// livePutGrace is the age under which sweep leaves the temps and orphans
-// of a profile alone while puts of this server to it are running.
+// livePutGrace is the age under which sweep leaves the temps, orphans
+// and uncommitted versions of a profile alone while puts of this server to
+// it are running.
 const livePutGrace = 15 * time.Minute
+
+// versionThreshold is the age past which sweep removes an uncommitted
+// version of keys: olderThan, and at least livePutGrace while puts of this
+// server to the profile run (the version a put has just reserved names
+// its creator only once its .version.json is written).
+func versionThreshold(st *store.Store, keys []string, olderThan time.Duration) time.Duration {
+	if st.Writing(keys) {
+		return max(olderThan, livePutGrace)
+	}
+	return olderThan
+}
 
 func (r *SweepReport) skip(kind, p, format string, args ...any) {
 	r.Skipped = append(r.Skipped, Problem{Kind: kind, Path: p, Detail: fmt.Sprintf(format, args...)})
 }
 
-func sweepProfile(ctx context.Context, st *store.Store, keys []string, olderThan time.Duration, cutoff time.Time, rep *SweepReport) error {
-	in, err := st.Inspect(ctx, keys)
+func sweepProfile(ctx context.Context, st *store.Store, keys []string, uncommitted bool, olderThan time.Duration, cutoff time.Time, rep *SweepReport) error {
+	inspect := st.Inspect
+	if uncommitted {
+		// A directory first writes left without ever committing is
+		// judged as a profile's uncommitted versions are.
+		inspect = st.InspectUncommitted
+	}
+	in, err := inspect(ctx, keys)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
@@ -132,16 +156,22 @@ func sweepProfile(ctx context.Context, st *store.Store, keys []string, olderThan
 			rep.skip(ProblemUnknown, e.Name, "not a name the storage layout defines; left alone")
 		}
 	}
+	// kept: something of the profile's directory stays (a young temp, a
+	// version not old enough, anything sweep does not remove).
+	kept := len(in.Links)+len(in.Unknown)+len(in.Unreadable)+len(in.Abandoned) > 0
 	sweepTemps := func(temps []fsys.Entry) error {
 		for _, e := range temps {
 			if e.Dir || e.Link || e.Special {
 				rep.skip(ProblemUnknown, e.Name, "named like a temp file but not a regular file; left alone")
+				kept = true
 				continue
 			}
 			if e.ModTime.Before(cutoff) {
 				if err := remove(e.Name, e.Dir); err != nil {
 					return err
 				}
+			} else {
+				kept = true
 			}
 		}
 		return nil
@@ -192,11 +222,19 @@ func sweepProfile(ctx context.Context, st *store.Store, keys []string, olderThan
 			rep.Removed = append(rep.Removed, removed...)
 			continue
 		case !vs.Committed && vs.Version != in.Latest:
-			if age, ok := st.VersionAge(ctx, keys, vs.Version); ok && age > olderThan {
+			if in.Uncommitted && !quiverWrite(vs) {
+				rep.skip(ProblemUnknown, vdir, "a version directory holding data files Quiver did not write and no .version.json, where no manifest is: a pyrosome write that never moved its manifest, or a profile whose manifest was removed; left alone")
+				kept = true
+				continue
+			}
+			if age, ok := st.VersionAge(ctx, keys, vs.Version); ok && age > versionThreshold(st, keys, olderThan) {
 				versions = append(versions, vs.Version)
+			} else {
+				kept = true
 			}
 			continue
 		}
+		kept = true
 		if err := sweepTemps(vs.Temps); err != nil {
 			return err
 		}
@@ -206,12 +244,17 @@ func sweepProfile(ctx context.Context, st *store.Store, keys []string, olderThan
 			}
 		}
 	}
-	if len(orphans)+len(versions) == 0 {
+	// A directory no write committed to, which will hold nothing once
+	// its old versions are gone: what the killed commit began (its
+	// lock, marker, policy, log directory) goes too, holding the lock.
+	clear := in.Uncommitted && !kept
+	if len(orphans)+len(versions) == 0 && !clear {
 		return nil
 	}
-	return st.WithLock(ctx, keys, func() error {
+	cleared := false
+	err = st.WithLock(ctx, keys, func() error {
 		// Holding the lock, nothing commits: look again.
-		again, err := st.Inspect(ctx, keys)
+		again, err := inspect(ctx, keys)
 		if err != nil {
 			return err
 		}
@@ -224,7 +267,7 @@ func sweepProfile(ctx context.Context, st *store.Store, keys []string, olderThan
 			for _, e := range vs.Orphans {
 				still[e.Name] = true
 			}
-			if !vs.Committed && vs.Retired == nil && vs.Version != again.Latest {
+			if !vs.Committed && vs.Retired == nil && vs.Version != again.Latest && (!again.Uncommitted || quiverWrite(vs)) {
 				uncommitted[vs.Version] = true
 			}
 		}
@@ -236,7 +279,15 @@ func sweepProfile(ctx context.Context, st *store.Store, keys []string, olderThan
 			}
 		}
 		for _, v := range versions {
-			if uncommitted[v] {
+			if !uncommitted[v] {
+				continue
+			}
+			// Its age is judged again too: a write that had only made its
+			// directory (mkdir, its .version.json not yet written) may have
+			// named its live creator since, or be a put of this server that
+			// began meanwhile (red team round 25's z01: a first put lost
+			// its version to Sweep(0) so).
+			if age, ok := st.VersionAge(ctx, keys, v); ok && age > versionThreshold(st, keys, olderThan) {
 				removed, err := st.DeleteVersionFiles(ctx, keys, v, 0)
 				if err != nil {
 					return fmt.Errorf("sweep %s: %w", path.Join(prof, store.VersionName(v)), err)
@@ -244,8 +295,40 @@ func sweepProfile(ctx context.Context, st *store.Store, keys []string, olderThan
 				rep.Removed = append(rep.Removed, removed...)
 			}
 		}
+		if again.Uncommitted {
+			// Nothing else left (the store looks again): the marker, the
+			// policy file and the log directory of the commit that was
+			// killed. A first put still streaming keeps its version there,
+			// and with it these; a later one makes them again at its
+			// commit, which waits for this lock.
+			removed, err := st.ClearUncommitted(ctx, keys)
+			rep.Removed = append(rep.Removed, removed...)
+			if err != nil {
+				return err
+			}
+			cleared = true
+		}
 		return nil
 	})
+	if uncommitted && errors.Is(err, store.ErrNotFound) {
+		return nil // removed meanwhile (another sweep)
+	}
+	if err != nil || !cleared {
+		return err
+	}
+	// The lock released, an empty directory is nobody's: a put creating
+	// the profile makes it again (and one that made it meanwhile has a
+	// name in it, which keeps it).
+	rep.Removed = append(rep.Removed, st.RemoveEmptyProfileDir(ctx, keys)...)
+	return nil
+}
+
+// quiverWrite reports whether a version of a directory with no manifest
+// holds nothing but what Quiver's writes make: its .version.json, or no
+// data file Quiver did not write (a pyrosome version, which sweep cannot
+// tell from a profile whose manifest was removed, is left alone).
+func quiverWrite(vs *store.VersionState) bool {
+	return vs.Info != nil || (len(vs.Unrecorded) == 0 && len(vs.Records) == 0)
 }
 
 // sweepAbandoned removes the uncommitted versions of a profile that never

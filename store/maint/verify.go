@@ -141,23 +141,25 @@ func Verify(ctx context.Context, st *store.Store, o VerifyOptions) (*VerifyRepor
 		if _, err := st.FS().Stat(ctx, store.ProfilePath(o.Keys)); errors.Is(err, fsys.ErrUnsafePath) {
 			return nil, fmt.Errorf("verify %s: %w", store.ProfilePath(o.Keys), err)
 		}
-		if err := verifyOrReport(ctx, st, o.Keys, o, rep); err != nil {
+		if err := verifyOrReport(ctx, st, o.Keys, false, o, rep); err != nil {
 			return nil, err
 		}
 	} else {
-		err := st.ListProfiles(ctx, o.Prefix, func(ps store.ProfileSummary) error {
+		// Directories first writes left without ever committing too: what
+		// their killed writers left is reported as in a profile.
+		err := st.ListProfilesAndUncommitted(ctx, o.Prefix, func(ps store.ProfileSummary) error {
 			var ce *store.CorruptionError
 			switch {
 			case ps.Err == nil, errors.As(ps.Err, &ce):
 				// A manifest that does not parse still gets every other
 				// check (Inspect reports the manifest).
-				return verifyOrReport(ctx, st, ps.Keys, o, rep)
+				return verifyOrReport(ctx, st, ps.Keys, ps.Uncommitted, o, rep)
 			case errors.Is(ps.Err, fsys.ErrUnsafePath):
 				rep.add(ProblemLink, ps.Path(), "a symbolic link inside the data directory; Quiver never follows it")
 			case errors.Is(ps.Err, store.ErrDataLoss), errors.Is(ps.Err, fsys.ErrNotRegular):
 				// A manifest gone from a profile its log holds, or
 				// not a file: Inspect reports it, and checks the rest.
-				return verifyOrReport(ctx, st, ps.Keys, o, rep)
+				return verifyOrReport(ctx, st, ps.Keys, false, o, rep)
 			default:
 				rep.add(ProblemUnknown, ps.Path(), "%v", ps.Err)
 			}
@@ -174,8 +176,11 @@ func Verify(ctx context.Context, st *store.Store, o VerifyOptions) (*VerifyRepor
 // verifyOrReport verifies one profile; what keeps it from being verified
 // (an entry that cannot be read: a FIFO, a link, a file gone) is a problem
 // of that profile, and the audit goes on with the others.
-func verifyOrReport(ctx context.Context, st *store.Store, keys []string, o VerifyOptions, rep *VerifyReport) error {
-	err := verifyProfile(ctx, st, keys, o, rep)
+func verifyOrReport(ctx context.Context, st *store.Store, keys []string, uncommitted bool, o VerifyOptions, rep *VerifyReport) error {
+	err := verifyProfile(ctx, st, keys, uncommitted, o, rep)
+	if uncommitted && errors.Is(err, store.ErrNotFound) {
+		return nil // removed meanwhile (a sweep)
+	}
 	if err == nil || ctx.Err() != nil || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidKey) {
 		return err
 	}
@@ -190,11 +195,15 @@ func verifyOrReport(ctx context.Context, st *store.Store, keys []string, o Verif
 	return nil
 }
 
-func verifyProfile(ctx context.Context, st *store.Store, keys []string, o VerifyOptions, rep *VerifyReport) error {
+func verifyProfile(ctx context.Context, st *store.Store, keys []string, uncommitted bool, o VerifyOptions, rep *VerifyReport) error {
 	// Puts of this server that overlap the inspection may have files
 	// not yet committed, which look like a killed writer's orphans.
 	begun, writing := st.PutsBegun(), st.Writing(keys)
-	in, err := st.Inspect(ctx, keys)
+	inspect := st.Inspect
+	if uncommitted {
+		inspect = st.InspectUncommitted
+	}
+	in, err := inspect(ctx, keys)
 	live := writing || st.Writing(keys) || st.PutsBegun() != begun
 	if err != nil {
 		return err
@@ -343,7 +352,14 @@ func verifyVersion(ctx context.Context, st *store.Store, in *store.Inspection, v
 	if !vs.Committed {
 		if vs.Version != in.Latest {
 			if age, ok := st.VersionAge(ctx, in.Keys, vs.Version); ok && age > o.StaleAfter {
-				rep.add(ProblemOrphan, vdir, "version directory never committed, untouched for %s", age.Round(time.Second))
+				switch {
+				case in.Uncommitted && !quiverWrite(vs):
+					rep.add(ProblemUnknown, vdir, "a version directory holding data files Quiver did not write and no .version.json, where no manifest is: a pyrosome write that never moved its manifest, or a profile whose manifest was removed; sweep leaves it alone")
+				case in.Uncommitted:
+					rep.add(ProblemOrphan, vdir, "version directory never committed, untouched for %s, of a profile no write ever committed to (its first writer was killed; no manifest, no commit record)", age.Round(time.Second))
+				default:
+					rep.add(ProblemOrphan, vdir, "version directory never committed, untouched for %s", age.Round(time.Second))
+				}
 			}
 		}
 		return nil
