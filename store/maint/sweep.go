@@ -64,7 +64,12 @@ func Sweep(ctx context.Context, st *store.Store, olderThan time.Duration) (*Swee
 				defer st.Forget(ps.Keys)
 			}
 			err := sweepProfile(ctx, st, ps.Keys, ps.Uncommitted, olderThan, cutoff, rep)
-			if err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrNotFound) {
+			if errors.Is(err, store.ErrNotFound) && ctx.Err() == nil {
+				// Removed since the walk listed it (an operator,
+				// another sweep): nothing of it left to sweep.
+				return nil
+			}
+			if err != nil && ctx.Err() == nil {
 				// What keeps one profile from being swept does not stop
 				// the others.
 				rep.skip(ProblemUnknown, ps.Path(), "not swept: %v", err)

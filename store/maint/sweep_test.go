@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -605,5 +606,45 @@ func TestSweepZeroLeavesLivePuts(t *testing.T) {
 	}
 	if s.Writing(k) {
 		t.Error("Writing: true after the put returned")
+	}
+}
+
+// TestSweepProfileRemovedMeanwhile: a profile removed (by an operator,
+// another sweep) between sweep's look at it and its lock is skipped: the
+// sweep goes on to the others, and does not fail as a whole with "not
+// found" (z01's helper noticed it).
+func TestSweepProfileRemovedMeanwhile(t *testing.T) {
+	s, dir := newStore(t)
+	ctx := context.Background()
+	for _, k := range []string{"a", "b"} {
+		put(t, s, store.ModeWrite, []string{k}, ids(1), store.PutOptions{})
+		// A killed append's file and claim, an hour old: sweep locks the
+		// profile to remove them.
+		data := readFile(t, filepath.Join(dir, k, "v0", "0.parquet"))
+		writeFile(t, filepath.Join(dir, k, "v0", "1.parquet"), string(data), time.Hour)
+		writeFile(t, filepath.Join(dir, k, "v0", ".1.parquet.claim"), "", time.Hour)
+	}
+	l, err := fsys.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &lockHookFS{FS: l, hook: func() {
+		if err := os.RemoveAll(filepath.Join(dir, "a")); err != nil {
+			t.Error(err)
+		}
+	}}
+	sweeper, err := store.Open(dir, store.WithFS(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := maint.Sweep(ctx, sweeper, time.Minute)
+	if err != nil {
+		t.Fatalf("sweep: %v", err)
+	}
+	if h.hook != nil {
+		t.Fatalf("sweep never took a lock: %+v; tree %v", rep, tree(t, dir))
+	}
+	if !slices.Contains(rep.Removed, "b/v0/1.parquet") {
+		t.Errorf("removed %v, want b's orphan among them", rep.Removed)
 	}
 }
