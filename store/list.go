@@ -236,11 +236,15 @@ func clone(keys []string) []string { return append([]string(nil), keys...) }
 // neverCommitted reports whether dir, which has no manifest and whose log
 // holds no write, holds what a Quiver write creating a profile there
 // leaves before its commit: a version directory with a .version.json (or
-// an empty one: reserved), the manifest lock, the commit log directory or
-// the profile marker (the commit's steps before its record). A directory
-// marked as a parent of profiles is not one. entries is dir's listing.
+// an empty one, or one holding only temps: reserved, and its writer killed
+// before or while it wrote its .version.json), the manifest lock, the
+// commit log directory or the profile marker (the commit's steps before
+// its record). A directory marked as a parent of profiles is one only when
+// such a version of its own is there (a first put of it killed after a
+// profile below it was created: red team round 26's a01), not for a lock
+// or log directory alone. entries is dir's listing.
 func (s *Store) neverCommitted(ctx context.Context, dir string, entries []fsys.Entry) bool {
-	found, marked, children := false, false, false
+	found, version, marked, children := false, false, false, false
 	for _, e := range entries {
 		if e.Link || e.Special {
 			continue
@@ -251,16 +255,25 @@ func (s *Store) neverCommitted(ctx context.Context, dir string, entries []fsys.E
 			marked = true
 		case e.Name == lockName && !e.Dir, e.Name == logDir && e.Dir:
 			found = true
-		case isV && e.Dir && !found:
+		case isV && e.Dir && !version:
 			vdir := path.Join(dir, e.Name)
 			if _, err := s.fs.Stat(ctx, path.Join(vdir, versionInfoName)); err == nil {
-				found = true
-			} else if in, err := s.fs.List(ctx, vdir); err == nil && len(in) == 0 {
-				found = true // reserved, and its writer killed before its .version.json
+				found, version = true, true
+			} else if in, err := s.fs.List(ctx, vdir); err == nil && onlyTemps(in) {
+				// Reserved, and its writer killed before its .version.json
+				// (empty) or while it wrote it (its temp: red team round
+				// 26's a03).
+				found, version = true, true
 			}
 		case e.Dir && validateKey(e.Name) == nil:
 			children = true
 		}
+	}
+	if version {
+		// A version of a write of its own, in a directory marked a
+		// parent too (no put can commit it now; the rules for
+		// uncommitted versions judge it).
+		return true
 	}
 	if !marked || (!found && children) {
 		// Unmarked, or marked and holding directories of profiles with
@@ -270,4 +283,16 @@ func (s *Store) neverCommitted(ctx context.Context, dir string, entries []fsys.E
 	}
 	b, _, err := s.fs.ReadFile(ctx, path.Join(dir, kindName))
 	return err == nil && strings.TrimSpace(string(b)) == kindProfile
+}
+
+// onlyTemps reports whether a version directory's entries are nothing but
+// hidden temp files (none is nothing too): what a write that has reserved
+// the version leaves before its .version.json exists.
+func onlyTemps(entries []fsys.Entry) bool {
+	for _, e := range entries {
+		if e.Dir || e.Link || e.Special || !isTempName(e.Name) {
+			return false
+		}
+	}
+	return true
 }

@@ -35,6 +35,13 @@ func TestNeverCommittedDirectories(t *testing.T) {
 		{"a reserved version, empty", map[string]string{"v3/": ""}, true},
 		{"a killed commit's lock and log temp", map[string]string{"manifest.json.write_lock": string(deadLock), ".log/.s.ndjson.tmp": "x"}, true},
 		{"a profile marker alone", map[string]string{".quiver.kind": "profile\n"}, true},
+		// Red team round 26's a03: killed while it wrote its .version.json.
+		{"a reserved version holding only its .version.json temp", map[string]string{"v0/.0123..version.json.tmp": `{"form`}, true},
+		{"a version holding a temp and a data file (pyrosome's)", map[string]string{"v0/.a.0.parquet.tmp": "x", "v0/0.parquet": "x"}, false},
+		// Red team round 26's a01: a first put of x/y killed after x/y/z
+		// was created.
+		{"a parent holding a version of its own", map[string]string{".quiver.kind": "parent\n", "z/manifest.json": `{"latest_data_dir": "v0"}`, "v0/.version.json": "{}"}, true},
+		{"a parent holding a version with only its .version.json temp", map[string]string{".quiver.kind": "parent\n", "z/manifest.json": `{"latest_data_dir": "v0"}`, "v0/.0123..version.json.tmp": "{"}, true},
 		{"a parent of profiles", map[string]string{".quiver.kind": "parent\n", "z/manifest.json": `{"latest_data_dir": "v0"}`}, false},
 		{"a parent with a lock in it", map[string]string{".quiver.kind": "parent\n", "manifest.json.write_lock": "{}"}, false},
 		{"an empty directory", map[string]string{}, false},

@@ -163,7 +163,7 @@ func sweepProfile(ctx context.Context, st *store.Store, keys []string, uncommitt
 	}
 	// kept: something of the profile's directory stays (a young temp, a
 	// version not old enough, anything sweep does not remove).
-	kept := len(in.Links)+len(in.Unknown)+len(in.Unreadable)+len(in.Abandoned) > 0
+	kept := len(in.Links)+len(in.Unknown)+len(in.Unreadable)+len(in.Abandoned)+len(in.UncommittedBelow) > 0
 	sweepTemps := func(temps []fsys.Entry) error {
 		for _, e := range temps {
 			if e.Dir || e.Link || e.Special {
@@ -206,6 +206,25 @@ func sweepProfile(ctx context.Context, st *store.Store, keys []string, uncommitt
 			continue // it has a manifest after all
 		}
 		if err := sweepAbandoned(ctx, st, child, olderThan, rep); err != nil {
+			return err
+		}
+	}
+	for _, name := range in.UncommittedBelow {
+		// A first write killed below this profile that left more than
+		// versions (its lock, its log directory, a version holding only
+		// its .version.json temp): the listing does not descend into a
+		// profile, so it is swept from here, as the listing's directories
+		// no write committed to are (red team round 26's a02).
+		child := append(append([]string(nil), keys...), name)
+		if !st.Known(child) {
+			defer st.Forget(child)
+		}
+		err := sweepProfile(ctx, st, child, true, olderThan, st.Now().Add(-olderThan), rep)
+		switch {
+		case err == nil, errors.Is(err, store.ErrNotFound) && ctx.Err() == nil:
+		case ctx.Err() == nil:
+			rep.skip(ProblemUnknown, store.ProfilePath(child), "not swept: %v", err)
+		default:
 			return err
 		}
 	}

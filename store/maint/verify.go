@@ -247,6 +247,14 @@ func verifyProfile(ctx context.Context, st *store.Store, keys []string, uncommit
 	for _, name := range in.Abandoned {
 		rep.add(ProblemOrphan, path.Join(prof, name), "a first write of a profile below this one never committed (its writer was killed); sweep removes it once old")
 	}
+	for _, name := range in.UncommittedBelow {
+		// What a first write killed below this profile left (its lock
+		// too): reported as in a directory the listing yields.
+		child := append(append([]string(nil), keys...), name)
+		if err := verifyOrReport(ctx, st, child, true, o, rep); err != nil {
+			return err
+		}
+	}
 	for _, u := range in.Unreadable {
 		if u.State == nil {
 			rep.add(ProblemMutated, path.Join(prof, store.VersionName(u.Version)), "the version cannot be read: %v", u.Err)
