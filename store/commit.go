@@ -31,6 +31,10 @@ type committer struct {
 	// (see finishCycle). Both belong to the leader.
 	headAt  time.Time
 	headDue *CommitRecord
+	// held is the manifest lock a cycle kept for the next one, already
+	// queued (see finishCycle); nil when the lock is not held. The
+	// leader's.
+	held *heldLock
 	// compacting: an automatic compaction of the profile is running.
 	compacting atomic.Bool
 	// waiting counts the puts waiting for a cycle's decision (queued,
@@ -49,6 +53,11 @@ type committer struct {
 	// (takeBackLock).
 	strandedLock atomic.Pointer[[]byte]
 }
+
+// maxLockHold bounds how long back-to-back cycles of a busy profile keep
+// the manifest lock from one to the next rather than release it and take
+// it again (finishCycle).
+const maxLockHold = 100 * time.Millisecond
 
 // headEvery bounds how long a busy profile's .log/HEAD may lag its log:
 // back-to-back cycles write it at most this often (and the last cycle of
@@ -103,13 +112,33 @@ func (s *Store) lead(c *committer) {
 	for {
 		s.runCycle(c)
 		c.mu.Lock()
-		if len(c.queue) == 0 {
+		empty := len(c.queue) == 0
+		if empty && c.held == nil {
 			c.leading = false
 			c.mu.Unlock()
 			return
 		}
 		c.mu.Unlock()
+		if empty {
+			// A lock kept for puts that were all cancelled before their
+			// cycle: released (durably, as the profile is idle) before
+			// the leader stops.
+			s.release(c)
+		}
 	}
+}
+
+// release releases the lock a cycle kept (committer.held) and makes the
+// release durable.
+func (s *Store) release(c *committer) {
+	h := c.held
+	c.held = nil
+	defer s.bg.Done()
+	if err := h.unlock(); err != nil {
+		s.opts.log.Error().Err(err).Str("profile", c.ps.p.String()).Msg("manifest lock")
+		return
+	}
+	s.syncRelease(c.ps)
 }
 
 func (s *Store) runCycle(c *committer) {
@@ -183,6 +212,9 @@ func (s *Store) runCycle(c *committer) {
 	if idle {
 		s.bg.Add(1)
 	}
+	if finish.kept {
+		s.bg.Done() // the kept lock is this cycle's (finishCycle decided)
+	}
 	for i, r := range live {
 		if !res[i].deferred || res[i].err != nil {
 			r.done <- res[i]
@@ -201,9 +233,11 @@ func (s *Store) runCycle(c *committer) {
 // committed nothing; head, if not nil, is its head already staged) and
 // release the lock.
 type cycleEnd struct {
-	last   *CommitRecord
-	head   fsys.StagedReplace
-	unlock func() error
+	last *CommitRecord
+	head fsys.StagedReplace
+	lock *heldLock
+	// kept: the lock is the one the cycle before kept (committer.held).
+	kept   bool
 	cancel context.CancelFunc
 	ctx    context.Context
 }
@@ -211,12 +245,17 @@ type cycleEnd struct {
 // finishCycle writes the log head and releases the lock. Back-to-back
 // cycles of a busy profile write the head at most every headEvery: it is
 // a hint that only ever lags (format.md), and the next cycle, already
-// queued, writes it soon. The release is not synced (the next cycle,
-// already queued, takes the lock again); idle reports that the profile
-// was idle and the lock released, so that the caller makes the release
-// durable (syncRelease).
+// queued, writes it soon. They also keep the lock for the next cycle
+// (committer.held), for up to maxLockHold since it was taken: taking it
+// creates a file and releasing it removes one, and on ext4 without a
+// journal every file created skips the inodes freed in the last minutes
+// (docs/benchmarks.md). Other writers wait for it as they would for a
+// cycle. A release when busy is not synced (the next cycle, already
+// queued, takes the lock again); idle reports that the profile was idle
+// and the lock released, so that the caller makes the release durable
+// (syncRelease).
 func (s *Store) finishCycle(c *committer, e cycleEnd) (idle bool) {
-	if e.unlock == nil {
+	if e.lock == nil {
 		return false
 	}
 	defer e.cancel()
@@ -234,7 +273,14 @@ func (s *Store) finishCycle(c *committer, e cycleEnd) (idle bool) {
 		s.writeHead(e.ctx, c.ps, c.headDue)
 		c.headDue, c.headAt = nil, time.Now()
 	}
-	if err := e.unlock(); err != nil {
+	if busy && e.last != nil && time.Since(e.lock.taken) < min(maxLockHold, s.opts.lockStaleAfter/4) {
+		// Counted as work in flight until the next cycle takes it or
+		// lead releases it: Close waits for it.
+		s.bg.Add(1)
+		c.held = e.lock
+		return false
+	}
+	if err := e.lock.unlock(); err != nil {
 		s.opts.log.Error().Err(err).Str("profile", c.ps.p.String()).Msg("manifest lock")
 		return false
 	}
@@ -289,18 +335,37 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) (res []commitResult,
 		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.lockTimeout+time.Minute)
-	wctx, stopWait := waitCtx(ctx, batch)
-	unlock, err := s.lockProfileSync(wctx, ps.p, fsys.SyncNone)
-	stopWait()
+	lock := ps.commit.held
+	ps.commit.held = nil
+	kept := lock != nil
+	if lock != nil {
+		// Kept by the cycle before; still ours unless broken or taken
+		// over meanwhile, which can only be by hand or past the stale
+		// limit (maxLockHold is far below it).
+		if err := lock.ours(ctx); err != nil {
+			// Released as any lock whose state is in doubt (a lock no
+			// longer ours is left alone, one that cannot be read is
+			// stranded and taken back), and taken again.
+			s.opts.log.Warn().Err(err).Str("profile", ps.p.String()).Msg("manifest lock kept between cycles")
+			_ = lock.unlock()
+			lock = nil
+		}
+	}
+	var err error
+	if lock == nil {
+		wctx, stopWait := waitCtx(ctx, batch)
+		lock, err = s.lockProfileSync(wctx, ps.p, fsys.SyncNone)
+		stopWait()
+	}
 	if err != nil {
 		cancel()
 		res := make([]commitResult, len(batch))
 		for i := range res {
 			res[i].err = err
 		}
-		return res, cycleEnd{}
+		return res, cycleEnd{kept: kept}
 	}
-	end = cycleEnd{unlock: unlock, cancel: cancel, ctx: ctx}
+	end = cycleEnd{lock: lock, kept: kept, cancel: cancel, ctx: ctx}
 	res = s.cycleLocked(ctx, ps, batch, &end)
 	return res, end
 }

@@ -149,24 +149,56 @@ func describeOwner(ls *lockState) string {
 // cannot both take over one stale lock on storage with a real CAS). The
 // returned func releases the lock if it is still ours.
 func (s *Store) lockProfile(ctx context.Context, p profile) (func() error, error) {
-	return s.lockProfileSync(ctx, p, fsys.SyncFull)
+	l, err := s.lockProfileSync(ctx, p, fsys.SyncFull)
+	if err != nil {
+		return nil, err
+	}
+	return l.unlock, nil
+}
+
+// heldLock is a manifest lock this process holds.
+type heldLock struct {
+	// unlock releases it if it is still ours.
+	unlock func() error
+	// ours reports whether it is still the lock this process took (an
+	// error if it was broken or taken over since, or cannot be read).
+	ours func(ctx context.Context) error
+	// taken is when it was taken.
+	taken time.Time
 }
 
 // lockProfileSync is lockProfile whose release has the durability
 // release: a commit cycle releases with fsys.SyncNone and syncs the
 // profile directory itself once its profile is idle (finishCycle).
-func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Sync) (func() error, error) {
+func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Sync) (*heldLock, error) {
 	releaseSync := release
 	me, _ := json.Marshal(s.self())
 	name := p.join(lockName)
 	start := time.Now()
-	deadline := start.Add(s.opts.lockTimeout)
-	acquired := false
-	defer func() {
-		if fn := s.lockObs.Load(); fn != nil {
-			(*fn)(time.Since(start), acquired)
+	// read reads the lock: lost says how it is not ours any more, err
+	// that it cannot be read; else tok is the token to delete it with.
+	read := func(ctx context.Context) (tok fsys.Token, lost string, err error) {
+		raw, tok, err := s.fs.ReadFile(ctx, name)
+		switch {
+		case isNotExist(err):
+			return "", "it was broken while held", nil
+		case err != nil:
+			return "", "", err
+		case !bytes.Equal(raw, me):
+			return "", "it was taken over while held", nil
 		}
-	}()
+		return tok, "", nil
+	}
+	ours := func(ctx context.Context) error {
+		_, lost, err := read(ctx)
+		if err != nil {
+			return fmt.Errorf("manifest lock of %s: %w", p, err)
+		}
+		if lost != "" {
+			return fmt.Errorf("manifest lock of %s: %s", p, lost)
+		}
+		return nil
+	}
 	// stranded records a lock whose release failed: it stays, ours, and
 	// the next lockProfile of this process takes it back rather than
 	// wait for it as another writer's until the stale limit.
@@ -175,15 +207,12 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 		return fmt.Errorf("release manifest lock of %s: %w", p, err)
 	}
 	unlock := func() error {
-		raw, tok, err := s.fs.ReadFile(context.WithoutCancel(ctx), name)
-		if isNotExist(err) {
-			return fmt.Errorf("release manifest lock of %s: it was broken while held", p)
-		}
+		tok, lost, err := read(context.WithoutCancel(ctx))
 		if err != nil {
 			return stranded(err)
 		}
-		if !bytes.Equal(raw, me) {
-			return fmt.Errorf("release manifest lock of %s: it was taken over while held", p)
+		if lost != "" {
+			return fmt.Errorf("release manifest lock of %s: %s", p, lost)
 		}
 		if cd, ok := s.fs.(fsys.ConditionalDeleter); ok {
 			// Object stores: delete the lock only as it was read, never
@@ -202,6 +231,16 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 		}
 		return nil
 	}
+	held := func() *heldLock {
+		return &heldLock{unlock: unlock, ours: ours, taken: start}
+	}
+	deadline := start.Add(s.opts.lockTimeout)
+	acquired := false
+	defer func() {
+		if fn := s.lockObs.Load(); fn != nil {
+			(*fn)(time.Since(start), acquired)
+		}
+	}()
 	poll := time.Millisecond
 	swept := 0
 	for {
@@ -215,7 +254,7 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 		err := fsys.CreateExclusiveSync(ctx, s.fs, name, me, fsys.SyncNone)
 		if err == nil {
 			acquired = true
-			return unlock, nil
+			return held(), nil
 		}
 		if isNotExist(err) && swept < 3 {
 			// The lock's temp was removed before its link (a sweep with
@@ -234,7 +273,7 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 			if err := fsys.ReplaceSync(ctx, s.fs, name, me, ls.token, fsys.SyncNone); err == nil {
 				s.opts.log.Warn().Str("profile", p.String()).Str("reason", ls.reason).Str("lock", string(ls.raw)).Msg("stale manifest lock taken over")
 				acquired = true
-				return unlock, nil
+				return held(), nil
 			}
 			continue
 		}
@@ -243,7 +282,7 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 		}
 		if s.takeBackLock(ctx, p, ls, me) {
 			acquired = true
-			return unlock, nil
+			return held(), nil
 		}
 		if !time.Now().Before(deadline) {
 			return nil, fmt.Errorf("%w: %s is locked by another writer for more than %s (%s)", ErrLockTimeout, p, s.opts.lockTimeout, ls.reason)

@@ -91,6 +91,9 @@ type PutOptions struct {
 	carry *carryFrom
 	// csvLocked: the put holds its profile's csvAppend lock.
 	csvLocked bool
+	// logSynced: the put brought its profile's log view up to date
+	// just before (replay).
+	logSynced bool
 }
 
 // errCSVAppend: the append goes to a CSV version and must first take its
@@ -194,6 +197,7 @@ func (s *Store) Put(ctx context.Context, keys []string, rdr array.RecordReader, 
 			}
 			return c, err
 		}
+		o.logSynced = true
 	}
 	c, err := s.put(ctx, ps, rdr, o, 0)
 	return c, raced(p, err)
@@ -348,9 +352,19 @@ func (s *Store) put(ctx context.Context, ps *profileState, rdr array.RecordReade
 		// The latest a reader would see: a write whose manifest move has
 		// not happened yet (in its commit cycle, or lost to a kill) is
 		// already the latest, and an append checked against the version
-		// before it would be refused for that version's schema.
-		if err := s.syncLog(ctx, ps); err != nil {
-			return nil, err
+		// before it would be refused for that version's schema. So the
+		// log is read after the manifest, unless it was just read (the
+		// replay check) and already knows the manifest's version: a
+		// write committed since is then one the put may not have seen,
+		// as if it had come a moment earlier, and its commit cycle
+		// retargets it (the cycle reads the log again under the lock).
+		ps.mu.Lock()
+		known := o.logSynced && attempt == 0 && latest <= ps.log.maxWrite()
+		ps.mu.Unlock()
+		if !known {
+			if err := s.syncLog(ctx, ps); err != nil {
+				return nil, err
+			}
 		}
 		if latest, err = s.latestOf(ctx, ps, latest); err != nil {
 			return nil, err
@@ -388,6 +402,7 @@ func (s *Store) put(ctx context.Context, ps *profileState, rdr array.RecordReade
 			}
 			defer func() { <-ps.csvAppend }()
 			o.csvLocked = true
+			o.logSynced = false // it may have waited: read the log again
 			return s.put(ctx, ps, rdr, o, attempt)
 		}
 		if errors.Is(err, errNoVersion) {
@@ -569,12 +584,11 @@ func (s *Store) reserveVersion(ctx context.Context, ps *profileState) (int, erro
 	}
 }
 
-// stageAppend streams an append into version latest.
+// stageAppend streams an append into version latest. Callers have just
+// brought the profile's log view up to date (put before it found latest;
+// a commit cycle under the lock).
 func (s *Store) stageAppend(ctx context.Context, ps *profileState, rdr array.RecordReader, o PutOptions, latest int) (*staged, error) {
 	p := ps.p
-	if err := s.syncLog(ctx, ps); err != nil {
-		return nil, err
-	}
 	// A version Quiver wrote is known from its .version.json (cached) and
 	// its write record: no listing of its files, whose number grows with
 	// every append. Others (pyrosome's, CSV) are loaded.

@@ -114,7 +114,7 @@ func (cw *columnWriter) RowGroupNumRows() (int, error) {
 
 func (cw *columnWriter) NewBufferedRowGroupChecked() error {
 	if cw.rgw != nil {
-		if err := cw.rgw.Close(); err != nil {
+		if err := cw.closeRowGroup(); err != nil {
 			return err
 		}
 	}
@@ -136,9 +136,49 @@ func (cw *columnWriter) endRowGroup() error {
 	if n, err := cw.rgw.NumRows(); err != nil || n == 0 {
 		return err // (an empty one stays open for the next write)
 	}
-	err := cw.rgw.Close()
+	err := cw.closeRowGroup()
 	cw.rgw = nil
 	return err
+}
+
+// closeRowGroup closes the open row group, the last page of each column
+// built (encoded, compressed) in parallel first: rowGroupWriter.Close
+// builds them one column after another, and for a small row group (a
+// commit cycle's shared file of small appends) that is most of its
+// encoding, on the commit cycle's path. The file is the one Close alone
+// writes: each column's pages are built in the same order, the
+// dictionary page still written before them.
+func (cw *columnWriter) closeRowGroup() error {
+	n := cw.rgw.NumColumns()
+	if n > 1 && parallelLastPages {
+		err := par.ForEach(n, cw.workers, func(i int) error {
+			ccw, err := cw.rgw.Column(i)
+			if err != nil {
+				return err
+			}
+			return flushLastPage(ccw)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return cw.rgw.Close()
+}
+
+// parallelLastPages turns closeRowGroup's parallel page builds on (off
+// only in tests, to compare).
+var parallelLastPages = true
+
+// flushLastPage builds the page ccw holds values for, if it does. Only
+// a column with page statistics tells (they count the values and nulls
+// of the page being filled); without them Close builds it.
+func flushLastPage(ccw file.ColumnChunkWriter) error {
+	f, ok := ccw.(interface{ FlushCurrentPage() error })
+	st := ccw.PageStatistics()
+	if !ok || st == nil || st.NumValues()+st.NullCount() == 0 {
+		return nil
+	}
+	return f.FlushCurrentPage()
 }
 
 func (cw *columnWriter) RowGroupTotalBytesWritten() int64 {
@@ -215,7 +255,7 @@ func (cw *columnWriter) Close() error {
 	}
 	cw.closed = true
 	if cw.rgw != nil {
-		if err := cw.rgw.Close(); err != nil {
+		if err := cw.closeRowGroup(); err != nil {
 			return err
 		}
 	}
