@@ -571,7 +571,7 @@ func TestFirstPutRacesAFailedFirstPut(t *testing.T) {
 				case <-stop:
 					return
 				default:
-					s.removeEmpty(profileDirs(p))
+					s.removeEmpty(context.Background(), profileDirs(p))
 				}
 			}
 		})

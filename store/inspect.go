@@ -274,15 +274,7 @@ func (s *Store) RemoveEmptyProfileDir(ctx context.Context, keys []string) []stri
 	if err != nil {
 		return nil
 	}
-	var removed []string
-	for _, d := range profileDirs(p) {
-		entries, err := s.fs.List(ctx, d)
-		if err != nil || len(entries) > 0 || s.fs.Delete(ctx, d) != nil {
-			break
-		}
-		removed = append(removed, d)
-	}
-	return removed
+	return s.removeEmpty(ctx, profileDirs(p))
 }
 
 // abandonedCreation reports whether dir holds only version directories of

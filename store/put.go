@@ -493,7 +493,7 @@ func (s *Store) stageVersion(ctx context.Context, ps *profileState, rdr array.Re
 	}
 	version, err := s.reserveVersion(ctx, ps)
 	if err != nil {
-		s.removeEmpty(made)
+		s.removeEmpty(context.Background(), made)
 		return nil, err
 	}
 	st := &staged{p: p, mode: ModeWrite, create: create, version: version, format: f, by: o.PartitionBy, schemaV: o.SchemaVersion, o: o, madeDirs: made}
@@ -781,7 +781,7 @@ func (s *Store) discard(ps *profileState, st *staged) {
 	ctx := context.Background()
 	if st.mode == ModeWrite {
 		s.discardVersion(ctx, ps, st)
-		s.removeEmpty(st.madeDirs)
+		s.removeEmpty(context.Background(), st.madeDirs)
 		return
 	}
 	s.dropPending(st)
@@ -920,16 +920,18 @@ func profileDirs(p profile) []string {
 // leaves, deepest first, as long as they are empty: whoever made them, an
 // empty directory on the way to a profile that does not exist is nobody's
 // (a put that is creating it makes its directories again as it needs
-// them).
-func (s *Store) removeEmpty(dirs []string) {
+// them). It returns those it removed.
+func (s *Store) removeEmpty(ctx context.Context, dirs []string) (removed []string) {
 	for _, d := range dirs {
-		if entries, err := s.fs.List(context.Background(), d); err != nil || len(entries) > 0 {
-			return
+		if entries, err := s.fs.List(ctx, d); err != nil || len(entries) > 0 {
+			return removed
 		}
-		if s.fs.Delete(context.Background(), d) != nil {
-			return
+		if s.fs.Delete(ctx, d) != nil {
+			return removed
 		}
+		removed = append(removed, d)
 	}
+	return removed
 }
 
 // restage re-targets st inside a commit cycle (the lock is held), into

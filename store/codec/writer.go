@@ -71,21 +71,18 @@ func NewFileWriter(w io.Writer, sc *arrow.Schema, o WriterOptions) (*FileWriter,
 		rowGroupRows = DefaultRowGroupRows
 	}
 	fw := &FileWriter{format: f, schema: sc, out: &countingWriter{w: w, h: sha256.New()}, mem: &countingAllocator{mem: o.mem()}, rowGroupRows: rowGroupRows}
+	o.Allocator = fw.mem
+	pqs, err := checkWritable(sc, o)
+	if err != nil {
+		return nil, err
+	}
 	switch f {
 	case FormatCSV:
-		if err := CheckWritable(sc, o); err != nil {
-			return nil, err
-		}
 		fw.cw = csv.NewWriter(fw.out, sc, csv.WithHeader(true), csv.WithNullWriter(""), csv.WithCustomTypeConverter(CSVFloats))
 	case FormatParquet:
-		o.Allocator = fw.mem
 		// The encoder starts with the first batch, which decides the
 		// columns written without a dictionary (plainColumns); the
-		// schema is checked now.
-		_, pqs, err := writerProperties(sc, o, nil)
-		if err != nil {
-			return nil, err
-		}
+		// schema was checked above.
 		fw.pqs = pqs
 		fw.guard = newDictGuard(sc)
 		fw.ordered = hasOrderedDict(sc)
@@ -100,8 +97,6 @@ func NewFileWriter(w io.Writer, sc *arrow.Schema, o WriterOptions) (*FileWriter,
 		for _, k := range keys {
 			fw.meta = append(fw.meta, [2]string{k, o.Metadata[k]})
 		}
-	default:
-		return nil, fmt.Errorf("%w: unknown format %q (want parquet or csv)", ErrInvalid, string(f))
 	}
 	return fw, nil
 }
@@ -110,14 +105,21 @@ func NewFileWriter(w io.Writer, sc *arrow.Schema, o WriterOptions) (*FileWriter,
 // ErrInvalid naming what it would refuse), without starting a file: for a
 // caller that holds the rows somewhere else first.
 func CheckWritable(sc *arrow.Schema, o WriterOptions) error {
+	_, err := checkWritable(sc, o)
+	return err
+}
+
+// checkWritable is CheckWritable, which also returns sc as Parquet's
+// schema (nil for CSV).
+func checkWritable(sc *arrow.Schema, o WriterOptions) (*schema.Schema, error) {
 	switch o.Format {
 	case FormatCSV:
-		return CheckCSVTypes(sc)
+		return nil, CheckCSVTypes(sc)
 	case FormatParquet, "":
-		_, _, err := writerProperties(sc, o, nil)
-		return err
+		_, pqs, err := writerProperties(sc, o, nil)
+		return pqs, err
 	default:
-		return fmt.Errorf("%w: unknown format %q (want parquet or csv)", ErrInvalid, string(o.Format))
+		return nil, fmt.Errorf("%w: unknown format %q (want parquet or csv)", ErrInvalid, string(o.Format))
 	}
 }
 
