@@ -232,7 +232,7 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 		return nil
 	}
 	held := func() *heldLock {
-		return &heldLock{unlock: unlock, ours: ours, taken: start}
+		return &heldLock{unlock: unlock, ours: ours, taken: time.Now()}
 	}
 	deadline := start.Add(s.opts.lockTimeout)
 	acquired := false
