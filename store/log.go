@@ -36,6 +36,9 @@ type logView struct {
 	// broken describes the first break in the chain met while reading
 	// (tampering, or a foreign file in .log); empty when intact.
 	broken string
+	// lastSeg names the segment holding the last record (its first
+	// seq; 0: none).
+	lastSeg int64
 }
 
 func newLogView() *logView {
@@ -43,8 +46,11 @@ func newLogView() *logView {
 		writes: map[int]*CommitRecord{}, retired: map[int]*CommitRecord{}, evolving: map[int][]*CommitRecord{}}
 }
 
-// add appends records that continue the log.
+// add appends the records of one segment that continues the log.
 func (lv *logView) add(recs []*CommitRecord) {
+	if len(recs) > 0 && (recs[0].Seq > lv.head || !lv.loaded) {
+		lv.lastSeg = recs[0].Seq
+	}
 	for _, r := range recs {
 		if r.Seq <= lv.head && lv.loaded {
 			continue // read meanwhile by a refresh
@@ -210,6 +216,25 @@ func (s *Store) refreshLog(ctx context.Context, p profile, lv *logView) error {
 			break
 		}
 		lv.add(recs)
+	}
+	if lv.broken != "" {
+		// A record missing from the middle of the log, or one that does
+		// not chain to the one before it: an acknowledged commit's rows
+		// would be left out without a word, and a commit chained onto
+		// the break would bury it (red team round 27's b01).
+		return fmt.Errorf("%w: %s: the commit log is broken (%s): the log was altered; run verify", ErrDataLoss, p, lv.broken)
+	}
+	if lv.lastSeg > 0 {
+		// The segment of the last record known must still be there: this
+		// view holds it, but the log lost it (deleted under a running
+		// server; its HEAD, which still names it, would be replaced by
+		// the next commit: red team round 27's b02). One stat: segments
+		// are never removed.
+		if _, err := s.fs.Stat(ctx, p.join(logDir, segmentName(lv.lastSeg))); isNotExist(err) {
+			return fmt.Errorf("%w: %s: the commit log's last segment (%s) is gone: records were removed", ErrDataLoss, p, segmentName(lv.lastSeg))
+		} else if err != nil {
+			return fmt.Errorf("read commit log of %s: %w", p, err)
+		}
 	}
 	if headOK && head.Seq > lv.head {
 		return fmt.Errorf("%w: %s: the commit log ends at record %d but its head says %d: records were removed", ErrDataLoss, p, lv.head, head.Seq)

@@ -822,6 +822,71 @@ func TestListingThatMissesASegment(t *testing.T) {
 	}
 }
 
+// TestBrokenLogRefused: a log whose chain is broken is read and committed
+// onto by nobody (DataLoss), and verify still says where: a segment gone
+// from its middle, read by a fresh store (red team round 27's b01), and the
+// last segment gone under a running store that holds it in its view
+// (b02: a retry was answered with the removed record, and a new commit
+// replaced the HEAD that told of the loss).
+func TestBrokenLogRefused(t *testing.T) {
+	k := []string{"broken"}
+	three := func(t *testing.T, s *Store) {
+		for i := range 3 {
+			mode := ModeAppend
+			if i == 0 {
+				mode = ModeWrite
+			}
+			put(t, s, mode, k, ids(int64(i)), PutOptions{RequestID: fmt.Sprint("r", i)})
+		}
+	}
+	refused := func(t *testing.T, s *Store, want string) {
+		t.Helper()
+		_, err := s.Read(t.Context(), k, ReadOptions{})
+		if !errors.Is(err, ErrDataLoss) || !strings.Contains(err.Error(), want) {
+			t.Errorf("read: %v, want DataLoss saying %q", err, want)
+		}
+		for _, id := range []string{"r2", "new"} {
+			rdr := ids(9)
+			_, err := s.Put(t.Context(), k, rdr, PutOptions{RequestID: id})
+			rdr.Release()
+			if !errors.Is(err, ErrDataLoss) || !strings.Contains(err.Error(), want) {
+				t.Errorf("put %s: %v, want DataLoss saying %q", id, err, want)
+			}
+		}
+	}
+	t.Run("middle segment gone", func(t *testing.T) {
+		w, dir := newTestStore(t)
+		three(t, w)
+		if err := os.Remove(filepath.Join(dir, "broken", logDir, segmentName(2))); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused(t, s, "the commit log is broken (segment "+segmentName(3)+" follows record 1)")
+		in, err := s.Inspect(t.Context(), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "records 2 to 2 are missing"; len(in.LogProblems) != 1 || !strings.Contains(in.LogProblems[0], want) {
+			t.Errorf("verify's problems %q, want one saying %q", in.LogProblems, want)
+		}
+	})
+	t.Run("last segment gone under a running store", func(t *testing.T) {
+		s, dir := newTestStore(t)
+		three(t, s)
+		if err := os.Remove(filepath.Join(dir, "broken", logDir, segmentName(3))); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, s, "the commit log's last segment ("+segmentName(3)+") is gone")
+		b, err := os.ReadFile(filepath.Join(dir, "broken", logDir, headName))
+		if err != nil || !strings.Contains(string(b), `"seq":3`) {
+			t.Errorf("HEAD %s (%v), want it still naming record 3", b, err)
+		}
+	})
+}
+
 // TestSyncLogSharesRefreshes: callers that queue while the log is being
 // read share the next read, but never one that began before they
 // arrived: a commit made before a caller's syncLog is in its view.
