@@ -451,18 +451,8 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 		ps.mu.Lock()
 		head, headHash := ps.log.head, ps.log.headHash
 		ps.mu.Unlock()
-		if head > 0 {
-			// The log this process knows must still be there: a record
-			// committed on a log whose start was deleted under it
-			// (tampering) would be acknowledged here and refused as lost
-			// by every server that reads the log afresh (red team round
-			// 15's h01). One stat: segments are never removed.
-			first := p.join(logDir, segmentName(1))
-			if _, err := s.fs.Stat(ctx, first); isNotExist(err) {
-				return fail(fmt.Errorf("%w: %s: the commit log's first segment is gone (the log was altered under this server); nothing was committed", ErrDataLoss, p))
-			} else if err != nil {
-				return fail(fmt.Errorf("commit %s: %w", p, err))
-			}
+		if err := s.checkLogEnds(ctx, ps); err != nil {
+			return fail(fmt.Errorf("%w; nothing was committed", err))
 		}
 
 		var recs []*CommitRecord

@@ -224,18 +224,6 @@ func (s *Store) refreshLog(ctx context.Context, p profile, lv *logView) error {
 		// the break would bury it (red team round 27's b01).
 		return fmt.Errorf("%w: %s: the commit log is broken (%s): the log was altered; run verify", ErrDataLoss, p, lv.broken)
 	}
-	if lv.lastSeg > 0 {
-		// The segment of the last record known must still be there: this
-		// view holds it, but the log lost it (deleted under a running
-		// server; its HEAD, which still names it, would be replaced by
-		// the next commit: red team round 27's b02). One stat: segments
-		// are never removed.
-		if _, err := s.fs.Stat(ctx, p.join(logDir, segmentName(lv.lastSeg))); isNotExist(err) {
-			return fmt.Errorf("%w: %s: the commit log's last segment (%s) is gone: records were removed", ErrDataLoss, p, segmentName(lv.lastSeg))
-		} else if err != nil {
-			return fmt.Errorf("read commit log of %s: %w", p, err)
-		}
-	}
 	if headOK && head.Seq > lv.head {
 		return fmt.Errorf("%w: %s: the commit log ends at record %d but its head says %d: records were removed", ErrDataLoss, p, lv.head, head.Seq)
 	}
@@ -245,6 +233,38 @@ func (s *Store) refreshLog(ctx context.Context, p profile, lv *logView) error {
 		// chained onto it, and its head then replaced, would erase the
 		// only evidence).
 		return fmt.Errorf("%w: %s: the commit log's record %d is not the one its head names: the log was altered", ErrDataLoss, p, head.Seq)
+	}
+	return nil
+}
+
+// checkLogEnds checks that the log this process knows is still there, its
+// first segment and the segment of its last record (two stats: segments are
+// never removed), before a commit onto it or an answer from it: a record
+// committed on a log whose start was deleted under this server (red team
+// round 15's h01) would be acknowledged here and refused as lost by every
+// server that reads the log afresh; a retry answered from a record whose
+// segment is gone, or a commit after it, which replaces the HEAD that
+// still names it, would hide the loss (round 27's b02). Reads are answered
+// from the view without it.
+func (s *Store) checkLogEnds(ctx context.Context, ps *profileState) error {
+	ps.mu.Lock()
+	head, last := ps.log.head, ps.log.lastSeg
+	ps.mu.Unlock()
+	if head == 0 {
+		return nil
+	}
+	segs := map[string]int64{"first": 1}
+	if last > 1 {
+		segs["last"] = last
+	}
+	for what, seg := range segs {
+		_, err := s.fs.Stat(ctx, ps.p.join(logDir, segmentName(seg)))
+		if isNotExist(err) {
+			return fmt.Errorf("%w: %s: the commit log's %s segment (%s) is gone (the log was altered under this server): records were removed", ErrDataLoss, ps.p, what, segmentName(seg))
+		}
+		if err != nil {
+			return fmt.Errorf("read commit log of %s: %w", ps.p, err)
+		}
 	}
 	return nil
 }

@@ -255,6 +255,9 @@ func (s *Store) replay(ctx context.Context, ps *profileState, key reqKey) (*Comm
 		// which answers it once the log is synced.
 		return nil, nil
 	}
+	if err := s.checkLogEnds(ctx, ps); err != nil {
+		return nil, err
+	}
 	if c.Mode == ModeWrite {
 		if err := s.settleManifest(ctx, ps); err != nil {
 			return nil, err
