@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -165,4 +166,98 @@ func readLatest(t *testing.T, s *Store, k []string) []int64 {
 		t.Errorf("v%d holds %v, want %v", latest-1, before, want)
 	}
 	return readIDs(t, s, k, latest)
+}
+
+// releaseAfterFS holds the deletion of a manifest lock until answered is
+// closed (or a second has passed, which it records as early).
+type releaseAfterFS struct {
+	fsys.FS
+	answered chan struct{}
+	early    atomic.Bool
+}
+
+func (f *releaseAfterFS) Delete(ctx context.Context, name string) error {
+	if filepath.Base(name) == lockName {
+		select {
+		case <-f.answered:
+		case <-time.After(time.Second):
+			f.early.Store(true)
+		}
+	}
+	return f.FS.Delete(ctx, name)
+}
+
+// TestKeptLockReleasedWhenNextBatchCancelled: a cycle that kept the lock
+// for the puts queued behind it, all of which were cancelled before their
+// cycle, leaves the lock to the leader, which releases it once it has
+// answered them (not before: the lock is kept, so its deletion waits for
+// the cancelled put's answer here), and the profile is left unlocked.
+func TestKeptLockReleasedWhenNextBatchCancelled(t *testing.T) {
+	dir := t.TempDir()
+	l, err := fsys.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &releaseAfterFS{FS: l, answered: make(chan struct{})}
+	close(fs.answered) // the first write's lock goes at once
+	s, _ := newTestStore(t, WithFS(fs))
+	k := []string{"cancel"}
+	put(t, s, ModeWrite, k, ids(1), PutOptions{})
+	fs.answered = make(chan struct{})
+	lock := filepath.Join(dir, "cancel", lockName)
+	if err := os.WriteFile(lock, nil, 0o644); err != nil { // another writer holds it
+		t.Fatal(err)
+	}
+	ps := s.state(profile{keys: k, dir: "cancel"})
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting until %s", what)
+			}
+		}
+	}
+	var first error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		rdr := ids(2)
+		defer rdr.Release()
+		_, first = s.Put(context.Background(), k, rdr, PutOptions{Mode: ModeAppend})
+	})
+	// The first append is in its cycle (waiting for the lock), not queued.
+	waitFor("the first append's cycle waits for the lock", func() bool {
+		ps.commit.mu.Lock()
+		defer ps.commit.mu.Unlock()
+		return ps.commit.waiting.Load() == 1 && len(ps.commit.queue) == 0
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	var second error
+	wg.Go(func() {
+		rdr := ids(3)
+		defer rdr.Release()
+		_, second = s.Put(ctx, k, rdr, PutOptions{Mode: ModeAppend})
+		close(fs.answered)
+	})
+	waitFor("the second append is queued", func() bool { return ps.commit.waiting.Load() == 2 })
+	cancel()
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if first != nil {
+		t.Fatalf("first append: %v", first)
+	}
+	if !errors.Is(second, context.Canceled) {
+		t.Fatalf("cancelled append: %v, want context.Canceled", second)
+	}
+	waitFor("the kept lock is released", func() bool {
+		_, err := os.Stat(lock)
+		return os.IsNotExist(err)
+	})
+	if fs.early.Load() {
+		t.Error("the lock was released before the cancelled put was answered: the cycle did not keep it")
+	}
+	if got := readIDs(t, s, k, Latest); !slices.Equal(got, []int64{1, 2}) {
+		t.Errorf("latest holds %v, want [1 2]", got)
+	}
 }

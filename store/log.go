@@ -171,7 +171,9 @@ func (s *Store) readSegment(ctx context.Context, p profile, first int64) ([]*Com
 // refreshLog brings lv up to date with the storage. The first call lists
 // the log; later ones read only what follows the last known segment.
 func (s *Store) refreshLog(ctx context.Context, p profile, lv *logView) error {
-	if !lv.loaded {
+	if !lv.loaded || lv.broken != "" {
+		// (A broken log is read afresh each time: one whose missing
+		// segments an operator restored is served again at once.)
 		// The first load builds a view of its own and takes it only when
 		// complete: a load cut short (a cancelled request) must leave
 		// nothing half read behind, or the next would add it again.
@@ -253,11 +255,16 @@ func (s *Store) checkLogEnds(ctx context.Context, ps *profileState) error {
 	if head == 0 {
 		return nil
 	}
-	segs := map[string]int64{"first": 1}
-	if last > 1 {
-		segs["last"] = last
+	type end struct {
+		what string
+		seg  int64
 	}
-	for what, seg := range segs {
+	ends := []end{{"first", 1}}
+	if last > 1 {
+		ends = append(ends, end{"last", last})
+	}
+	for _, e := range ends {
+		what, seg := e.what, e.seg
 		_, err := s.fs.Stat(ctx, ps.p.join(logDir, segmentName(seg)))
 		if isNotExist(err) {
 			return fmt.Errorf("%w: %s: the commit log's %s segment (%s) is gone (the log was altered under this server): records were removed", ErrDataLoss, ps.p, what, segmentName(seg))

@@ -784,7 +784,7 @@ func (s *Store) discard(ps *profileState, st *staged) {
 	ctx := context.Background()
 	if st.mode == ModeWrite {
 		s.discardVersion(ctx, ps, st)
-		s.removeEmpty(context.Background(), st.madeDirs)
+		s.removeEmpty(ctx, st.madeDirs)
 		return
 	}
 	s.dropPending(st)

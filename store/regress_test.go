@@ -859,7 +859,12 @@ func TestBrokenLogRefused(t *testing.T) {
 	t.Run("middle segment gone", func(t *testing.T) {
 		w, dir := newTestStore(t)
 		three(t, w)
-		if err := os.Remove(filepath.Join(dir, "broken", logDir, segmentName(2))); err != nil {
+		seg := filepath.Join(dir, "broken", logDir, segmentName(2))
+		saved, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(seg); err != nil {
 			t.Fatal(err)
 		}
 		s, err := Open(dir)
@@ -873,6 +878,17 @@ func TestBrokenLogRefused(t *testing.T) {
 		}
 		if want := "records 2 to 2 are missing"; len(in.LogProblems) != 1 || !strings.Contains(in.LogProblems[0], want) {
 			t.Errorf("verify's problems %q, want one saying %q", in.LogProblems, want)
+		}
+		// Restored (operations.md): served again, without a restart.
+		if err := os.WriteFile(seg, saved, 0o444); err != nil {
+			t.Fatal(err)
+		}
+		if got := readIDs(t, s, k, Latest); !slices.Equal(got, []int64{0, 1, 2}) {
+			t.Errorf("after the segment's restoration: %v, want [0 1 2]", got)
+		}
+		c := put(t, s, ModeAppend, k, ids(3), PutOptions{RequestID: "r3"})
+		if c.Seq != 4 {
+			t.Errorf("the commit after the restoration is record %d, want 4", c.Seq)
 		}
 	})
 	t.Run("last segment gone under a running store", func(t *testing.T) {
