@@ -97,7 +97,7 @@ func validateKey(k string) error {
 			return fmt.Errorf("%w: key %q contains a control character", ErrInvalidKey, k)
 		case isBidiControl(r):
 			return fmt.Errorf("%w: key %q contains a bidirectional text control (U+%04X), which makes a name display as another", ErrInvalidKey, k, r)
-		case isInvisible(r) && !(r == zeroWidthJoiner && joinsEmoji(k, i)):
+		case isInvisible(r) && !(r == zeroWidthJoiner && joinsEmoji(k, i)) && !presentsSymbol(k, i, r):
 			return fmt.Errorf("%w: key %q contains the invisible character %s, which makes a name display as another", ErrInvalidKey, k, strings.Trim(strconv.QuoteRuneToASCII(r), "'"))
 		case r == '=':
 			return fmt.Errorf("%w: key %q contains '=' (it marks partition directories)", ErrInvalidKey, k)
@@ -127,10 +127,28 @@ func isBidiControl(r rune) bool {
 // line break, in a listing (red team round 24's y03): the format
 // characters (Unicode category Cf: the bidirectional controls, soft
 // hyphen U+00AD, the zero width space, non-joiner and joiner U+200B-U+200D,
-// the word joiner U+2060, the byte order mark U+FEFF, tag characters…)
-// and the line and paragraph separators (Zl U+2028, Zp U+2029).
+// the word joiner U+2060, the byte order mark U+FEFF, tag characters…),
+// the line and paragraph separators (Zl U+2028, Zp U+2029), and the rest
+// of Unicode's default-ignorable code points (red team round 28's l04):
+// the variation selectors (U+180B-U+180D, U+180F, U+FE00-U+FE0F,
+// U+E0100-U+E01EF) and Other_Default_Ignorable_Code_Point (the combining
+// grapheme joiner U+034F, the Hangul fillers U+115F, U+1160, U+3164,
+// U+FFA0, …).
 func isInvisible(r rune) bool {
-	return unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
+	return unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point)
+}
+
+// presentsSymbol reports whether r, at byte i of k, is the text or emoji
+// presentation selector (U+FE0E, U+FE0F) of the symbol before it, as in
+// ❤️ (U+2764 U+FE0F), or of a keycap (1️⃣: a digit, U+FE0F, U+20E3): it
+// changes how a visible character is drawn, and is kept.
+func presentsSymbol(k string, i int, r rune) bool {
+	if r != 0xfe0e && r != 0xfe0f {
+		return false
+	}
+	prev, _ := utf8.DecodeLastRuneInString(k[:i])
+	next, _ := utf8.DecodeRuneInString(k[i+utf8.RuneLen(r):])
+	return i > 0 && (unicode.Is(unicode.So, prev) || next == 0x20e3)
 }
 
 // zeroWidthJoiner is U+200D, which joins emoji into one (👩‍💻).

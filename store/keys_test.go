@@ -41,6 +41,17 @@ func TestInvisibleKeyCharacters(t *testing.T) {
 		{"\U0001F469\u200D\U0001F4BB", ""},           // woman technologist
 		{"\U0001F469\U0001F3FD\u200D\U0001F4BB", ""}, // with a skin tone
 		{"\u2764\ufe0f\u200d\U0001F525", ""},         // heart on fire (with VS16)
+		{"\u2764\ufe0f", ""},                         // red heart, emoji presentation
+		{"1\ufe0f\u20e3", ""},                        // keycap one
+		{"sales\u034f", `\u034f`},                    // combining grapheme joiner (red team round 28's l04)
+		{"orders\ufe00", `\ufe00`},                   // a variation selector after a letter
+		{"orders\ufe0f", `\ufe0f`},                   // the emoji one after a letter
+		{"\ufe0f", `\ufe0f`},                         // alone
+		{"orders\U000E0100", `\U000e0100`},           // a supplementary variation selector
+		{"orders\u180b", `\u180b`},                   // a Mongolian free variation selector
+		{"\u3164", `\u3164`},                         // the Hangul filler
+		{"\uffa0", `\uffa0`},                         // the halfwidth Hangul filler
+		{"a\u115fb", `\u115f`},                       // the Hangul choseong filler
 		{"two words", ""},
 	} {
 		err := ValidateKeys([]string{"sales", tc.key})
