@@ -156,6 +156,9 @@ func (s *Store) readSegment(ctx context.Context, p profile, first int64) ([]*Com
 	if isNotExist(err) {
 		return nil, nil
 	}
+	if err := s.linkInLog(ctx, p, path.Join(logDir, segmentName(first)), err); err != nil {
+		return nil, err
+	}
 	if notPlainFile(err) {
 		// Replaced by a directory, a link or a special file: tampering,
 		// reported as corruption (DataLoss), as for the manifest (red
@@ -166,6 +169,21 @@ func (s *Store) readSegment(ctx context.Context, p profile, first int64) ([]*Com
 		return nil, fmt.Errorf("read commit log of %s: %w", p, err)
 	}
 	return parseSegment(b, first, name, p.String())
+}
+
+// linkInLog returns, for err met reading name (relative to p) in p's
+// commit log, a DataLoss error when err is a symbolic link on the way
+// and p's directory itself is reachable without one: the link is in the
+// log, storage altered rather than a request naming a path through a
+// link (red team round 28's l03). It returns nil for any other err.
+func (s *Store) linkInLog(ctx context.Context, p profile, name string, err error) error {
+	if !errors.Is(err, fsys.ErrUnsafePath) {
+		return nil
+	}
+	if _, serr := s.fs.Stat(ctx, p.dir); serr != nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %s: %s was replaced by a symbolic link (not followed): the log was altered; run verify", ErrDataLoss, p, name)
 }
 
 // refreshLog brings lv up to date with the storage. The first call lists
@@ -280,6 +298,9 @@ func (s *Store) checkLogEnds(ctx context.Context, ps *profileState) error {
 func (s *Store) loadLog(ctx context.Context, p profile) (*logView, error) {
 	lv := newLogView()
 	entries, err := s.fs.List(ctx, p.join(logDir))
+	if err := s.linkInLog(ctx, p, logDir, err); err != nil {
+		return nil, err
+	}
 	if err != nil && !isNotExist(err) {
 		return nil, fmt.Errorf("list commit log of %s: %w", p, err)
 	}
@@ -422,6 +443,9 @@ func (s *Store) readHead(ctx context.Context, p profile) (logHead, bool, error) 
 	b, _, err := s.fs.ReadFile(ctx, name)
 	if isNotExist(err) {
 		return logHead{}, false, nil
+	}
+	if err := s.linkInLog(ctx, p, path.Join(logDir, headName), err); err != nil {
+		return logHead{}, true, err
 	}
 	if notPlainFile(err) {
 		return logHead{}, true, &CorruptionError{Path: name, Err: fmt.Errorf("%w (a directory, link or special file where the log head belongs)", err)}

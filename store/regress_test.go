@@ -1064,3 +1064,51 @@ func TestFixedSizeListSizeZeroRefused(t *testing.T) {
 	}
 	assertUnchanged(t, before, hashTree(t, dir))
 }
+
+// TestLinkInLogIsDataLoss: a segment, the HEAD or the .log directory
+// replaced by a symbolic link (to an identical copy) is storage altered,
+// refused DataLoss by a fresh store (red team round 28's l03), while a
+// profile whose own directory is a link is the request's path (not
+// followed, and not called lost).
+func TestLinkInLogIsDataLoss(t *testing.T) {
+	k := []string{"linked"}
+	for _, name := range []string{filepath.Join(logDir, segmentName(2)), filepath.Join(logDir, headName), logDir} {
+		t.Run(name, func(t *testing.T) {
+			w, dir := newTestStore(t)
+			put(t, w, ModeWrite, k, ids(1), PutOptions{})
+			put(t, w, ModeAppend, k, ids(2), PutOptions{})
+			p := filepath.Join(dir, "linked", name)
+			if err := os.Rename(p, p+".copy"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Base(p)+".copy", p); err != nil {
+				t.Fatal(err)
+			}
+			s, err := Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			_, err = s.Read(t.Context(), k, ReadOptions{})
+			if !errors.Is(err, ErrDataLoss) || errors.Is(err, fsys.ErrUnsafePath) || !strings.Contains(err.Error(), "symbolic link") {
+				t.Errorf("read: %v, want DataLoss naming the link", err)
+			}
+			rdr := ids(3)
+			defer rdr.Release()
+			if _, err := s.Put(t.Context(), k, rdr, PutOptions{}); !errors.Is(err, ErrDataLoss) {
+				t.Errorf("put: %v, want DataLoss", err)
+			}
+		})
+	}
+	t.Run("profile directory", func(t *testing.T) {
+		w, dir := newTestStore(t)
+		put(t, w, ModeWrite, k, ids(1), PutOptions{})
+		if err := os.Symlink("linked", filepath.Join(dir, "alias")); err != nil {
+			t.Fatal(err)
+		}
+		_, err := w.Read(t.Context(), []string{"alias"}, ReadOptions{})
+		if !errors.Is(err, fsys.ErrUnsafePath) || errors.Is(err, ErrDataLoss) {
+			t.Errorf("read through a linked profile directory: %v, want ErrUnsafePath, not DataLoss", err)
+		}
+	})
+}
