@@ -962,6 +962,9 @@ func (s *Store) settleManifest(ctx context.Context, ps *profileState) error {
 	if err := s.syncLog(ctx, ps); err != nil {
 		return err
 	}
+	if err := s.checkLogEnds(ctx, ps); err != nil {
+		return err
+	}
 	_, _, _, err = s.repairManifest(ctx, ps, latest, tok, missing)
 	return err
 }

@@ -41,6 +41,18 @@ type logView struct {
 	lastSeg int64
 }
 
+// segmentBytes is the content of the segment whose first record is seq
+// first, as the view holds it (its records from first on: the view's last
+// segment), nil if the view holds none.
+func (lv *logView) segmentBytes(first int64) []byte {
+	i := sort.Search(len(lv.records), func(i int) bool { return lv.records[i].Seq >= first })
+	if first <= 0 || i == len(lv.records) {
+		return nil
+	}
+	_, b := segmentOf(profile{}, lv.records[i:])
+	return b
+}
+
 func newLogView() *logView {
 	return &logView{nextSeg: 1, byVersion: map[int][]*CommitRecord{}, byRequest: map[reqKey]*CommitRecord{}, byID: map[string]*CommitRecord{},
 		writes: map[int]*CommitRecord{}, retired: map[int]*CommitRecord{}, evolving: map[int][]*CommitRecord{}}
@@ -257,39 +269,48 @@ func (s *Store) refreshLog(ctx context.Context, p profile, lv *logView) error {
 	return nil
 }
 
-// checkLogEnds checks that the log this process knows is still there, its
-// first segment and the segment of its last record (two stats: segments are
-// never removed), before a commit onto it or an answer from it: a record
+// checkLogEnds checks that the log this process knows is still there: its
+// first segment exists, and the segment of its last record holds exactly
+// the records this process read or wrote there (segments are never removed
+// or changed), before a commit onto it or an answer from it. A record
 // committed on a log whose start was deleted under this server (red team
 // round 15's h01) would be acknowledged here and refused as lost by every
 // server that reads the log afresh; a retry answered from a record whose
-// segment is gone, or a commit after it, which replaces the HEAD that
-// still names it, would hide the loss (round 27's b02). Reads are answered
-// from the view without it.
+// segment is gone, emptied, cut or rewritten, or a commit after it, which
+// replaces the HEAD that still names it, would hide the loss (rounds 27's
+// b02 and 28's l02). Reads are answered from the view without it.
 func (s *Store) checkLogEnds(ctx context.Context, ps *profileState) error {
 	ps.mu.Lock()
 	head, last := ps.log.head, ps.log.lastSeg
+	want := ps.log.segmentBytes(last)
 	ps.mu.Unlock()
 	if head == 0 {
 		return nil
 	}
-	type end struct {
-		what string
-		seg  int64
+	gone := func(what string, seg int64) error {
+		return fmt.Errorf("%w: %s: the commit log's %s segment (%s) is gone (the log was altered under this server): records were removed", ErrDataLoss, ps.p, what, segmentName(seg))
 	}
-	ends := []end{{"first", 1}}
 	if last > 1 {
-		ends = append(ends, end{"last", last})
-	}
-	for _, e := range ends {
-		what, seg := e.what, e.seg
-		_, err := s.fs.Stat(ctx, ps.p.join(logDir, segmentName(seg)))
+		_, err := s.fs.Stat(ctx, ps.p.join(logDir, segmentName(1)))
 		if isNotExist(err) {
-			return fmt.Errorf("%w: %s: the commit log's %s segment (%s) is gone (the log was altered under this server): records were removed", ErrDataLoss, ps.p, what, segmentName(seg))
+			return gone("first", 1)
 		}
 		if err != nil {
 			return fmt.Errorf("read commit log of %s: %w", ps.p, err)
 		}
+	}
+	b, _, err := s.fs.ReadFile(ctx, ps.p.join(logDir, segmentName(last)))
+	if isNotExist(err) {
+		return gone("last", last)
+	}
+	if err := s.linkInLog(ctx, ps.p, path.Join(logDir, segmentName(last)), err); err != nil {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("read commit log of %s: %w", ps.p, err)
+	}
+	if !bytes.Equal(b, want) {
+		return fmt.Errorf("%w: %s: the commit log's last segment (%s) no longer holds the records it held (the log was altered under this server)", ErrDataLoss, ps.p, segmentName(last))
 	}
 	return nil
 }

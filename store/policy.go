@@ -141,6 +141,15 @@ func (s *Store) SetPolicy(ctx context.Context, keys []string, policy, writer str
 			s.opts.log.Error().Err(err).Str("profile", p.String()).Msg("manifest lock")
 		}
 	}()
+	// Not on a log that is broken or was altered under this process:
+	// nothing changes in such a profile (operations.md).
+	ps := s.state(p)
+	if err := s.syncLog(ctx, ps); err != nil {
+		return nil, err
+	}
+	if err := s.checkLogEnds(ctx, ps); err != nil {
+		return nil, err
+	}
 	cur, tok, err := s.readPolicy(ctx, p)
 	if err != nil && !isCorrupt(err) {
 		return nil, err

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -899,11 +900,47 @@ func TestBrokenLogRefused(t *testing.T) {
 		}
 		// (Its reads are answered from the view it holds, as documented.)
 		refused(t, s, "the commit log's last segment ("+segmentName(3)+") is gone", false)
+		// Nor retired, nor its policy changed (red team round 28's l01).
+		if _, err := s.RetireVersions(t.Context(), k, "", func(_ int, c []RetireCandidate) []int { return []int{0} }); !errors.Is(err, ErrDataLoss) {
+			t.Errorf("retire: %v, want DataLoss", err)
+		}
+		if _, err := s.SetPolicy(t.Context(), k, PolicyAdditive, ""); !errors.Is(err, ErrDataLoss) {
+			t.Errorf("set policy: %v, want DataLoss", err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "broken", "v0")); err != nil {
+			t.Errorf("v0 after a refused retire: %v", err)
+		}
 		b, err := os.ReadFile(filepath.Join(dir, "broken", logDir, headName))
 		if err != nil || !strings.Contains(string(b), `"seq":3`) {
 			t.Errorf("HEAD %s (%v), want it still naming record 3", b, err)
 		}
 	})
+	// The last segment left in place, its content altered under a
+	// running store (red team round 28's l02).
+	for name, alter := range map[string]func([]byte) []byte{
+		"last segment emptied":     func([]byte) []byte { return nil },
+		"last segment cut":         func(b []byte) []byte { return b[:len(b)/2] },
+		"last record rewritten":    func(b []byte) []byte { return bytes.Replace(b, []byte(`"rows":1`), []byte(`"rows":7`), 1) },
+		"a record added to it":     func(b []byte) []byte { return append(append([]byte(nil), b...), b...) },
+		"last segment same length": func(b []byte) []byte { c := append([]byte(nil), b...); c[len(c)-3] ^= 1; return c },
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, dir := newTestStore(t)
+			three(t, s)
+			seg := filepath.Join(dir, "broken", logDir, segmentName(3))
+			b, err := os.ReadFile(seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(seg, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(seg, alter(b), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			refused(t, s, "the commit log's last segment ("+segmentName(3)+") no longer holds the records it held", false)
+		})
+	}
 }
 
 // TestSyncLogSharesRefreshes: callers that queue while the log is being

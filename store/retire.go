@@ -47,6 +47,11 @@ func (s *Store) RetireVersions(ctx context.Context, keys []string, writer string
 	if err := s.syncLog(ctx, ps); err != nil {
 		return nil, err
 	}
+	// Nothing is committed onto a log altered under this process (red
+	// team round 28's l01), nor a retired version's files removed.
+	if err := s.checkLogEnds(ctx, ps); err != nil {
+		return nil, err
+	}
 	// A write whose manifest move was lost (its writer killed) is the
 	// latest: move the manifest first, as a commit cycle would.
 	if latest, _, _, err = s.repairManifest(ctx, ps, latest, tok, false); err != nil {
@@ -162,6 +167,9 @@ func (s *Store) deleteVersionFiles(ctx context.Context, p profile, v int, keepYo
 	ps := s.state(p)
 	if err := s.syncLog(ctx, ps); err != nil {
 		return nil, err
+	}
+	if err := s.checkLogEnds(ctx, ps); err != nil {
+		return nil, err // (the records that say what to keep may be gone)
 	}
 	recorded := map[string]bool{}
 	ps.mu.Lock()
