@@ -157,6 +157,7 @@ func TestPlanFilterAndLimit(t *testing.T) {
 		`{"path": "a/f", "filter": {"substrait": "!!"}}`:                    "base64",
 		`{"path": "a/f", "limit": -1}`:                                      "limit -1",
 		`{"path": "a/f", "limit": 1.5}`:                                     "limit 1.5",
+		`{"path": "a/f", "version": -1}`:                                    "descriptor: invalid argument: version -1",
 	} {
 		r, err := ParseCommand([]byte(cmd))
 		if err == nil {
@@ -165,6 +166,11 @@ func TestPlanFilterAndLimit(t *testing.T) {
 		if !isRequestError(err) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want a request error mentioning %s", cmd, err, want)
 		}
+	}
+	// A valid JSON ticket with a bad version is not called invalid JSON
+	// (red team round 28).
+	if _, err := ParseTicket([]byte(`{"keys": ["a"], "version": -1}`)); err == nil || strings.Contains(err.Error(), "not valid JSON") || !strings.Contains(err.Error(), "version -1") {
+		t.Errorf("ticket with version -1: %v", err)
 	}
 	if r, err := ParseCommand([]byte(`{"path": "a/f", "filter": {"col": "id", "op": "=", "value": 1}}`)); err != nil || r.CheckPut() == nil {
 		t.Errorf("a put's descriptor with a filter: %v", err)

@@ -170,7 +170,7 @@ func (v *versionField) UnmarshalJSON(b []byte) error {
 	}
 	n, err := store.ParseVersion(s)
 	if err != nil {
-		return fmt.Errorf("version %s: want \"v<N>\", <N> or \"latest\"", truncate(string(b)))
+		return fmt.Errorf("%w: version %s: want \"v<N>\", <N> or \"latest\"", filter.ErrInvalid, truncate(string(b)))
 	}
 	v.n = n
 	return nil
