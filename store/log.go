@@ -465,9 +465,6 @@ func (s *Store) readHead(ctx context.Context, p profile) (logHead, bool, error) 
 	if isNotExist(err) {
 		return logHead{}, false, nil
 	}
-	if err := s.linkInLog(ctx, p, path.Join(logDir, headName), err); err != nil {
-		return logHead{}, true, err
-	}
 	if notPlainFile(err) {
 		return logHead{}, true, &CorruptionError{Path: name, Err: fmt.Errorf("%w (a directory, link or special file where the log head belongs)", err)}
 	}
