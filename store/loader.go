@@ -189,6 +189,9 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 	ps.mu.Unlock()
 	entries, dirExists, stamp, lerr := s.listVersion(ctx, ps, v, logWritten, pyroRead)
 	if lerr != nil {
+		if err := s.linkInProfile(ctx, p, vname, lerr); err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("list %s %s: %w", p, vname, lerr)
 	}
 	// A reader's load of a version Quiver wrote is kept: it holds until

@@ -28,6 +28,9 @@ func (s *Store) readManifest(ctx context.Context, p profile) (int, fsys.Token, e
 	if isNotExist(err) {
 		return 0, "", s.notFound(ctx, p)
 	}
+	if err := s.linkInProfile(ctx, p, manifestName, err); err != nil {
+		return 0, "", err
+	}
 	if notPlainFile(err) {
 		// Replaced by a directory, a link or a special file: tampering,
 		// reported as corruption (DataLoss), never followed (red team

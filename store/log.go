@@ -168,7 +168,7 @@ func (s *Store) readSegment(ctx context.Context, p profile, first int64) ([]*Com
 	if isNotExist(err) {
 		return nil, nil
 	}
-	if err := s.linkInLog(ctx, p, path.Join(logDir, segmentName(first)), err); err != nil {
+	if err := s.linkInProfile(ctx, p, path.Join(logDir, segmentName(first)), err); err != nil {
 		return nil, err
 	}
 	if notPlainFile(err) {
@@ -183,19 +183,20 @@ func (s *Store) readSegment(ctx context.Context, p profile, first int64) ([]*Com
 	return parseSegment(b, first, name, p.String())
 }
 
-// linkInLog returns, for err met reading name (relative to p) in p's
-// commit log, a DataLoss error when err is a symbolic link on the way
-// and p's directory itself is reachable without one: the link is in the
-// log, storage altered rather than a request naming a path through a
-// link (red team round 28's l03). It returns nil for any other err.
-func (s *Store) linkInLog(ctx context.Context, p profile, name string, err error) error {
+// linkInProfile returns, for err met reading name (relative to p) in p's
+// directory (its manifest, a version, the commit log), a DataLoss error
+// when err is a symbolic link on the way and p's directory itself is
+// reachable without one: the link is inside the profile, storage altered
+// rather than a request naming a path through a link (red team rounds
+// 28's l03 and 29's m03). It returns nil for any other err.
+func (s *Store) linkInProfile(ctx context.Context, p profile, name string, err error) error {
 	if !errors.Is(err, fsys.ErrUnsafePath) {
 		return nil
 	}
 	if _, serr := s.fs.Stat(ctx, p.dir); serr != nil {
 		return nil
 	}
-	return fmt.Errorf("%w: %s: %s was replaced by a symbolic link (not followed): the log was altered; run verify", ErrDataLoss, p, name)
+	return fmt.Errorf("%w: %s: %s was replaced by a symbolic link (not followed): the profile was altered; run verify", ErrDataLoss, p, name)
 }
 
 // refreshLog brings lv up to date with the storage. The first call lists
@@ -303,7 +304,7 @@ func (s *Store) checkLogEnds(ctx context.Context, ps *profileState) error {
 	if isNotExist(err) {
 		return gone("last", last)
 	}
-	if err := s.linkInLog(ctx, ps.p, path.Join(logDir, segmentName(last)), err); err != nil {
+	if err := s.linkInProfile(ctx, ps.p, path.Join(logDir, segmentName(last)), err); err != nil {
 		return err
 	}
 	if err != nil {
@@ -319,7 +320,7 @@ func (s *Store) checkLogEnds(ctx context.Context, ps *profileState) error {
 func (s *Store) loadLog(ctx context.Context, p profile) (*logView, error) {
 	lv := newLogView()
 	entries, err := s.fs.List(ctx, p.join(logDir))
-	if err := s.linkInLog(ctx, p, logDir, err); err != nil {
+	if err := s.linkInProfile(ctx, p, logDir, err); err != nil {
 		return nil, err
 	}
 	if err != nil && !isNotExist(err) {

@@ -122,6 +122,25 @@ func (s *Store) Known(keys []string) bool {
 	return s.profiles[p.dir] != nil
 }
 
+// CheckLog brings this process's view of keys' commit log up to date and
+// checks that what it knows is still on storage (its first segment, and
+// its last segment as it read or wrote it): ErrDataLoss if the log is
+// broken or lost or changed records under this process. Sweep calls it
+// before it removes anything of a profile: a file whose record was
+// deleted under a server that knew it is committed data, not an orphan
+// (red team round 29's m01).
+func (s *Store) CheckLog(ctx context.Context, keys []string) error {
+	p, err := s.resolve(keys)
+	if err != nil {
+		return err
+	}
+	ps := s.state(p)
+	if err := s.syncLog(ctx, ps); err != nil {
+		return err
+	}
+	return s.checkLogEnds(ctx, ps)
+}
+
 // Writing reports whether puts of this process to the profile keys names
 // are in flight: their files, not yet committed, look like a killed
 // writer's orphans to sweep and verify, which leave young ones alone

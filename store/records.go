@@ -387,6 +387,9 @@ func (s *Store) readVersionInfoHashed(ctx context.Context, p profile, version in
 	if isNotExist(err) {
 		return nil, nil, "", nil
 	}
+	if err := s.linkInProfile(ctx, p, path.Join(VersionName(version), versionInfoName), err); err != nil {
+		return nil, nil, "", err
+	}
 	if notPlainFile(err) {
 		// Replaced by a directory, a link or a special file: tampering
 		// (DataLoss), as for a segment or the manifest.

@@ -1102,14 +1102,16 @@ func TestFixedSizeListSizeZeroRefused(t *testing.T) {
 	assertUnchanged(t, before, hashTree(t, dir))
 }
 
-// TestLinkInLogIsDataLoss: a segment, the HEAD or the .log directory
-// replaced by a symbolic link (to an identical copy) is storage altered,
-// refused DataLoss by a fresh store (red team round 28's l03), while a
+// TestLinkInLogIsDataLoss: a segment, the HEAD, the .log directory, a
+// version directory, its .version.json or the manifest replaced by a
+// symbolic link (to an identical copy) is storage altered, refused
+// DataLoss by a fresh store (red team rounds 28's l03, 29's m03), while a
 // profile whose own directory is a link is the request's path (not
 // followed, and not called lost).
 func TestLinkInLogIsDataLoss(t *testing.T) {
 	k := []string{"linked"}
-	for _, name := range []string{filepath.Join(logDir, segmentName(2)), filepath.Join(logDir, headName), logDir} {
+	for _, name := range []string{filepath.Join(logDir, segmentName(2)), filepath.Join(logDir, headName), logDir,
+		"v0", filepath.Join("v0", versionInfoName), manifestName} { // (and red team round 29's m03)
 		t.Run(name, func(t *testing.T) {
 			w, dir := newTestStore(t)
 			put(t, w, ModeWrite, k, ids(1), PutOptions{})
@@ -1132,7 +1134,7 @@ func TestLinkInLogIsDataLoss(t *testing.T) {
 			}
 			rdr := ids(3)
 			defer rdr.Release()
-			if _, err := s.Put(t.Context(), k, rdr, PutOptions{}); !errors.Is(err, ErrDataLoss) {
+			if _, err := s.Put(t.Context(), k, rdr, PutOptions{}); !errors.Is(err, ErrDataLoss) || errors.Is(err, fsys.ErrUnsafePath) {
 				t.Errorf("put: %v, want DataLoss", err)
 			}
 		})

@@ -125,6 +125,21 @@ func sweepProfile(ctx context.Context, st *store.Store, keys []string, uncommitt
 		rep.skip(ProblemChain, prof, "the commit log is not an intact chain (%s); nothing in this profile is removed until it is resolved", in.LogProblems[0])
 		return nil
 	}
+	if !uncommitted {
+		// The log as this server knows it must still be there: records
+		// deleted under it leave their files looking like orphans (red
+		// team round 29's m01).
+		if err := st.CheckLog(ctx, keys); errors.Is(err, store.ErrDataLoss) {
+			rep.skip(ProblemChain, prof, "%v; nothing in this profile is removed until it is resolved", err)
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if vs := latestUncommitted(in); vs != nil {
+			rep.skip(ProblemChain, prof, "the manifest names %s, which Quiver wrote but no commit record lists (the commit log lost its records); nothing in this profile is removed until the log is restored", store.VersionName(vs.Version))
+			return nil
+		}
+	}
 	if st.Writing(keys) {
 		// Puts of this server to the profile are running: their files,
 		// not yet committed, look like a killed writer's temps and
@@ -351,6 +366,23 @@ func sweepProfile(ctx context.Context, st *store.Store, keys []string, uncommitt
 // holds nothing but what Quiver's writes make: its .version.json, or no
 // data file Quiver did not write (a pyrosome version, which sweep cannot
 // tell from a profile whose manifest was removed, is left alone).
+// latestUncommitted is the version the manifest names when Quiver wrote
+// it (its .version.json) and no commit record lists it: readers refuse it
+// (DataLoss), as its files are committed data whose records were lost
+// (red team round 29's m02: .log and .quiver.kind deleted), never a
+// killed writer's orphans. Nil otherwise.
+func latestUncommitted(in *store.Inspection) *store.VersionState {
+	if in.Uncommitted || in.ManifestErr != nil {
+		return nil
+	}
+	for _, vs := range in.Versions {
+		if vs.Version == in.Latest && !vs.Committed && vs.Retired == nil && vs.Info != nil {
+			return vs
+		}
+	}
+	return nil
+}
+
 func quiverWrite(vs *store.VersionState) bool {
 	return vs.Info != nil || (len(vs.Unrecorded) == 0 && len(vs.Records) == 0)
 }

@@ -648,3 +648,74 @@ func TestSweepProfileRemovedMeanwhile(t *testing.T) {
 		t.Errorf("removed %v, want b's orphan among them", rep.Removed)
 	}
 }
+
+// TestSweepKeepsFilesOfLostRecords: sweep removes nothing of a profile
+// whose commit log lost records, though the files those records listed
+// then look like orphans: (a) the last segment and HEAD deleted under a
+// running store that knew them (red team round 29's m01); (b) .log and the
+// profile's kind marker deleted, so that the manifest names a version
+// Quiver wrote with no record left (m02), which verify reports.
+func TestSweepKeepsFilesOfLostRecords(t *testing.T) {
+	ctx := context.Background()
+	k := []string{"lost"}
+	files := func(t *testing.T, dir string) []string {
+		t.Helper()
+		m, _ := filepath.Glob(filepath.Join(dir, "lost", "v0", "*.parquet"))
+		return m
+	}
+	t.Run("last segment under a running store", func(t *testing.T) {
+		s, dir := newStore(t)
+		put(t, s, store.ModeWrite, k, ids(1), store.PutOptions{})
+		put(t, s, store.ModeAppend, k, ids(2), store.PutOptions{})
+		before := files(t, dir)
+		log := filepath.Join(dir, "lost", ".log")
+		for _, name := range []string{"00000000000000000002.ndjson", "HEAD"} {
+			if err := os.Remove(filepath.Join(log, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rep, err := maint.Sweep(ctx, s, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after := files(t, dir); len(after) != len(before) || len(rep.Removed) != 0 {
+			t.Fatalf("sweep removed %v (files %v → %v)", rep.Removed, before, after)
+		}
+		if len(rep.Skipped) == 0 || rep.Skipped[0].Kind != maint.ProblemChain {
+			t.Errorf("skipped %+v, want the profile skipped as chain_broken", rep.Skipped)
+		}
+	})
+	t.Run("log and kind marker deleted", func(t *testing.T) {
+		w, dir := newStore(t)
+		put(t, w, store.ModeWrite, k, ids(1), store.PutOptions{})
+		put(t, w, store.ModeAppend, k, ids(2), store.PutOptions{})
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		before := files(t, dir)
+		for _, name := range []string{".log", ".quiver.kind"} {
+			if err := os.RemoveAll(filepath.Join(dir, "lost", name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s, err := store.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		vr, err := maint.Verify(ctx, s, maint.VerifyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if vr.OK || len(vr.Problems) == 0 || vr.Problems[0].Kind != maint.ProblemChain {
+			t.Errorf("verify: ok %v, problems %+v; want chain_broken", vr.OK, vr.Problems)
+		}
+		rep, err := maint.Sweep(ctx, s, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after := files(t, dir); len(after) != len(before) || len(rep.Removed) != 0 {
+			t.Fatalf("sweep removed %v (files %v → %v)", rep.Removed, before, after)
+		}
+	})
+}
