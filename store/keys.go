@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // maxKeyLen bounds one key component (most file systems allow 255 bytes).
@@ -101,7 +103,17 @@ func validateKey(k string) error {
 			return fmt.Errorf("%w: key %q contains the invisible character %s, which makes a name display as another", ErrInvalidKey, k, strings.Trim(strconv.QuoteRuneToASCII(r), "'"))
 		case r == '=':
 			return fmt.Errorf("%w: key %q contains '=' (it marks partition directories)", ErrInvalidKey, k)
+		case r == brailleBlank || r != ' ' && unicode.IsSpace(r) && i > 0 && i+utf8.RuneLen(r) < len(k):
+			// A no-break, ideographic or other space displays as the
+			// space (red team round 29's m04); at either end, white
+			// space is refused below.
+			return fmt.Errorf("%w: key %q contains the blank %s, which displays as a space: use the space U+0020", ErrInvalidKey, k, strings.Trim(strconv.QuoteRuneToASCII(r), "'"))
 		}
+	}
+	if !norm.NFC.IsNormalString(k) {
+		// "café" written with a combining accent (NFD, as macOS file
+		// names) would be a second profile listed as the first (m04).
+		return fmt.Errorf("%w: key %q is not in Unicode normalization form C (a letter and a combining mark where one composed character exists); send it composed: %q", ErrInvalidKey, k, norm.NFC.String(k))
 	}
 	first, _ := utf8.DecodeRuneInString(k)
 	last, _ := utf8.DecodeLastRuneInString(k)
@@ -115,6 +127,10 @@ func validateKey(k string) error {
 	}
 	return nil
 }
+
+// brailleBlank is the Braille pattern without dots, which displays as a
+// space.
+const brailleBlank = 0x2800
 
 // isBidiControl reports the invisible characters that reorder the display
 // of text around them: marks, embeddings, overrides and isolates.

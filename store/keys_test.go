@@ -66,3 +66,32 @@ func TestInvisibleKeyCharacters(t *testing.T) {
 		}
 	}
 }
+
+// TestLookalikeKeys: keys that would list as another are refused, naming
+// what to send instead (red team round 29's m04): a decomposed letter
+// (NFD "café", Hangul jamo) is not the composed one, a no-break,
+// ideographic or Braille blank is not the space.
+func TestLookalikeKeys(t *testing.T) {
+	for _, tc := range []struct{ key, want string }{
+		{"cafe\u0301", "normalization form C"},
+		{"\u1112\u1161\u11ab", "normalization form C"},
+		{"a\u00a0b", `blank \u00a0`},
+		{"x\u2800y", `blank \u2800`},
+		{"x\u2800", `blank \u2800`},
+		{"x\u3000y", `blank \u3000`},
+		{"caf\u00e9", ""},
+		{"\ud55c", ""},
+		{"a b", ""},
+	} {
+		err := ValidateKeys([]string{"k", tc.key})
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%q refused: %v", tc.key, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrInvalidKey) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want ErrInvalidKey saying %s", tc.key, err, tc.want)
+		}
+	}
+}
