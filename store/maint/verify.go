@@ -286,7 +286,7 @@ func verifyProfile(ctx context.Context, st *store.Store, keys []string, uncommit
 		if _, err := verifyVersionInfo(ctx, st, prof, vs, rep); err != nil {
 			return err
 		}
-		if latestUncommitted(in) == vs {
+		if len(in.LogProblems) == 0 && latestUncommitted(in) == vs { // (else reported with the log)
 			rep.add(ProblemChain, path.Join(prof, "manifest.json"), "names %s, which Quiver wrote but no commit record lists: the commit log lost its records (reads are refused); restore the log before sweeping", store.VersionName(vs.Version))
 		}
 		if vs.Version == in.Latest && vs.Write == nil && vs.Legacy == 0 && vs.Info == nil && len(vs.Files) == 0 && len(vs.Unrecorded) == 0 && hasWrite(in) {
