@@ -203,6 +203,30 @@ func (s *Store) Put(ctx context.Context, keys []string, rdr array.RecordReader, 
 	return c, raced(p, err)
 }
 
+// checkLatestRecorded refuses a put to a profile whose manifest names a
+// version Quiver wrote (its .version.json) that no commit record lists, as
+// reads do: its log was removed (with the profile's kind marker: a restore
+// that skipped dot-files), and a put would start a new log under which the
+// old versions' files read as a killed writer's leftovers, for sweep to
+// remove (red team round 30's n06). A manifest moves only after its
+// version's record is written, so the latest is never a killed write's.
+func (s *Store) checkLatestRecorded(ctx context.Context, ps *profileState, latest int) error {
+	ps.mu.Lock()
+	recorded := ps.log.writes[latest] != nil || len(ps.log.byVersion[latest]) > 0 || ps.log.retired[latest] != nil
+	ps.mu.Unlock()
+	if recorded {
+		return nil
+	}
+	vs, err := s.loadVersion(ctx, ps, latest, latest, loadRead)
+	if err != nil {
+		return err
+	}
+	if !vs.Committed && vs.Retired == nil && vs.Info != nil {
+		return fmt.Errorf("%w: %s: the manifest names %s, which has no commit record (the commit log was removed; restore it)", ErrDataLoss, ps.p, VersionName(latest))
+	}
+	return nil
+}
+
 // requestKey is the key of o's request id (reqKey): per writer when the
 // writer is named and stable, else the id alone.
 func (o PutOptions) requestKey() reqKey {
@@ -370,6 +394,9 @@ func (s *Store) put(ctx context.Context, ps *profileState, rdr array.RecordReade
 			}
 		}
 		if latest, err = s.latestOf(ctx, ps, latest); err != nil {
+			return nil, err
+		}
+		if err := s.checkLatestRecorded(ctx, ps, latest); err != nil {
 			return nil, err
 		}
 	}

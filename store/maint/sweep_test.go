@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -703,6 +704,18 @@ func TestSweepKeepsFilesOfLostRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
+		// No put starts a new log over it (red team round 30's n06).
+		for _, m := range []store.Mode{store.ModeAppend, store.ModeWrite} {
+			rdr := ids(3)
+			_, err := s.Put(ctx, k, rdr, store.PutOptions{Mode: m})
+			rdr.Release()
+			if !errors.Is(err, store.ErrDataLoss) {
+				t.Errorf("%s: %v, want DataLoss", m, err)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(dir, "lost", ".log")); !os.IsNotExist(err) {
+			t.Errorf("a refused put made a log: %v", err)
+		}
 		vr, err := maint.Verify(ctx, s, maint.VerifyOptions{})
 		if err != nil {
 			t.Fatal(err)
