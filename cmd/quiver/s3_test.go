@@ -211,9 +211,15 @@ func TestServeOnS3(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for p := range puts {
-				vals := make([]int64, rows)
+				// Puts through server 2 are large enough (tens of ms)
+				// that the kill lands while one is in flight.
+				n := rows
+				if w%3 == 2 {
+					n = 20_000
+				}
+				vals := make([]int64, n)
 				for r := range vals {
-					vals[r] = int64(w*1_000_000 + p*100 + r)
+					vals[r] = int64(w*100_000_000 + p*1_000_000 + r)
 				}
 				s := servers[w%3]
 				if s == servers[2] && killed.Load() {
