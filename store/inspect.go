@@ -74,6 +74,41 @@ type Inspection struct {
 	Uncommitted bool
 }
 
+// CommitsLost says why records of the profile's committed data may be
+// lost ("" when nothing says so), which makes its Quiver versions look
+// like killed writers' leftovers: the manifest names a version that does
+// not exist, or one Quiver wrote that no record lists, or the log holds no
+// record at all while a version below the manifest's is one Quiver wrote.
+// A version holding Quiver's data files without its .version.json or a
+// record is damaged (Unreadable) instead. Verify reports these, and sweep
+// removes nothing of such a profile (red team rounds 29–30: a restore that
+// skipped dot-files, a manifest changed by hand).
+func (in *Inspection) CommitsLost() string {
+	if in.Uncommitted || in.ManifestErr != nil || in.Latest < 0 {
+		return ""
+	}
+	found := false
+	for _, u := range in.Unreadable {
+		found = found || u.Version == in.Latest
+	}
+	for _, vs := range in.Versions {
+		found = found || vs.Version == in.Latest
+	}
+	if !found {
+		return fmt.Sprintf("the manifest names %s, which does not exist", VersionName(in.Latest))
+	}
+	for _, vs := range in.Versions {
+		switch {
+		case !unrecordedQuiverWrite(vs):
+		case vs.Version == in.Latest:
+			return fmt.Sprintf("the manifest names %s, which Quiver wrote but no commit record lists (the commit log lost its records)", VersionName(vs.Version))
+		case vs.Version < in.Latest && len(in.Log) == 0:
+			return fmt.Sprintf("%s, below the manifest's %s, was written by Quiver, but the commit log holds no record at all (it was removed, or that write was killed before a pyrosome write)", VersionName(vs.Version), VersionName(in.Latest))
+		}
+	}
+	return ""
+}
+
 // LockStatus describes a held manifest lock.
 type LockStatus struct {
 	Stale  bool

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -228,6 +229,13 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 		keep = false
 	}
 	if !dirExists && vs.Write == nil && vs.Retired == nil && len(logRecs) == 0 {
+		if v == latest {
+			// pyrosome makes a version's directory before its manifest
+			// moves, Quiver records it first, and retention never retires
+			// the latest: the manifest was changed, or the version removed
+			// (red team round 30's n03).
+			return nil, fmt.Errorf("%w: %s: the manifest names %s, which does not exist", ErrDataLoss, p, vname)
+		}
 		return nil, fmt.Errorf("%w: %s has no version %s", ErrVersionNotFound, p, vname)
 	}
 
@@ -341,6 +349,20 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 		// A Quiver write that never committed (in progress or abandoned):
 		// nothing in it is anybody's data.
 		vs.Committed = false
+	case len(vs.Records) == 0 && len(vs.Unrecorded) == 0 && (len(vs.Orphans) > 0 || hasHiveDir(entries)):
+		// Only Quiver's files, and neither a record nor a .version.json:
+		// Quiver makes a version's .version.json before any of its data
+		// files and removes it last, and appends only to committed
+		// versions, whose pyrosome ones hold pyrosome's 0.parquet. So
+		// this is a version Quiver wrote whose metadata was removed (a
+		// restore that skipped dot-files), never pyrosome's, nor a killed
+		// writer's leftovers: reads and sweep must not take its files for
+		// nobody's (red team round 30's n01).
+		err := fmt.Errorf("%w: %s %s holds data files Quiver wrote, but neither its .version.json nor a commit record of them (removed: restore them)", ErrDataLoss, p, vname)
+		if mode != loadFull {
+			return nil, err
+		}
+		vs.damaged = cmp.Or(vs.damaged, err)
 	default:
 		// pyrosome's write: mkdir, data, then the manifest.
 		vs.Committed = latest >= 0 && v <= latest && (v == latest || len(vs.Unrecorded) > 0 || len(vs.Records) > 0)
@@ -400,6 +422,17 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 		return vs.clone(), nil
 	}
 	return vs, nil
+}
+
+// hasHiveDir reports whether a version's listing holds a partition
+// directory, which only Quiver's partitioned writes make.
+func hasHiveDir(entries []fsys.Entry) bool {
+	return slices.ContainsFunc(entries, isHiveDir)
+}
+
+// isHiveDir reports whether e is a partition directory (col=value).
+func isHiveDir(e fsys.Entry) bool {
+	return e.Dir && !e.Link && strings.Contains(e.Name, "=") && !strings.HasPrefix(e.Name, ".")
 }
 
 // isDamage reports whether err, met loading a version, is damage to what
@@ -501,7 +534,7 @@ func (s *Store) listVersion(ctx context.Context, ps *profileState, v int, logWri
 	// committed) and whether the version has a .version.json.
 	kept := entries[:0:0]
 	for _, e := range entries {
-		if dataFileRe.MatchString(e.Name) || legacyRecRe.MatchString(e.Name) || e.Name == versionInfoName || isMarkedClaim(e) {
+		if dataFileRe.MatchString(e.Name) || legacyRecRe.MatchString(e.Name) || e.Name == versionInfoName || isMarkedClaim(e) || isHiveDir(e) {
 			kept = append(kept, e)
 		}
 	}

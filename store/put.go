@@ -203,28 +203,64 @@ func (s *Store) Put(ctx context.Context, keys []string, rdr array.RecordReader, 
 	return c, raced(p, err)
 }
 
-// checkLatestRecorded refuses a put to a profile whose manifest names a
-// version Quiver wrote (its .version.json) that no commit record lists, as
-// reads do: its log was removed (with the profile's kind marker: a restore
-// that skipped dot-files), and a put would start a new log under which the
-// old versions' files read as a killed writer's leftovers, for sweep to
-// remove (red team round 30's n06). A manifest moves only after its
-// version's record is written, so the latest is never a killed write's.
-func (s *Store) checkLatestRecorded(ctx context.Context, ps *profileState, latest int) error {
+// checkCommitsKept refuses a put to a profile whose commit records of
+// committed data are gone, as reads do: its manifest names a version that
+// does not exist, or one Quiver wrote (its .version.json, or its data files
+// alone) that no record lists; or its log holds no record at all while a
+// version below the manifest's holds Quiver's .version.json. Its log was
+// removed (with the profile's kind marker: a restore that skipped
+// dot-files), and a put would start a new log under which the old versions'
+// files read as a killed writer's leftovers, for sweep to remove (red team
+// round 30's n03, n04, n06). A manifest moves only after its version's
+// record is written, so the latest is never a killed write's; other errors
+// of loading the latest are left to the put, which meets them or not.
+func (s *Store) checkCommitsKept(ctx context.Context, ps *profileState, latest int) error {
 	ps.mu.Lock()
 	recorded := ps.log.writes[latest] != nil || len(ps.log.byVersion[latest]) > 0 || ps.log.retired[latest] != nil
+	empty := ps.log.head == 0
 	ps.mu.Unlock()
 	if recorded {
 		return nil
 	}
 	vs, err := s.loadVersion(ctx, ps, latest, latest, loadRead)
-	if err != nil {
+	if errors.Is(err, ErrDataLoss) {
 		return err
 	}
-	if !vs.Committed && vs.Retired == nil && vs.Info != nil {
+	if err == nil && unrecordedQuiverWrite(vs) {
 		return fmt.Errorf("%w: %s: the manifest names %s, which has no commit record (the commit log was removed; restore it)", ErrDataLoss, ps.p, VersionName(latest))
 	}
+	if !empty {
+		return nil
+	}
+	// No record at all (a pyrosome profile before Quiver's first commit,
+	// or one whose log was removed): a Quiver version below the latest
+	// is committed data whose record is gone, unless records of a data
+	// directory older than the log vouch for it.
+	entries, err := s.fs.List(ctx, ps.p.dir)
+	if err != nil {
+		return nil //nolint:nilerr // left to the put
+	}
+	for _, e := range entries {
+		v, ok := parseVersionDir(e.Name)
+		if !ok || !e.Dir || e.Link || v >= latest {
+			continue
+		}
+		if _, err := s.fs.Stat(ctx, path.Join(ps.p.vdir(v), versionInfoName)); err != nil {
+			continue
+		}
+		if vs, err := s.loadVersion(ctx, ps, v, latest, loadRead); err == nil && unrecordedQuiverWrite(vs) {
+			return fmt.Errorf("%w: %s: %s, which Quiver wrote, has no commit record and the commit log holds none (it was removed; restore it)", ErrDataLoss, ps.p, VersionName(v))
+		}
+	}
 	return nil
+}
+
+// unrecordedQuiverWrite reports whether vs is a version Quiver wrote (its
+// .version.json) that no record commits or retires: a write in progress or
+// killed, or committed data whose records were lost, which only its
+// position and the log can tell apart (Inspection.CommitsLost).
+func unrecordedQuiverWrite(vs *VersionState) bool {
+	return vs.Info != nil && !vs.Committed && vs.Retired == nil
 }
 
 // requestKey is the key of o's request id (reqKey): per writer when the
@@ -396,7 +432,7 @@ func (s *Store) put(ctx context.Context, ps *profileState, rdr array.RecordReade
 		if latest, err = s.latestOf(ctx, ps, latest); err != nil {
 			return nil, err
 		}
-		if err := s.checkLatestRecorded(ctx, ps, latest); err != nil {
+		if err := s.checkCommitsKept(ctx, ps, latest); err != nil {
 			return nil, err
 		}
 	}

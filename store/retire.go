@@ -185,6 +185,7 @@ func (s *Store) deleteVersionFiles(ctx context.Context, p profile, v int, keepYo
 	}
 	cutoff := s.opts.now().Add(-keepYounger)
 	var removed []string
+	info := ""
 	var walk func(dir string, depth int) (empty bool, err error)
 	walk = func(dir string, depth int) (bool, error) {
 		entries, err := s.fs.List(ctx, dir)
@@ -201,6 +202,11 @@ func (s *Store) deleteVersionFiles(ctx context.Context, p profile, v int, keepYo
 			known := regular && (dataFileRe.MatchString(e.Name) || isTempName(e.Name) ||
 				(depth == 0 && (e.Name == versionInfoName || claimRe.MatchString(e.Name) || legacyRecRe.MatchString(e.Name))))
 			switch {
+			case depth == 0 && regular && e.Name == versionInfoName:
+				// Last, once nothing else is left: a version holding data
+				// files Quiver wrote without it reads as one whose metadata
+				// was removed, and is kept (loadVersion).
+				info = name
 			case e.Dir && !e.Link && strings.Contains(e.Name, "=") && !strings.HasPrefix(e.Name, "."):
 				empty, err := walk(name, depth+1)
 				if err != nil {
@@ -235,6 +241,12 @@ func (s *Store) deleteVersionFiles(ctx context.Context, p profile, v int, keepYo
 	empty, err := walk(vdir, 0)
 	if err != nil {
 		return removed, err
+	}
+	if empty && info != "" {
+		if err := s.fs.Delete(ctx, info); err != nil && !isNotExist(err) {
+			return removed, err
+		}
+		removed = append(removed, info)
 	}
 	if empty {
 		if err := s.fs.Delete(ctx, vdir); err == nil {

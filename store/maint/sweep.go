@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"strings"
 	"time"
 
 	"github.com/quiverdb/quiver/store"
@@ -135,8 +134,8 @@ func sweepProfile(ctx context.Context, st *store.Store, keys []string, uncommitt
 		} else if err != nil {
 			return err
 		}
-		if vs := latestUncommitted(in); vs != nil {
-			rep.skip(ProblemChain, prof, "the manifest names %s, which Quiver wrote but no commit record lists (the commit log lost its records); nothing in this profile is removed until the log is restored", store.VersionName(vs.Version))
+		if why := in.CommitsLost(); why != "" {
+			rep.skip(ProblemChain, prof, "%s; nothing in this profile is removed until the log (or manifest) is restored", why)
 			return nil
 		}
 	}
@@ -366,23 +365,6 @@ func sweepProfile(ctx context.Context, st *store.Store, keys []string, uncommitt
 // holds nothing but what Quiver's writes make: its .version.json, or no
 // data file Quiver did not write (a pyrosome version, which sweep cannot
 // tell from a profile whose manifest was removed, is left alone).
-// latestUncommitted is the version the manifest names when Quiver wrote
-// it (its .version.json) and no commit record lists it: readers refuse it
-// (DataLoss), as its files are committed data whose records were lost
-// (red team round 29's m02: .log and .quiver.kind deleted), never a
-// killed writer's orphans. Nil otherwise.
-func latestUncommitted(in *store.Inspection) *store.VersionState {
-	if in.Uncommitted || in.ManifestErr != nil {
-		return nil
-	}
-	for _, vs := range in.Versions {
-		if vs.Version == in.Latest && !vs.Committed && vs.Retired == nil && vs.Info != nil {
-			return vs
-		}
-	}
-	return nil
-}
-
 func quiverWrite(vs *store.VersionState) bool {
 	return vs.Info != nil || (len(vs.Unrecorded) == 0 && len(vs.Records) == 0)
 }
@@ -416,5 +398,3 @@ func sweepAbandoned(ctx context.Context, st *store.Store, keys []string, olderTh
 	}
 	return nil
 }
-
-var _ = strings.HasPrefix

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 
 	"github.com/quiverdb/quiver/store"
 	"github.com/quiverdb/quiver/store/fsys"
+	"github.com/quiverdb/quiver/store/fsys/faultfs"
 	"github.com/quiverdb/quiver/store/maint"
 )
 
@@ -686,49 +688,205 @@ func TestSweepKeepsFilesOfLostRecords(t *testing.T) {
 			t.Errorf("skipped %+v, want the profile skipped as chain_broken", rep.Skipped)
 		}
 	})
-	t.Run("log and kind marker deleted", func(t *testing.T) {
-		w, dir := newStore(t)
-		put(t, w, store.ModeWrite, k, ids(1), store.PutOptions{})
-		put(t, w, store.ModeAppend, k, ids(2), store.PutOptions{})
-		if err := w.Close(); err != nil {
+	// Tamperings that leave a fresh store no record of committed
+	// versions (red team rounds 29–30: m02, n01, n03, n04, n06). Each
+	// keeps every data file: no put starts a new log over them, verify
+	// reports them, sweep removes nothing, and reads of the latest are
+	// refused unless it is a pyrosome version.
+	dotFiles := func(t *testing.T, pd string) {
+		t.Helper()
+		var hidden []string
+		err := filepath.WalkDir(pd, func(p string, d os.DirEntry, err error) error {
+			if err == nil && p != pd && strings.HasPrefix(d.Name(), ".") {
+				hidden = append(hidden, p)
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+			}
+			return err
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
-		before := files(t, dir)
-		for _, name := range []string{".log", ".quiver.kind"} {
-			if err := os.RemoveAll(filepath.Join(dir, "lost", name)); err != nil {
+		for _, p := range hidden {
+			if err := os.RemoveAll(p); err != nil {
 				t.Fatal(err)
 			}
 		}
-		s, err := store.Open(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		// No put starts a new log over it (red team round 30's n06).
-		for _, m := range []store.Mode{store.ModeAppend, store.ModeWrite} {
-			rdr := ids(3)
-			_, err := s.Put(ctx, k, rdr, store.PutOptions{Mode: m})
-			rdr.Release()
-			if !errors.Is(err, store.ErrDataLoss) {
-				t.Errorf("%s: %v, want DataLoss", m, err)
+	}
+	remove := func(names ...string) func(*testing.T, string) {
+		return func(t *testing.T, pd string) {
+			t.Helper()
+			for _, name := range names {
+				if err := os.RemoveAll(filepath.Join(pd, name)); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
-		if _, err := os.Stat(filepath.Join(dir, "lost", ".log")); !os.IsNotExist(err) {
-			t.Errorf("a refused put made a log: %v", err)
+	}
+	manifest := func(v string) func(*testing.T, string) {
+		return func(t *testing.T, pd string) {
+			t.Helper()
+			if err := os.WriteFile(filepath.Join(pd, "manifest.json"), []byte(`{"latest_data_dir": "`+v+`"}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
-		vr, err := maint.Verify(ctx, s, maint.VerifyOptions{})
+	}
+	for _, tc := range []struct {
+		name        string
+		partitioned bool
+		tamper      []func(*testing.T, string)
+		readable    bool // the latest is pyrosome's, and reads
+	}{
+		{name: "log and kind marker", tamper: []func(*testing.T, string){remove(".log", ".quiver.kind")}},
+		{name: "and the latest .version.json", tamper: []func(*testing.T, string){remove(".log", ".quiver.kind", "v1/.version.json")}},
+		{name: "and an older .version.json", tamper: []func(*testing.T, string){remove(".log", ".quiver.kind", "v0/.version.json")}},
+		{name: "every dot-file", tamper: []func(*testing.T, string){dotFiles}},
+		{name: "every dot-file, partitioned", partitioned: true, tamper: []func(*testing.T, string){dotFiles}},
+		{name: "manifest names a missing version", tamper: []func(*testing.T, string){remove(".log", ".quiver.kind"), manifest("v5")}},
+		{name: "manifest alone names a missing version", tamper: []func(*testing.T, string){manifest("v5")}},
+		{name: "a pyrosome version on top", readable: true, tamper: []func(*testing.T, string){
+			func(t *testing.T, pd string) {
+				copyTree(t, filepath.Join(pyrosomeFixture, "events", "v0"), filepath.Join(pd, "v2"))
+			},
+			manifest("v2"), remove(".log", ".quiver.kind"),
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, dir := newStore(t)
+			var o store.PutOptions
+			rows := func() array.RecordReader { return ids(1, 2) }
+			if tc.partitioned {
+				o.PartitionBy = []string{"region"}
+				sc := arrow.NewSchema([]arrow.Field{{Name: "region", Type: arrow.BinaryTypes.String}, {Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+				rows = func() array.RecordReader { return fromJSON(t, sc, `[{"region": "eu", "id": 1}]`) }
+			}
+			for _, m := range []store.Mode{store.ModeWrite, store.ModeAppend, store.ModeWrite, store.ModeAppend} {
+				put(t, w, m, k, rows(), o)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			pd := filepath.Join(dir, "lost")
+			data := func() []string {
+				var m []string
+				_ = filepath.WalkDir(pd, func(p string, d os.DirEntry, err error) error {
+					if err == nil && strings.HasSuffix(p, ".parquet") && !strings.Contains(p, "v2") {
+						m = append(m, p)
+					}
+					return nil
+				})
+				return m
+			}
+			before := data()
+			if len(before) != 4 {
+				t.Fatalf("data files %v, want 4", before)
+			}
+			for _, f := range tc.tamper {
+				f(t, pd)
+			}
+			_, hadLog := os.Stat(filepath.Join(pd, ".log"))
+			s, err := store.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			rr, err := s.Read(ctx, k, store.ReadOptions{SnapshotOptions: store.SnapshotOptions{Version: store.Latest}})
+			if err == nil {
+				rr.Release()
+			}
+			if tc.readable && err != nil || !tc.readable && !errors.Is(err, store.ErrDataLoss) {
+				t.Errorf("read: %v", err)
+			}
+			for _, m := range []store.Mode{store.ModeAppend, store.ModeWrite} {
+				rdr := ids(3)
+				_, err := s.Put(ctx, k, rdr, store.PutOptions{Mode: m})
+				rdr.Release()
+				if !errors.Is(err, store.ErrDataLoss) {
+					t.Errorf("%s: %v, want DataLoss", m, err)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(pd, ".log")); hadLog != nil && !os.IsNotExist(err) {
+				t.Errorf("a refused put made a log: %v", err)
+			}
+			vr, err := maint.Verify(ctx, s, maint.VerifyOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kinds := problems(vr.Problems); vr.OK || !slices.ContainsFunc(kinds, func(p string) bool {
+				return strings.HasPrefix(p, maint.ProblemChain+" ") || strings.HasPrefix(p, maint.ProblemMutated+" ")
+			}) {
+				t.Errorf("verify: ok %v, problems %v; want chain_broken or mutated", vr.OK, kinds)
+			}
+			rep, err := maint.Sweep(ctx, s, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after := data(); len(after) != len(before) {
+				t.Fatalf("sweep removed %v (files %v → %v)", rep.Removed, before, after)
+			}
+		})
+	}
+}
+
+// TestSweepRemovesVersionInfoLast: a sweep that fails while it removes an
+// abandoned version keeps the version's .version.json until its data files
+// are gone, so what is left still reads as a Quiver write that never
+// committed, and the next sweep finishes it. (Removed first, the data
+// files left would read as a Quiver version whose metadata was removed,
+// which nothing may delete.)
+func TestSweepRemovesVersionInfoLast(t *testing.T) {
+	dir := t.TempDir()
+	l, err := fsys.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ff := faultfs.New(l)
+	s, err := store.Open(dir, store.WithFS(ff))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	k := []string{"r"}
+	put(t, s, store.ModeWrite, k, ids(1), store.PutOptions{})
+	put(t, s, store.ModeAppend, k, ids(2), store.PutOptions{})
+	// v1: a write killed before its commit, by a process that is gone.
+	v0, v1 := filepath.Join(dir, "r", "v0"), filepath.Join(dir, "r", "v1")
+	if err := os.Mkdir(v1, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"0.parquet", "1.parquet", ".1.parquet.claim", ".version.json"} {
+		b, err := os.ReadFile(filepath.Join(v0, name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if vr.OK || len(vr.Problems) == 0 || vr.Problems[0].Kind != maint.ProblemChain {
-			t.Errorf("verify: ok %v, problems %+v; want chain_broken", vr.OK, vr.Problems)
+		if name == ".version.json" {
+			var vi map[string]any
+			if err := json.Unmarshal(b, &vi); err != nil {
+				t.Fatal(err)
+			}
+			delete(vi, "creator")
+			vi["version"] = "v1"
+			b, _ = json.Marshal(vi)
 		}
-		rep, err := maint.Sweep(ctx, s, 0)
-		if err != nil {
+		if err := os.WriteFile(filepath.Join(v1, name), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if after := files(t, dir); len(after) != len(before) || len(rep.Removed) != 0 {
-			t.Fatalf("sweep removed %v (files %v → %v)", rep.Removed, before, after)
-		}
-	})
+	}
+	ff.Add(faultfs.Rule{Op: faultfs.Delete | faultfs.DeleteAll, Glob: "r/v1/1.parquet", Err: syscall.EIO})
+	if rep, err := maint.Sweep(ctx, s, 0); err != nil || len(rep.Skipped) != 1 || !strings.Contains(rep.Skipped[0].Detail, "injected") {
+		t.Fatalf("sweep with a failing delete: %+v %v", rep, err)
+	}
+	if _, err := os.Stat(filepath.Join(v1, ".version.json")); err != nil {
+		t.Fatalf("the failed sweep removed v1's .version.json before its data files: %v", err)
+	}
+	ff.Clear()
+	rep, err := maint.Sweep(ctx, s, 0)
+	if err != nil || !slices.Contains(rep.Removed, "r/v1") {
+		t.Fatalf("second sweep: %+v %v", rep, err)
+	}
+	if vr, err := maint.Verify(ctx, s, maint.VerifyOptions{}); err != nil || !vr.OK {
+		t.Fatalf("verify after sweep: %+v %v", vr, err)
+	}
 }

@@ -228,6 +228,9 @@ func verifyProfile(ctx context.Context, st *store.Store, keys []string, uncommit
 	for _, msg := range in.LogProblems {
 		rep.add(ProblemChain, path.Join(prof, ".log"), "%s", msg)
 	}
+	if why := in.CommitsLost(); why != "" && len(in.LogProblems) == 0 { // (else reported with the log)
+		rep.add(ProblemChain, path.Join(prof, "manifest.json"), "%s: reads are refused, and sweep leaves the profile alone; restore the log (or the manifest)", why)
+	}
 	if n := len(in.Log); n > 0 {
 		rep.Heads = append(rep.Heads, ChainHead{Path: prof, Seq: in.Log[n-1].Seq, Hash: in.Head})
 	}
@@ -285,9 +288,6 @@ func verifyProfile(ctx context.Context, st *store.Store, keys []string, uncommit
 		}
 		if _, err := verifyVersionInfo(ctx, st, prof, vs, rep); err != nil {
 			return err
-		}
-		if len(in.LogProblems) == 0 && latestUncommitted(in) == vs { // (else reported with the log)
-			rep.add(ProblemChain, path.Join(prof, "manifest.json"), "names %s, which Quiver wrote but no commit record lists: the commit log lost its records (reads are refused); restore the log before sweeping", store.VersionName(vs.Version))
 		}
 		if vs.Version == in.Latest && vs.Write == nil && vs.Legacy == 0 && vs.Info == nil && len(vs.Files) == 0 && len(vs.Unrecorded) == 0 && hasWrite(in) {
 			rep.add(ProblemMutated, path.Join(prof, "manifest.json"), "names %s, which holds no data file and no commit record (the committed versions are hidden)", store.VersionName(vs.Version))
