@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -389,5 +390,31 @@ func TestPyrosomeReadsKeptByDirectoryTime(t *testing.T) {
 	w := put(t, s, ModeWrite, k, in, PutOptions{})
 	if v, n := latest(); fmt.Sprintf("v%d", v) != w.Version || n != 1 {
 		t.Fatalf("after Quiver's write %s: v%d with %d files", w.Version, v, n)
+	}
+}
+
+// TestPyrosomeFileLinkIsDataLoss: a numbered file of a pyrosome version
+// replaced by a symbolic link (even to an identical copy) makes reads fail
+// DataLoss; they never silently leave its rows out (red team round 30's
+// n05). Verify reports the link.
+func TestPyrosomeFileLinkIsDataLoss(t *testing.T) {
+	s, dir := newTestStore(t)
+	copyTree(t, filepath.Join(pyrosomeFixture, "events"), filepath.Join(dir, "events"))
+	f := filepath.Join(dir, "events", "v0", "1.parquet")
+	if err := os.Rename(f, filepath.Join(dir, "copy.parquet")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "copy.parquet"), f); err != nil {
+		t.Fatal(err)
+	}
+	rdr, err := s.Read(context.Background(), []string{"events"}, latest)
+	if err == nil {
+		rdr.Release()
+	}
+	if !errors.Is(err, ErrDataLoss) || !strings.Contains(err.Error(), "1.parquet is a symbolic link") {
+		t.Fatalf("read: %v, want DataLoss naming the link", err)
+	}
+	if strings.Contains(err.Error(), dir) {
+		t.Errorf("the error names a server path: %v", err)
 	}
 }
