@@ -284,8 +284,14 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 	// The indices whose claim a Quiver CSV append marked: read from the
 	// listing at the first unrecorded CSV file (none on the Parquet path).
 	var csvMarked map[int]bool
+	// notFile: the first name of a data file no record lists that is no
+	// regular file (a link, a directory, a special file).
+	var notFile *fsys.Entry
 	for _, e := range entries {
 		i, f, ok := parseDataFile(e.Name)
+		if ok && (e.Dir || e.Link || e.Special) && !recorded[path.Join(vname, e.Name)] && notFile == nil {
+			notFile = &e
+		}
 		if !ok || e.Dir {
 			continue
 		}
@@ -367,15 +373,20 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 		// pyrosome's write: mkdir, data, then the manifest.
 		vs.Committed = latest >= 0 && v <= latest && (v == latest || len(vs.Unrecorded) > 0 || len(vs.Records) > 0)
 	}
-	if vs.Committed && mode != loadFull {
-		// A link where a numbered file no record lists was: by pyrosome's
-		// rule that name is data, and a link is never followed, so a read
-		// would silently miss its rows (red team round 30's n05).
-		for _, e := range vs.Links {
-			if path.Dir(e.Name) == p.vdir(v) && dataFileRe.MatchString(path.Base(e.Name)) {
-				return nil, fmt.Errorf("%w: %s %s: its data file %s is a symbolic link, which is never followed (storage altered)", ErrDataLoss, p, vname, path.Base(e.Name))
-			}
+	if vs.Committed && mode != loadFull && notFile != nil {
+		// By pyrosome's rule a numbered name no record lists is data, and
+		// a link is never followed nor a directory or special file read:
+		// a read would silently miss its rows (red team round 30's n05,
+		// round 31's o02).
+		what := "a symbolic link, which is never followed"
+		switch {
+		case notFile.Link:
+		case notFile.Dir:
+			what = "a directory"
+		default:
+			what = "not a regular file"
 		}
+		return nil, fmt.Errorf("%w: %s %s: its data file %s is %s (storage altered)", ErrDataLoss, p, vname, notFile.Name, what)
 	}
 	if vs.Committed {
 		vs.Files = append(vs.Files, vs.Unrecorded...)

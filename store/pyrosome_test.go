@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -394,27 +395,38 @@ func TestPyrosomeReadsKeptByDirectoryTime(t *testing.T) {
 }
 
 // TestPyrosomeFileLinkIsDataLoss: a numbered file of a pyrosome version
-// replaced by a symbolic link (even to an identical copy) makes reads fail
-// DataLoss; they never silently leave its rows out (red team round 30's
-// n05). Verify reports the link.
+// replaced by a symbolic link (even to an identical copy), a directory or
+// a FIFO makes reads fail DataLoss; they never silently leave its rows out
+// (red team round 30's n05, round 31's o02).
 func TestPyrosomeFileLinkIsDataLoss(t *testing.T) {
-	s, dir := newTestStore(t)
-	copyTree(t, filepath.Join(pyrosomeFixture, "events"), filepath.Join(dir, "events"))
-	f := filepath.Join(dir, "events", "v0", "1.parquet")
-	if err := os.Rename(f, filepath.Join(dir, "copy.parquet")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(filepath.Join(dir, "copy.parquet"), f); err != nil {
-		t.Fatal(err)
-	}
-	rdr, err := s.Read(context.Background(), []string{"events"}, latest)
-	if err == nil {
-		rdr.Release()
-	}
-	if !errors.Is(err, ErrDataLoss) || !strings.Contains(err.Error(), "1.parquet is a symbolic link") {
-		t.Fatalf("read: %v, want DataLoss naming the link", err)
-	}
-	if strings.Contains(err.Error(), dir) {
-		t.Errorf("the error names a server path: %v", err)
+	for _, tc := range []struct {
+		name, want string
+		replace    func(f, copy string) error
+	}{
+		{"link", "is a symbolic link", os.Symlink},
+		{"directory", "is a directory", func(_, f string) error { return os.Mkdir(f, 0o755) }},
+		{"fifo", "is not a regular file", func(_, f string) error { return syscall.Mkfifo(f, 0o644) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, dir := newTestStore(t)
+			copyTree(t, filepath.Join(pyrosomeFixture, "events"), filepath.Join(dir, "events"))
+			f := filepath.Join(dir, "events", "v0", "1.parquet")
+			if err := os.Rename(f, filepath.Join(dir, "copy.parquet")); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.replace(filepath.Join(dir, "copy.parquet"), f); err != nil {
+				t.Fatal(err)
+			}
+			rdr, err := s.Read(context.Background(), []string{"events"}, latest)
+			if err == nil {
+				rdr.Release()
+			}
+			if !errors.Is(err, ErrDataLoss) || !strings.Contains(err.Error(), "1.parquet "+tc.want) {
+				t.Fatalf("read: %v, want DataLoss: 1.parquet %s", err, tc.want)
+			}
+			if strings.Contains(err.Error(), dir) {
+				t.Errorf("the error names a server path: %v", err)
+			}
+		})
 	}
 }
