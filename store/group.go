@@ -217,7 +217,7 @@ func (s *Store) writeShared(ctx context.Context, ps *profileState, sts []*staged
 	name := path.Join(p.vdir(first.version), dataFileName(idx, first.format))
 	wopts := codec.WriterOptions{Format: first.format, Compression: s.opts.compression,
 		RowGroupRows: s.opts.rowGroupRows, Allocator: s.opts.mem,
-		Metadata: map[string]string{SchemaVersionKey: first.schemaV}}
+		Metadata: map[string]string{SchemaVersionKey: first.schemaV, putIDKey: newPutID()}}
 	if len(sts) == 1 {
 		if id := first.o.RequestID; id != "" {
 			wopts.Metadata[requestIDKey] = id

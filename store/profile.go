@@ -262,6 +262,39 @@ func (s *Store) checkCreatable(ctx context.Context, p profile) error {
 	if below != "" {
 		return fmt.Errorf("%w: cannot create %s above other profiles (%s is one)", ErrNestedProfile, p, below)
 	}
+	return s.checkNoCommitted(ctx, p)
+}
+
+// checkNoCommitted refuses to create a profile in a directory holding a
+// version with the files of two puts (PutsIn): it was committed, and its
+// manifest and log removed; a new log would make it look abandoned, for
+// sweep to remove (red team round 31's o01). Versions of first puts that
+// were killed hold one put's files each, and are built on as before.
+func (s *Store) checkNoCommitted(ctx context.Context, p profile) error {
+	if s.loggedProfile(ctx, p) {
+		return nil // its log holds its versions: the put goes on from it
+	}
+	entries, err := s.fs.List(ctx, p.dir)
+	if err != nil {
+		return nil //nolint:nilerr // no directory yet, or left to the put
+	}
+	var ps *profileState
+	for _, e := range entries {
+		v, ok := parseVersionDir(e.Name)
+		if !ok || !e.Dir || e.Link {
+			continue
+		}
+		if ps == nil {
+			ps = newProfileState(p)
+		}
+		vs, err := s.loadVersion(ctx, ps, v, -1, loadFull)
+		if err != nil {
+			continue
+		}
+		if n := s.PutsIn(ctx, vs); n > 1 {
+			return fmt.Errorf("%w: %s: %s holds the files of %d puts, so it was committed, yet no manifest or commit record names it (the manifest and commit log were removed; restore them)", ErrDataLoss, p, VersionName(v), n)
+		}
+	}
 	return nil
 }
 

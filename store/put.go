@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -37,6 +38,11 @@ const SchemaVersionKey = codec.SchemaVersionKey
 const (
 	requestIDKey = "quiver.request_id"
 	writerKey    = "quiver.writer"
+	// putIDKey is the footer key of a random id per put (per shared file
+	// of a group commit): files of two puts in one version show that
+	// version was committed, appends going only to committed versions,
+	// when its manifest and log are gone (PutsIn).
+	putIDKey = "quiver.put"
 )
 
 // maxRequestID bounds a client-chosen request id.
@@ -353,6 +359,7 @@ func modeName(m Mode) Mode {
 // staged is a put whose files are written (under their final names,
 // invisible to Quiver's readers) and which waits for its commit.
 type staged struct {
+	putID   string // its files' putIDKey
 	p       profile
 	mode    Mode // ModeWrite: a new version; ModeAppend: files in an existing one
 	create  bool // an append to a profile that did not exist: it reserved a version
@@ -1218,6 +1225,10 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 	wopts := codec.WriterOptions{Format: st.format, Compression: s.opts.compression, Partitioned: len(st.by) > 0,
 		RowGroupRows: s.opts.rowGroupRows, Allocator: s.opts.mem,
 		Metadata: map[string]string{SchemaVersionKey: st.schemaV}}
+	if st.putID == "" {
+		st.putID = newPutID()
+	}
+	wopts.Metadata[putIDKey] = st.putID
 	if st.o.RequestID != "" {
 		wopts.Metadata[requestIDKey] = st.o.RequestID
 		wopts.Metadata[writerKey] = s.writerOf(st.o)
@@ -2143,4 +2154,11 @@ func spillErr(p profile, err error) error {
 		return err
 	}
 	return fmt.Errorf("%s: %w", p, err)
+}
+
+// newPutID is a random id for putIDKey.
+func newPutID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

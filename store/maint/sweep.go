@@ -265,6 +265,13 @@ func sweepProfile(ctx context.Context, st *store.Store, keys []string, uncommitt
 				kept = true
 				continue
 			}
+			if in.Uncommitted {
+				if n := st.PutsIn(ctx, vs); n > 1 {
+					rep.skip(ProblemChain, vdir, "%s", committedWithoutManifest(n))
+					kept = true
+					continue
+				}
+			}
 			if age, ok := st.VersionAge(ctx, keys, vs.Version); ok && age > versionThreshold(st, keys, olderThan) {
 				versions = append(versions, vs.Version)
 			} else {
@@ -359,6 +366,13 @@ func sweepProfile(ctx context.Context, st *store.Store, keys []string, uncommitt
 	// name in it, which keeps it).
 	rep.Removed = append(rep.Removed, st.RemoveEmptyProfileDir(ctx, keys)...)
 	return nil
+}
+
+// committedWithoutManifest says why a version of a directory with no
+// manifest and no record that holds the files of n > 1 puts is kept
+// (Store.PutsIn).
+func committedWithoutManifest(n int) string {
+	return fmt.Sprintf("holds the files of %d puts, so it was committed (appends go only to committed versions), yet no manifest or commit record names it: the profile's manifest.json and commit log were removed; restore them. Sweep leaves it alone", n)
 }
 
 // quiverWrite reports whether a version of a directory with no manifest

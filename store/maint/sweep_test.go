@@ -737,7 +737,14 @@ func TestSweepKeepsFilesOfLostRecords(t *testing.T) {
 		partitioned bool
 		tamper      []func(*testing.T, string)
 		readable    bool // the latest is pyrosome's, and reads
+		notFound    bool // no manifest, no log: reads find no profile
 	}{
+		// No manifest and no log: the directory looks like one where
+		// first puts were killed, but its versions hold the files of
+		// two puts each (red team round 31's o01).
+		{name: "manifest and log", notFound: true, tamper: []func(*testing.T, string){remove("manifest.json", ".log")}},
+		{name: "manifest, log and kind marker", notFound: true, tamper: []func(*testing.T, string){remove("manifest.json", ".log", ".quiver.kind")}},
+		{name: "manifest, log and kind marker, partitioned", partitioned: true, notFound: true, tamper: []func(*testing.T, string){remove("manifest.json", ".log", ".quiver.kind")}},
 		{name: "log and kind marker", tamper: []func(*testing.T, string){remove(".log", ".quiver.kind")}},
 		{name: "and the latest .version.json", tamper: []func(*testing.T, string){remove(".log", ".quiver.kind", "v1/.version.json")}},
 		{name: "and an older .version.json", tamper: []func(*testing.T, string){remove(".log", ".quiver.kind", "v0/.version.json")}},
@@ -795,7 +802,10 @@ func TestSweepKeepsFilesOfLostRecords(t *testing.T) {
 			if err == nil {
 				rr.Release()
 			}
-			if tc.readable && err != nil || !tc.readable && !errors.Is(err, store.ErrDataLoss) {
+			switch {
+			case tc.readable && err != nil,
+				tc.notFound && !errors.Is(err, store.ErrNotFound),
+				!tc.readable && !tc.notFound && !errors.Is(err, store.ErrDataLoss):
 				t.Errorf("read: %v", err)
 			}
 			for _, m := range []store.Mode{store.ModeAppend, store.ModeWrite} {

@@ -361,6 +361,12 @@ func verifyVersion(ctx context.Context, st *store.Store, in *store.Inspection, v
 		return nil
 	}
 	if !vs.Committed {
+		if in.Uncommitted && quiverWrite(vs) {
+			if n := st.PutsIn(ctx, vs); n > 1 {
+				rep.add(ProblemChain, vdir, "%s", committedWithoutManifest(n))
+				return nil
+			}
+		}
 		if vs.Version != in.Latest {
 			if age, ok := st.VersionAge(ctx, in.Keys, vs.Version); ok && age > o.StaleAfter {
 				switch {
