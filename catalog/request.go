@@ -591,7 +591,46 @@ func (v versionField) MarshalJSON() ([]byte, error) {
 }
 
 // jsonError shortens a decoder error for a client message.
-func jsonError(err error) string { return truncate(err.Error()) }
+// jsonError says what is wrong with a JSON body in the client's terms: a
+// value of the wrong type names its field and the JSON type wanted, not
+// the Go types it was to be decoded into.
+func jsonError(err error) string {
+	var ute *json.UnmarshalTypeError
+	if errors.As(err, &ute) {
+		field := ute.Field
+		if field == "" {
+			return truncate(fmt.Sprintf("want %s, not %s", jsonKind(ute.Type), ute.Value))
+		}
+		return truncate(fmt.Sprintf("field %q must be %s, not %s", field, jsonKind(ute.Type), ute.Value))
+	}
+	return truncate(err.Error())
+}
+
+// jsonKind names the JSON value a Go type is decoded from.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another value"
+}
 
 func truncate(s string) string {
 	const max = 120

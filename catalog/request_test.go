@@ -178,3 +178,34 @@ func TestRequestsMustBeUTF8(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONErrorsNameFieldsNotGoTypes: a body value of the wrong type is
+// answered with its field and the JSON type wanted, never the Go types it
+// was to be decoded into (actionWire.seed of type int64).
+func TestJSONErrorsNameFieldsNotGoTypes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  func() error
+		want string
+	}{
+		{"action seed", func() error { _, err := ParseAction(ActionVerify, []byte(`{"seed": "x"}`)); return err }, `field "seed" must be an integer, not string`},
+		{"action keep", func() error {
+			_, err := ParseAction(ActionRemoveOldVersions, []byte(`{"path": "a", "keep": 1.5}`))
+			return err
+		}, `field "keep" must be an integer, not number 1.5`},
+		{"action path", func() error { _, err := ParseAction(ActionCompact, []byte(`{"path": 3}`)); return err }, `field "path" must be a string, not number`},
+		{"action body", func() error { _, err := ParseAction(ActionCompact, []byte(`[1]`)); return err }, `want an object, not array`},
+		{"ticket columns", func() error { _, err := ParseTicket([]byte(`{"path": "a", "columns": "x"}`)); return err }, `field "columns" must be an array, not string`},
+		{"command mode", func() error { _, err := ParseCommand([]byte(`{"path": "a", "mode": true}`)); return err }, `field "mode" must be a string, not bool`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.err()
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want InvalidArgument containing %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "Go ") || strings.Contains(err.Error(), "Wire") {
+				t.Errorf("names Go types: %v", err)
+			}
+		})
+	}
+}
