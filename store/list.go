@@ -237,7 +237,8 @@ func clone(keys []string) []string { return append([]string(nil), keys...) }
 // holds no write, holds what a Quiver write creating a profile there
 // leaves before its commit: a version directory with a .version.json (or
 // an empty one, or one holding only temps: reserved, and its writer killed
-// before or while it wrote its .version.json), the manifest lock, the
+// before or while it wrote its .version.json; or one holding data files
+// without it, for verify to report and sweep to leave), the manifest lock, the
 // commit log directory or the profile marker (the commit's steps before
 // its record). A directory marked as a parent of profiles is one only when
 // such a version of its own is there (a first put of it killed after a
@@ -259,10 +260,13 @@ func (s *Store) neverCommitted(ctx context.Context, dir string, entries []fsys.E
 			vdir := path.Join(dir, e.Name)
 			if _, err := s.fs.Stat(ctx, path.Join(vdir, versionInfoName)); err == nil {
 				found, version = true, true
-			} else if in, err := s.fs.List(ctx, vdir); err == nil && onlyTemps(in) {
+			} else if in, err := s.fs.List(ctx, vdir); err == nil && (onlyTemps(in) || holdsData(in)) {
 				// Reserved, and its writer killed before its .version.json
 				// (empty) or while it wrote it (its temp: red team round
-				// 26's a03).
+				// 26's a03); or holding data without it: a pyrosome write
+				// killed before its manifest, or a version whose manifest,
+				// log and .version.json were removed (round 32's p02),
+				// which verify must report.
 				found, version = true, true
 			}
 		case e.Dir && validateKey(e.Name) == nil:
@@ -283,6 +287,17 @@ func (s *Store) neverCommitted(ctx context.Context, dir string, entries []fsys.E
 	}
 	b, _, err := s.fs.ReadFile(ctx, path.Join(dir, kindName))
 	return err == nil && strings.TrimSpace(string(b)) == kindProfile
+}
+
+// holdsData reports whether a version directory's entries hold a
+// numbered data file or a partition directory.
+func holdsData(entries []fsys.Entry) bool {
+	for _, e := range entries {
+		if dataFileRe.MatchString(e.Name) && !e.Dir || isHiveDir(e) {
+			return true
+		}
+	}
+	return false
 }
 
 // onlyTemps reports whether a version directory's entries are nothing but

@@ -141,6 +141,40 @@ func (s *Store) CheckLog(ctx context.Context, keys []string) error {
 	return s.checkLogEnds(ctx, ps)
 }
 
+// SettleManifest writes the manifest of a profile whose commit log holds
+// a write the manifest does not name — a writer died between its record
+// and its manifest move, a first put's before its manifest existed (red
+// team round 32's p01), or the manifest was deleted — as the profile's
+// next commit would, holding its lock, and reports whether it moved it.
+// A log that is broken or changed under this process is refused
+// (ErrDataLoss). Sweep calls it, so that a kill -9 leaves nothing for
+// verify to report once swept.
+func (s *Store) SettleManifest(ctx context.Context, keys []string) (bool, error) {
+	p, err := s.resolve(keys)
+	if err != nil {
+		return false, err
+	}
+	ps := s.state(p)
+	if err := s.syncLog(ctx, ps); err != nil {
+		return false, err
+	}
+	before, _, err := s.readManifest(ctx, p)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		before = -1
+	case err != nil:
+		return false, err
+	}
+	if err := s.settleManifest(ctx, ps); err != nil {
+		return false, err
+	}
+	after, _, err := s.readManifest(ctx, p)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil && after != before, err
+}
+
 // Writing reports whether puts of this process to the profile keys names
 // are in flight: their files, not yet committed, look like a killed
 // writer's orphans to sweep and verify, which leave young ones alone

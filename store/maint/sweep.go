@@ -20,6 +20,9 @@ type SweepReport struct {
 	// classify, symbolic links, and every profile whose commit log is not an
 	// intact chain. Each says why.
 	Skipped []Problem `json:"skipped,omitempty"`
+	// Settled are the profiles whose missing manifest sweep wrote from
+	// their commit log (Store.SettleManifest).
+	Settled []string `json:"settled,omitempty"`
 }
 
 // Sweep removes what killed writers left behind, in every profile, once it
@@ -55,6 +58,17 @@ func Sweep(ctx context.Context, st *store.Store, olderThan time.Duration) (*Swee
 	rep := &SweepReport{Removed: []string{}}
 	cutoff := st.Now().Add(-olderThan)
 	err := st.ListProfilesAndUncommitted(ctx, nil, func(ps store.ProfileSummary) error {
+		if errors.Is(ps.Err, store.ErrDataLoss) && !ps.Uncommitted {
+			// A manifest missing though the log holds the profile's
+			// writes: a writer killed between a first commit's record and
+			// its manifest (red team round 32's p01), or a deleted one.
+			// Written from the log, as the next commit would.
+			if moved, err := st.SettleManifest(ctx, ps.Keys); err == nil && moved {
+				rep.Settled = append(rep.Settled, ps.Path())
+				st.Logger().Warn().Str("profile", ps.Path()).Msg("sweep wrote a missing manifest from the commit log")
+				ps.Err = nil
+			}
+		}
 		var ce *store.CorruptionError
 		switch {
 		case ps.Err == nil, errors.As(ps.Err, &ce):

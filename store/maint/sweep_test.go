@@ -745,6 +745,10 @@ func TestSweepKeepsFilesOfLostRecords(t *testing.T) {
 		{name: "manifest and log", notFound: true, tamper: []func(*testing.T, string){remove("manifest.json", ".log")}},
 		{name: "manifest, log and kind marker", notFound: true, tamper: []func(*testing.T, string){remove("manifest.json", ".log", ".quiver.kind")}},
 		{name: "manifest, log and kind marker, partitioned", partitioned: true, notFound: true, tamper: []func(*testing.T, string){remove("manifest.json", ".log", ".quiver.kind")}},
+		// And no dot-file left at all: verify must still see the
+		// directory (round 32's p02: it was not listed).
+		{name: "manifest and every dot-file", notFound: true, tamper: []func(*testing.T, string){remove("manifest.json"), dotFiles}},
+		{name: "manifest and every dot-file, partitioned", partitioned: true, notFound: true, tamper: []func(*testing.T, string){remove("manifest.json"), dotFiles}},
 		{name: "log and kind marker", tamper: []func(*testing.T, string){remove(".log", ".quiver.kind")}},
 		{name: "and the latest .version.json", tamper: []func(*testing.T, string){remove(".log", ".quiver.kind", "v1/.version.json")}},
 		{name: "and an older .version.json", tamper: []func(*testing.T, string){remove(".log", ".quiver.kind", "v0/.version.json")}},
@@ -898,5 +902,44 @@ func TestSweepRemovesVersionInfoLast(t *testing.T) {
 	}
 	if vr, err := maint.Verify(ctx, s, maint.VerifyOptions{}); err != nil || !vr.OK {
 		t.Fatalf("verify after sweep: %+v %v", vr, err)
+	}
+}
+
+// TestSweepSettlesAMissingManifest: a profile whose log holds its writes
+// but whose manifest.json is missing — a server killed between a first
+// put's record and its manifest (red team round 32's p01), or a deleted
+// manifest — gets its manifest back from sweep, and verify is clean
+// after, as the kill -9 procedure of reliability.md expects.
+func TestSweepSettlesAMissingManifest(t *testing.T) {
+	ctx := context.Background()
+	w, dir := newStore(t)
+	k := []string{"p01", "p"}
+	put(t, w, store.ModeWrite, k, ids(1, 2), store.PutOptions{})
+	put(t, w, store.ModeAppend, k, ids(3), store.PutOptions{})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(dir, "p01", "p", "manifest.json")
+	if err := os.Remove(manifest); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if vr, err := maint.Verify(ctx, s, maint.VerifyOptions{}); err != nil || vr.OK {
+		t.Fatalf("verify before the sweep: %+v %v; want the missing manifest reported", vr, err)
+	}
+	rep, err := maint.Sweep(ctx, s, time.Hour)
+	if err != nil || fmt.Sprint(rep.Settled) != "[p01/p]" || len(rep.Skipped) != 0 {
+		t.Fatalf("sweep: %+v %v", rep, err)
+	}
+	b, err := os.ReadFile(manifest)
+	if err != nil || !strings.Contains(string(b), `"v0"`) {
+		t.Fatalf("manifest after the sweep: %q %v", b, err)
+	}
+	if vr, err := maint.Verify(ctx, s, maint.VerifyOptions{}); err != nil || !vr.OK {
+		t.Fatalf("verify after the sweep: %+v %v", vr, err)
 	}
 }
