@@ -90,7 +90,7 @@ func RemoveOldVersionsResultFrom(rep *maint.RetentionReport) *RemoveOldVersionsR
 
 // SweepResultFrom is the wire form of a sweep report.
 func SweepResultFrom(rep *maint.SweepReport) *SweepResult {
-	r := &SweepResult{Removed: rep.Removed}
+	r := &SweepResult{Removed: rep.Removed, Settled: rep.Settled}
 	for _, p := range rep.Skipped {
 		r.Skipped = append(r.Skipped, Problem{Kind: p.Kind, Path: p.Path, Detail: p.Detail})
 	}

@@ -327,6 +327,9 @@ type SweepResult struct {
 	// classify, links, profiles whose commit log is not an intact chain),
 	// each with the reason.
 	Skipped []Problem `json:"skipped,omitempty"`
+	// Settled are the profiles whose missing manifest sweep wrote from
+	// their commit log.
+	Settled []string `json:"settled,omitempty"`
 }
 
 // BreakLockResult is the result of break-lock.

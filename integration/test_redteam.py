@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).parent
-SCRIPTS = [f"{d}/{p.name}" for d in ("redteam_read", "redteam_write") for p in sorted((HERE / d).glob("[abdcefghijklmnoprstuvwxyz][0-9]*.py"))]
+SCRIPTS = [f"{d}/{p.name}" for d in ("redteam_read", "redteam_write") for p in sorted((HERE / d).glob("[abdcefghijklmnopqrstuvwxyz][0-9]*.py"))]
 
 
 def free_port() -> int:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"runtime/debug"
 	"slices"
 	"sort"
@@ -905,12 +906,48 @@ func (s *Store) repairManifest(ctx context.Context, ps *profileState, latest int
 	if mw < 0 || retired || (!missing && mw <= latest) {
 		return latest, tok, missing, nil
 	}
+	if missing {
+		if err := s.checkNothingAbove(ctx, ps.p, mw); err != nil {
+			return 0, "", false, err
+		}
+	}
 	if err := s.advanceManifest(ctx, ps.p, mw, tok, missing); err != nil {
 		return 0, "", false, err
 	}
 	s.opts.log.Warn().Str("profile", ps.p.String()).Str("version", VersionName(mw)).Msg("moved a manifest that lagged behind the commit log")
 	latest, tok, err := s.readManifest(ctx, ps.p)
 	return latest, tok, false, err
+}
+
+// checkNothingAbove refuses to write a missing manifest naming mw, the
+// commit log's last write, when a version above it holds data files and
+// no .version.json: a pyrosome write, committed (its manifest lost with
+// the rest) or abandoned, which cannot be told apart without the
+// manifest; naming mw would make a committed one look abandoned, for
+// sweep to remove (red team round 33's q01). Quiver's own writes above mw
+// (their .version.json, no record) never committed.
+func (s *Store) checkNothingAbove(ctx context.Context, p profile, mw int) error {
+	entries, err := s.fs.List(ctx, p.dir)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", p, err)
+	}
+	for _, e := range entries {
+		v, ok := parseVersionDir(e.Name)
+		if !ok || v <= mw || !e.Dir || e.Link {
+			continue
+		}
+		if _, err := s.fs.Stat(ctx, path.Join(p.vdir(v), versionInfoName)); err == nil {
+			continue
+		}
+		in, err := s.fs.List(ctx, p.vdir(v))
+		if err != nil && !isNotExist(err) {
+			return fmt.Errorf("list %s %s: %w", p, VersionName(v), err)
+		}
+		if holdsData(in) {
+			return fmt.Errorf("%w: %s: %s is missing, and %s, newer than the commit log's last write, holds data no record lists (a pyrosome write?): the manifest cannot be rebuilt from the log; restore it", ErrDataLoss, p, manifestName, VersionName(v))
+		}
+	}
+	return nil
 }
 
 // advanceManifest moves the manifest to version unless it already names

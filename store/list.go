@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quiverdb/quiver/store/codec"
 	"github.com/quiverdb/quiver/store/fsys"
 )
 
@@ -260,13 +261,13 @@ func (s *Store) neverCommitted(ctx context.Context, dir string, entries []fsys.E
 			vdir := path.Join(dir, e.Name)
 			if _, err := s.fs.Stat(ctx, path.Join(vdir, versionInfoName)); err == nil {
 				found, version = true, true
-			} else if in, err := s.fs.List(ctx, vdir); err == nil && (onlyTemps(in) || holdsData(in)) {
+			} else if in, err := s.fs.List(ctx, vdir); err == nil && (onlyTemps(in) || s.holdsQuiverData(ctx, vdir, in)) {
 				// Reserved, and its writer killed before its .version.json
 				// (empty) or while it wrote it (its temp: red team round
-				// 26's a03); or holding data without it: a pyrosome write
-				// killed before its manifest, or a version whose manifest,
-				// log and .version.json were removed (round 32's p02),
-				// which verify must report.
+				// 26's a03); or holding data Quiver wrote without it: a
+				// version whose manifest, log and .version.json were
+				// removed (round 32's p02), which verify must report.
+				// (pyrosome's data alone is no Quiver leftover.)
 				found, version = true, true
 			}
 		case e.Dir && validateKey(e.Name) == nil:
@@ -294,6 +295,30 @@ func (s *Store) neverCommitted(ctx context.Context, dir string, entries []fsys.E
 func holdsData(entries []fsys.Entry) bool {
 	for _, e := range entries {
 		if dataFileRe.MatchString(e.Name) && !e.Dir || isHiveDir(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// holdsQuiverData reports whether the version directory vdir (entries
+// its listing) holds data Quiver wrote: a partition directory, or a
+// numbered Parquet file whose footer Quiver stamped.
+func (s *Store) holdsQuiverData(ctx context.Context, vdir string, entries []fsys.Entry) bool {
+	for _, e := range entries {
+		if isHiveDir(e) {
+			return true
+		}
+		if _, f, ok := parseDataFile(e.Name); !ok || f != FormatParquet || e.Dir || e.Link || e.Special {
+			continue
+		}
+		fh, err := s.fs.Open(ctx, path.Join(vdir, e.Name))
+		if err != nil {
+			continue
+		}
+		foot, err := codec.ReadFooter(fh, fh.Size())
+		fh.Close()
+		if err == nil && foot.Quiver {
 			return true
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/quiverdb/quiver/store/codec"
 )
 
 // RetireCandidate is a version retention may consider.
@@ -223,7 +225,7 @@ func (s *Store) deleteVersionFiles(ctx context.Context, p profile, v int, keepYo
 				// Never removed: a link, a FIFO, a directory or a name the
 				// layout does not define. Verify reports it.
 				left++
-			case !recorded[name] && e.ModTime.After(cutoff) && (isTempName(e.Name) || dataFileRe.MatchString(e.Name)):
+			case !recorded[name] && e.ModTime.After(cutoff) && (isTempName(e.Name) || dataFileRe.MatchString(e.Name) && s.maybeRunningPut(ctx, name)):
 				left++ // a running put's
 			default:
 				if err := s.fs.Delete(ctx, name); err != nil && !isNotExist(err) {
@@ -254,4 +256,23 @@ func (s *Store) deleteVersionFiles(ctx context.Context, p profile, v int, keepYo
 		}
 	}
 	return removed, nil
+}
+
+// maybeRunningPut reports whether a young numbered file no record lists
+// may be a running put's: one Quiver wrote, or one it cannot tell (a CSV
+// file, a footer that cannot be read). A Parquet file Quiver did not write
+// is pyrosome's, complete (pyrosome renames its files in), and goes with
+// its retired version at any age (red team round 33's q03: it outlived
+// the start-up sweep after a kill -9 in retention).
+func (s *Store) maybeRunningPut(ctx context.Context, name string) bool {
+	if _, f, ok := parseDataFile(path.Base(name)); !ok || f != FormatParquet {
+		return true
+	}
+	fh, err := s.fs.Open(ctx, name)
+	if err != nil {
+		return true
+	}
+	defer fh.Close()
+	foot, err := codec.ReadFooter(fh, fh.Size())
+	return err != nil || foot.Quiver
 }

@@ -496,13 +496,27 @@ cannot classify, nor a profile whose commit log is damaged (see docs/format.md,
 		if f.json {
 			return printJSON(stdout, rep)
 		}
-		if len(rep.Removed) == 0 {
+		if len(rep.Removed)+len(rep.Skipped)+len(rep.Settled) == 0 {
 			_, err := fmt.Fprintln(stdout, "nothing to sweep")
 			return err
 		}
-		fmt.Fprintf(stdout, "removed %d:\n", len(rep.Removed))
-		for _, r := range rep.Removed {
-			fmt.Fprintf(stdout, "  %s\n", r)
+		if len(rep.Removed) > 0 {
+			fmt.Fprintf(stdout, "removed %d:\n", len(rep.Removed))
+			for _, r := range rep.Removed {
+				fmt.Fprintf(stdout, "  %s\n", r)
+			}
+		}
+		if len(rep.Settled) > 0 {
+			fmt.Fprintf(stdout, "manifest written from the commit log %d:\n", len(rep.Settled))
+			for _, r := range rep.Settled {
+				fmt.Fprintf(stdout, "  %s\n", r)
+			}
+		}
+		if len(rep.Skipped) > 0 {
+			fmt.Fprintf(stdout, "left alone %d:\n", len(rep.Skipped))
+			for _, p := range rep.Skipped {
+				fmt.Fprintf(stdout, "  %s %s: %s\n", p.Kind, p.Path, p.Detail)
+			}
 		}
 		return nil
 	})

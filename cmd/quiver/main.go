@@ -445,8 +445,8 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 		switch {
 		case err != nil:
 			log.Warn().Err(err).Msg("start-up sweep failed")
-		case len(rep.Removed) > 0:
-			log.Info().Int("removed", len(rep.Removed)).Strs("paths", rep.Removed).Msg("start-up sweep")
+		case len(rep.Removed)+len(rep.Settled)+len(rep.Skipped) > 0:
+			log.Info().Int("removed", len(rep.Removed)).Strs("paths", rep.Removed).Strs("settled", rep.Settled).Int("skipped", len(rep.Skipped)).Msg("start-up sweep")
 		}
 	}()
 	sec, err := setupSecurity(c, log)

@@ -126,11 +126,13 @@ class RemoveOldVersionsResult(TypedDict, total=False):
 
 
 class SweepResult(TypedDict, total=False):
-    """What sweep removed (paths relative to the data directory) and what
-    it found but would not remove."""
+    """What sweep removed (paths relative to the data directory), what
+    it found but would not remove, and the profiles whose missing manifest
+    it wrote from their commit log."""
 
     removed: list[str]
     skipped: list[Problem]
+    settled: list[str]
 
 
 class BreakLockResult(TypedDict, total=False):
