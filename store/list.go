@@ -180,7 +180,7 @@ func (s *Store) listProfiles(ctx context.Context, prefix []string, uncommitted b
 			case isNotExist(err) && s.loggedProfile(ctx, p):
 				// Its reads go on from the log (readableVersion); the
 				// listing says what is wrong.
-				return fn(ProfileSummary{Keys: clone(keys), Latest: -1, Err: fmt.Errorf("%w: %s: manifest.json is missing, though the commit log holds the profile's versions (reads use the log; the next commit writes the manifest again)", ErrDataLoss, p)})
+				return fn(ProfileSummary{Keys: clone(keys), Latest: -1, Err: fmt.Errorf("%w: %s: manifest.json is missing, though the commit log holds the profile's versions (sweep or the next commit writes it from the log, unless a version the log does not know is above its last write)", ErrDataLoss, p)})
 			case isNotExist(err):
 			case errors.Is(err, fsys.ErrUnsafePath) && depth == len(prefix):
 				return fmt.Errorf("%w: %s passes through a symbolic link (not followed)", ErrInvalidKey, p)

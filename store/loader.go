@@ -737,7 +737,9 @@ func (s *Store) classify(ctx context.Context, p profile, vs *VersionState, rootE
 				if depth > 0 || !dataFileRe.MatchString(e.Name) {
 					vs.Links = append(vs.Links, full)
 				}
-			case e.Special:
+			case e.Special && (depth > 0 || !dataFileRe.MatchString(e.Name)):
+				// (Root ones with a data file's name were reported by
+				// loadVersion already.)
 				vs.Unknown = append(vs.Unknown, full)
 			case isTempName(e.Name) && !e.Dir:
 				vs.Temps = append(vs.Temps, full)

@@ -184,6 +184,10 @@ func (s *Store) Writing(keys []string) bool {
 	if err != nil {
 		return false
 	}
+	return s.writingTo(p)
+}
+
+func (s *Store) writingTo(p profile) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.writing[p.dir] > 0

@@ -135,6 +135,16 @@ func (s *Store) RetireVersions(ctx context.Context, keys []string, writer string
 		// way) — all but young files no record lists, which belong to
 		// puts still running (an append staged into this version before
 		// it was superseded re-targets from them).
+		if s.writingTo(p) {
+			// A put of this process may still open files in it (a
+			// partitioned append opens one per partition as rows come):
+			// its directory stays for it to re-target from, and sweep
+			// removes what is left (red team round 34's r11).
+			if _, err := s.deleteVersionData(ctx, p, c.version(), youngFiles); err != nil {
+				s.opts.log.Error().Err(err).Str("profile", p.String()).Str("version", c.Version).Msg("retired, but not all files removed; sweep removes the rest")
+			}
+			continue
+		}
 		if _, err := s.deleteVersionFiles(ctx, p, c.version(), youngFiles); err != nil {
 			s.opts.log.Error().Err(err).Str("profile", p.String()).Str("version", c.Version).Msg("retired, but not all files removed; sweep removes the rest")
 		}
@@ -166,6 +176,17 @@ func (s *Store) DeleteVersionFiles(ctx context.Context, keys []string, v int, ke
 }
 
 func (s *Store) deleteVersionFiles(ctx context.Context, p profile, v int, keepYounger time.Duration) ([]string, error) {
+	return s.deleteVersion(ctx, p, v, keepYounger, false)
+}
+
+// deleteVersionData is deleteVersionFiles that keeps the directories and
+// the .version.json: for a retired version a running put of this process
+// may still write into.
+func (s *Store) deleteVersionData(ctx context.Context, p profile, v int, keepYounger time.Duration) ([]string, error) {
+	return s.deleteVersion(ctx, p, v, keepYounger, true)
+}
+
+func (s *Store) deleteVersion(ctx context.Context, p profile, v int, keepYounger time.Duration, keepDirs bool) ([]string, error) {
 	ps := s.state(p)
 	if err := s.syncLog(ctx, ps); err != nil {
 		return nil, err
@@ -214,7 +235,7 @@ func (s *Store) deleteVersionFiles(ctx context.Context, p profile, v int, keepYo
 				if err != nil {
 					return false, err
 				}
-				if !empty {
+				if !empty || keepDirs {
 					left++
 					continue
 				}
@@ -243,6 +264,9 @@ func (s *Store) deleteVersionFiles(ctx context.Context, p profile, v int, keepYo
 	empty, err := walk(vdir, 0)
 	if err != nil {
 		return removed, err
+	}
+	if keepDirs {
+		return removed, nil
 	}
 	if empty && info != "" {
 		if err := s.fs.Delete(ctx, info); err != nil && !isNotExist(err) {

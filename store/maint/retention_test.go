@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
 	"github.com/quiverdb/quiver/store"
 	"github.com/quiverdb/quiver/store/fsys"
 	"github.com/quiverdb/quiver/store/fsys/faultfs"
@@ -368,5 +371,66 @@ func TestRemoveOldVersionsOfNoProfileChangesNothing(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, filepath.Join(k...))); err == nil {
 			t.Fatalf("%v: retention created the profile's directory", k)
 		}
+	}
+}
+
+// hookReader yields its batches, running hook once before the batch at
+// index at: the put is streaming then.
+type hookReader struct {
+	array.RecordReader
+	n, at int
+	hook  func()
+}
+
+func (h *hookReader) Next() bool {
+	if h.n == h.at && h.hook != nil {
+		fn := h.hook
+		h.hook = nil
+		fn()
+	}
+	h.n++
+	return h.RecordReader.Next()
+}
+
+// TestPartitionedAppendSurvivesRetirementOfItsVersion: a partitioned
+// append of this server is streaming into the latest version when a
+// write supersedes it and retention (grace 0) retires it; the append is
+// re-targeted into the latest version and commits, as an unpartitioned
+// one does (red team round 34's r11: retention removed the version's
+// directory and the append failed, UNAVAILABLE).
+func TestPartitionedAppendSurvivesRetirementOfItsVersion(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	k := []string{"r11"}
+	sc := arrow.NewSchema([]arrow.Field{{Name: "region", Type: arrow.BinaryTypes.String}, {Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	o := store.PutOptions{PartitionBy: []string{"region"}}
+	put(t, s, store.ModeWrite, k, fromJSON(t, sc, `[{"region": "eu", "id": 1}]`), o)
+	rdr := &hookReader{RecordReader: twoBatches(t, sc, `[{"region": "eu", "id": 3}]`, `[{"region": "us", "id": 4}]`), at: 1}
+	defer rdr.RecordReader.Release()
+	rdr.hook = func() {
+		put(t, s, store.ModeWrite, k, fromJSON(t, sc, `[{"region": "eu", "id": 2}]`), o)
+		if rep, err := maint.RemoveOldVersions(ctx, s, k, 1, 0, ""); err != nil || fmt.Sprint(rep.Removed) != "[v0]" {
+			t.Errorf("retention: %+v %v", rep, err)
+		}
+	}
+	c, err := s.Append(ctx, k, rdr, store.PutOptions{RequestID: "r11"})
+	if rdr.hook != nil {
+		t.Fatal("the hook never ran")
+	}
+	if err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	if c.Version != "v1" {
+		t.Fatalf("append committed to %s", c.Version)
+	}
+	if got := readIDs(t, s, k, -1); fmt.Sprint(got) != "[2 3 4]" {
+		t.Fatalf("latest %v", got)
+	}
+	rep, err := maint.Sweep(ctx, s, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vr, err := maint.Verify(ctx, s, maint.VerifyOptions{}); err != nil || !vr.OK {
+		t.Fatalf("verify after sweep %+v: %+v %v", rep, vr, err)
 	}
 }

@@ -63,10 +63,13 @@ func Sweep(ctx context.Context, st *store.Store, olderThan time.Duration) (*Swee
 			// writes: a writer killed between a first commit's record and
 			// its manifest (red team round 32's p01), or a deleted one.
 			// Written from the log, as the next commit would.
-			if moved, err := st.SettleManifest(ctx, ps.Keys); err == nil && moved {
+			switch moved, err := st.SettleManifest(ctx, ps.Keys); {
+			case err == nil && moved:
 				rep.Settled = append(rep.Settled, ps.Path())
 				st.Logger().Warn().Str("profile", ps.Path()).Msg("sweep wrote a missing manifest from the commit log")
 				ps.Err = nil
+			case errors.Is(err, store.ErrDataLoss):
+				ps.Err = err // why it could not be written
 			}
 		}
 		var ce *store.CorruptionError
