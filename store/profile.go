@@ -26,6 +26,9 @@ type profileState struct {
 
 	mu  sync.Mutex // guards log and the caches below
 	log *logView
+	// unnested: no profile was found above or below this one (checked
+	// once, at its first put by this process: checkUnnested).
+	unnested bool
 	// syncTicket numbers syncLog's callers as they arrive; fresh is the
 	// highest ticket handed out before the last successful refresh of
 	// syncLog began: every caller up to it arrived before that refresh
@@ -300,14 +303,53 @@ func (s *Store) checkCreatable(ctx context.Context, p profile) error {
 	if below != "" {
 		return fmt.Errorf("%w: cannot create %s above other profiles (%s is one)", ErrNestedProfile, p, below)
 	}
-	return s.checkNoCommitted(ctx, p)
+	return nil
+}
+
+// checkUnnested refuses a put to an existing profile that has another
+// profile above or below it, which pyrosome allows and Quiver never makes
+// (format.md "No profile above or below another"): its records would sit
+// where listings, verify and sweep do not descend (red team round 35's
+// r21). Checked once per profile and process: only pyrosome can nest
+// them, and reads of such profiles still work.
+func (s *Store) checkUnnested(ctx context.Context, ps *profileState) error {
+	ps.mu.Lock()
+	done := ps.unnested
+	ps.mu.Unlock()
+	if done {
+		return nil
+	}
+	p := ps.p
+	for i := 1; i < len(p.keys); i++ {
+		anc := profile{keys: p.keys[:i], dir: path.Join(p.keys[:i]...)}
+		ok, err := s.exists(ctx, anc)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return fmt.Errorf("%w: %s lies inside profile %s (made so by another writer); Quiver reads it but writes no profile inside another", ErrNestedProfile, p, anc)
+		}
+	}
+	below, err := s.findBelow(ctx, p.dir, 0, false)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	if below != "" {
+		return fmt.Errorf("%w: %s lies above profile %s (made so by another writer); Quiver reads it but writes no profile above another", ErrNestedProfile, p, below)
+	}
+	ps.mu.Lock()
+	ps.unnested = true
+	ps.mu.Unlock()
+	return nil
 }
 
 // checkNoCommitted refuses to create a profile in a directory holding a
 // version with the files of two puts (PutsIn): it was committed, and its
 // manifest and log removed; a new log would make it look abandoned, for
 // sweep to remove (red team round 31's o01). Versions of first puts that
-// were killed hold one put's files each, and are built on as before.
+// were killed hold one put's files each, and are built on as before. A
+// put runs it before it writes anything (not at its commit, where its
+// own files, perhaps thousands, would be read for nothing).
 func (s *Store) checkNoCommitted(ctx context.Context, p profile) error {
 	if s.loggedProfile(ctx, p) {
 		return nil // its log holds its versions: the put goes on from it
@@ -340,6 +382,12 @@ func (s *Store) checkNoCommitted(ctx context.Context, p profile) error {
 // a directory marked as one, and returns its path; "" if there is none.
 // Version directories and hidden names are not descended into.
 func (s *Store) profileBelow(ctx context.Context, dir string, depth int) (string, error) {
+	return s.findBelow(ctx, dir, depth, true)
+}
+
+// findBelow is profileBelow; without markers it finds only directories
+// with a manifest (a profile marker alone may be a killed first put's).
+func (s *Store) findBelow(ctx context.Context, dir string, depth int, markers bool) (string, error) {
 	entries, err := s.fs.List(ctx, dir)
 	if isNotExist(err) {
 		return "", nil
@@ -356,12 +404,15 @@ func (s *Store) profileBelow(ctx context.Context, dir string, depth int) (string
 		}
 		sub := path.Join(dir, e.Name)
 		for _, marker := range []string{manifestName, kindName} {
+			if marker == kindName && !markers {
+				continue
+			}
 			b, _, err := s.fs.ReadFile(ctx, path.Join(sub, marker))
 			if err == nil && (marker == manifestName || strings.TrimSpace(string(b)) == kindProfile) {
 				return sub, nil
 			}
 		}
-		found, err := s.profileBelow(ctx, sub, depth+1)
+		found, err := s.findBelow(ctx, sub, depth+1, markers)
 		if found != "" || err != nil {
 			return found, err
 		}

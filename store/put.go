@@ -419,6 +419,11 @@ func (s *Store) put(ctx context.Context, ps *profileState, rdr array.RecordReade
 		return nil, err
 	}
 	if !missing {
+		if err := s.checkUnnested(ctx, ps); err != nil {
+			return nil, err
+		}
+	}
+	if !missing {
 		// The latest a reader would see: a write whose manifest move has
 		// not happened yet (in its commit cycle, or lost to a kill) is
 		// already the latest, and an append checked against the version
@@ -558,6 +563,9 @@ func (s *Store) stageVersion(ctx context.Context, ps *profileState, rdr array.Re
 		return nil, err
 	} else if !ok {
 		if err := s.checkCreatable(ctx, p); err != nil {
+			return nil, err
+		}
+		if err := s.checkNoCommitted(ctx, p); err != nil {
 			return nil, err
 		}
 		made = profileDirs(p)

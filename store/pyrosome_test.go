@@ -15,6 +15,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // The fixture testdata/pyrosome-0.1.12 was written by pyrosome itself
@@ -428,5 +429,42 @@ func TestPyrosomeFileLinkIsDataLoss(t *testing.T) {
 				t.Errorf("the error names a server path: %v", err)
 			}
 		})
+	}
+}
+
+// TestNoPutsIntoNestedPyrosomeProfiles: pyrosome may make a profile inside
+// another; Quiver reads both but writes neither, so that no commit record
+// sits where listings, verify and sweep do not look (red team round 35's
+// r21: an append to a/b was acknowledged and never audited).
+func TestNoPutsIntoNestedPyrosomeProfiles(t *testing.T) {
+	s, dir := newTestStore(t)
+	copyTree(t, filepath.Join(pyrosomeFixture, "events"), filepath.Join(dir, "a"))
+	copyTree(t, filepath.Join(pyrosomeFixture, "events"), filepath.Join(dir, "a", "b"))
+	for _, k := range [][]string{{"a", "b"}, {"a"}} {
+		rdr, err := s.Read(context.Background(), k, latest)
+		if err != nil {
+			t.Fatalf("read %v: %v", k, err)
+		}
+		rdr.Release()
+		for _, m := range []Mode{ModeAppend, ModeWrite} {
+			sn, err := s.Snapshot(context.Background(), k, SnapshotOptions{Version: Latest})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, _, err := array.RecordFromJSON(memory.DefaultAllocator, sn.Schema, strings.NewReader(`[]`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, _ := array.NewRecordReader(sn.Schema, []arrow.Record{rows})
+			_, err = s.Put(context.Background(), k, r, PutOptions{Mode: m})
+			r.Release()
+			rows.Release()
+			if !errors.Is(err, ErrNestedProfile) {
+				t.Errorf("%s to %v: %v, want ErrNestedProfile", m, k, err)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a", "b", ".log")); !os.IsNotExist(err) {
+		t.Errorf("a refused put made a log: %v", err)
 	}
 }
