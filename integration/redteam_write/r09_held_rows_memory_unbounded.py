@@ -55,7 +55,13 @@ try:
     data_mb = NB * NP * 12 / 1e6
     print(f"put {res['rows']} rows ({data_mb:.0f} MB of data) into {len(res['files'])} files; "
           f"peak server RSS {peak[0] / 1e6:.0f} MB with a {BUDGET >> 20} MiB put budget")
-    limit = 2 * BUDGET + (128 << 20)  # (the fix peaks near 300 MB; the bug passed 650 MB)
+    # The bug passed 650 MB. The fix peaked near 300 MB when this was
+    # written; with --memory-limit off (GOGC 100: up to twice the live
+    # heap) it peaks at 394-404 MB since (measured side by side on
+    # 2026-12-03 for ab21ff5 and its successors), at the old bound of
+    # 2*budget + 128 MiB (403 MB): the margin is what the GC leaves, not
+    # the budget, so it is 192 MiB now, still well under the bug.
+    limit = 2 * BUDGET + (192 << 20)
     if peak[0] > limit:
         print(f"BUG: peak RSS {peak[0] / 1e6:.0f} MB > {limit / 1e6:.0f} MB")
         sys.exit(1)
