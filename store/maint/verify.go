@@ -229,7 +229,7 @@ func verifyProfile(ctx context.Context, st *store.Store, keys []string, uncommit
 		rep.add(ProblemChain, path.Join(prof, ".log"), "%s", msg)
 	}
 	if why := in.CommitsLost(); why != "" && len(in.LogProblems) == 0 { // (else reported with the log)
-		rep.add(ProblemChain, path.Join(prof, "manifest.json"), "%s: reads are refused, and sweep leaves the profile alone; restore the log (or the manifest)", why)
+		rep.add(ProblemChain, path.Join(prof, "manifest.json"), "%s: puts are refused and sweep leaves the profile alone; restore the log (or the manifest)", why)
 	}
 	if n := len(in.Log); n > 0 {
 		rep.Heads = append(rep.Heads, ChainHead{Path: prof, Seq: in.Log[n-1].Seq, Hash: in.Head})
