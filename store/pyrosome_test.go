@@ -455,7 +455,7 @@ func TestNoPutsIntoNestedPyrosomeProfiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, _ := array.NewRecordReader(sn.Schema, []arrow.Record{rows})
+			r, _ := array.NewRecordReader(sn.Schema, []arrow.RecordBatch{rows})
 			_, err = s.Put(context.Background(), k, r, PutOptions{Mode: m})
 			r.Release()
 			rows.Release()
