@@ -13,7 +13,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/quiverdb/quiver/store/codec"
 	"github.com/quiverdb/quiver/store/fsys"
 )
 
@@ -680,12 +679,7 @@ func (s *Store) PutsIn(ctx context.Context, vs *VersionState) int {
 		if _, f, ok := parseDataFile(path.Base(e.Name)); !ok || f != FormatParquet {
 			continue
 		}
-		fh, err := s.fs.Open(ctx, e.Name)
-		if err != nil {
-			continue
-		}
-		foot, err := codec.ReadFooter(fh, fh.Size())
-		fh.Close()
+		foot, err := s.readFooter(ctx, e.Name)
 		if err != nil {
 			continue
 		}

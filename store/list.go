@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quiverdb/quiver/store/codec"
 	"github.com/quiverdb/quiver/store/fsys"
 )
 
@@ -312,13 +311,7 @@ func (s *Store) holdsQuiverData(ctx context.Context, vdir string, entries []fsys
 		if _, f, ok := parseDataFile(e.Name); !ok || f != FormatParquet || e.Dir || e.Link || e.Special {
 			continue
 		}
-		fh, err := s.fs.Open(ctx, path.Join(vdir, e.Name))
-		if err != nil {
-			continue
-		}
-		foot, err := codec.ReadFooter(fh, fh.Size())
-		fh.Close()
-		if err == nil && foot.Quiver {
+		if foot, err := s.readFooter(ctx, path.Join(vdir, e.Name)); err == nil && foot.Quiver {
 			return true
 		}
 	}

@@ -662,6 +662,19 @@ func indexOfPath(rel string, def int) int {
 	return def
 }
 
+// readFooter opens the Parquet file name and reads its footer: for the
+// rare paths that ask whose a file is (sweep, verify, a first put into a
+// directory holding versions); readers go through fileFacts, which keeps
+// what it read.
+func (s *Store) readFooter(ctx context.Context, name string) (*codec.Footer, error) {
+	fh, err := s.fs.Open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	return codec.ReadFooter(fh, fh.Size())
+}
+
 // fileFacts reads (once per process) a root data file's footer: its rows
 // and whether Quiver wrote it.
 func (s *Store) fileFacts(ctx context.Context, ps *profileState, name string, size int64, f Format) (fileFacts, error) {
@@ -743,7 +756,7 @@ func (s *Store) classify(ctx context.Context, p profile, vs *VersionState, rootE
 				vs.Unknown = append(vs.Unknown, full)
 			case isTempName(e.Name) && !e.Dir:
 				vs.Temps = append(vs.Temps, full)
-			case e.Dir && depth < 64 && strings.Contains(e.Name, "=") && !strings.HasPrefix(e.Name, "."):
+			case isHiveDir(e) && depth < 64:
 				sub, err := s.fs.List(ctx, name)
 				if err != nil && !isNotExist(err) {
 					return fmt.Errorf("list %s: %w", name, err)

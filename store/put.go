@@ -422,8 +422,6 @@ func (s *Store) put(ctx context.Context, ps *profileState, rdr array.RecordReade
 		if err := s.checkUnnested(ctx, ps); err != nil {
 			return nil, err
 		}
-	}
-	if !missing {
 		// The latest a reader would see: a write whose manifest move has
 		// not happened yet (in its commit cycle, or lost to a kill) is
 		// already the latest, and an append checked against the version

@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"strings"
 	"time"
-
-	"github.com/quiverdb/quiver/store/codec"
 )
 
 // RetireCandidate is a version retention may consider.
@@ -230,7 +227,7 @@ func (s *Store) deleteVersion(ctx context.Context, p profile, v int, keepYounger
 				// files Quiver wrote without it reads as one whose metadata
 				// was removed, and is kept (loadVersion).
 				info = name
-			case e.Dir && !e.Link && strings.Contains(e.Name, "=") && !strings.HasPrefix(e.Name, "."):
+			case isHiveDir(e):
 				empty, err := walk(name, depth+1)
 				if err != nil {
 					return false, err
@@ -292,11 +289,6 @@ func (s *Store) maybeRunningPut(ctx context.Context, name string) bool {
 	if _, f, ok := parseDataFile(path.Base(name)); !ok || f != FormatParquet {
 		return true
 	}
-	fh, err := s.fs.Open(ctx, name)
-	if err != nil {
-		return true
-	}
-	defer fh.Close()
-	foot, err := codec.ReadFooter(fh, fh.Size())
+	foot, err := s.readFooter(ctx, name)
 	return err != nil || foot.Quiver
 }
