@@ -345,6 +345,15 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 		vs.damaged = cmp.Or(vs.damaged, err)
 	}
 
+	// unlabelled confirms that the listing's Quiver data files are there
+	// without a .version.json (unlabelledData); a failure to look is kept
+	// and answered.
+	var lookErr error
+	unlabelled := func(orphans []fsys.Entry) bool {
+		ok, err := s.unlabelledData(ctx, p.vdir(v), orphans)
+		lookErr = err
+		return ok && err == nil
+	}
 	// Is it a version at all?
 	switch {
 	case vs.Retired != nil:
@@ -355,7 +364,7 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 		// A Quiver write that never committed (in progress or abandoned):
 		// nothing in it is anybody's data.
 		vs.Committed = false
-	case len(vs.Records) == 0 && len(vs.Unrecorded) == 0 && (len(vs.Orphans) > 0 || hasHiveDir(entries)):
+	case len(vs.Records) == 0 && len(vs.Unrecorded) == 0 && (len(vs.Orphans) > 0 || hasHiveDir(entries)) && unlabelled(vs.Orphans):
 		// Only Quiver's files, and neither a record nor a .version.json:
 		// Quiver makes a version's .version.json before any of its data
 		// files and removes it last, and appends only to committed
@@ -372,6 +381,9 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 	default:
 		// pyrosome's write: mkdir, data, then the manifest.
 		vs.Committed = latest >= 0 && v <= latest && (v == latest || len(vs.Unrecorded) > 0 || len(vs.Records) > 0)
+	}
+	if lookErr != nil {
+		return nil, lookErr
 	}
 	if vs.Committed && mode != loadFull && notFile != nil {
 		// By pyrosome's rule a numbered name no record lists is data, and
@@ -449,6 +461,81 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 // directory, which only Quiver's partitioned writes make.
 func hasHiveDir(entries []fsys.Entry) bool {
 	return slices.ContainsFunc(entries, isHiveDir)
+}
+
+// unlabelledData confirms, with fresh looks, what a listing of the version
+// directory vdir suggested: that it holds data files Quiver wrote (orphans,
+// the root's, still there; or any data file under a partition directory)
+// and no .version.json. A listing is no snapshot: one taken while a failed
+// write was discarded or a sweep removed a version (its data files and
+// partition directories first, its .version.json last) can show the ones
+// without the other; and a discard killed midway leaves empty partition
+// directories, which hold nobody's data. A Quiver version's data files
+// exist only while its .version.json does, so it is looked for directly
+// before and after the directory is listed again (the false DATA_LOSS of
+// CI 24: list-versions racing the discard of a failed partitioned write).
+func (s *Store) unlabelledData(ctx context.Context, vdir string, orphans []fsys.Entry) (bool, error) {
+	info := path.Join(vdir, versionInfoName)
+	noInfo := func() (bool, error) {
+		_, err := s.fs.Stat(ctx, info)
+		if isNotExist(err) {
+			return true, nil
+		}
+		return false, err
+	}
+	if ok, err := noInfo(); !ok {
+		return false, err
+	}
+	entries, err := s.fs.List(ctx, vdir)
+	if isNotExist(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	held := false
+	for _, e := range entries {
+		name := path.Join(vdir, e.Name)
+		switch {
+		case isHiveDir(e):
+			held, err = s.holdsDataFile(ctx, name, 1)
+			if err != nil {
+				return false, err
+			}
+		case !e.Dir && !e.Link && !e.Special:
+			held = slices.ContainsFunc(orphans, func(o fsys.Entry) bool { return o.Name == name })
+		}
+		if held {
+			break
+		}
+	}
+	if !held {
+		return false, nil
+	}
+	return noInfo()
+}
+
+// holdsDataFile reports whether the partition directory dir, or one below
+// it, holds a numbered data file.
+func (s *Store) holdsDataFile(ctx context.Context, dir string, depth int) (bool, error) {
+	entries, err := s.fs.List(ctx, dir)
+	if isNotExist(err) {
+		return false, nil
+	}
+	if err != nil || depth > maxKeys {
+		return false, err
+	}
+	for _, e := range entries {
+		if _, _, ok := parseDataFile(e.Name); ok && !e.Dir && !e.Link {
+			return true, nil
+		}
+		if isHiveDir(e) {
+			if ok, err := s.holdsDataFile(ctx, path.Join(dir, e.Name), depth+1); ok || err != nil {
+				return ok, err
+			}
+		}
+	}
+	return false, nil
 }
 
 // isHiveDir reports whether e is a partition directory (col=value).

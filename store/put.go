@@ -935,6 +935,10 @@ func (s *Store) discardVersion(ctx context.Context, ps *profileState, st *staged
 		}
 	}
 	vdir := p.vdir(st.version)
+	// Partition directories before the .version.json, which goes last: a
+	// version holding partition directories and no .version.json reads as
+	// Quiver's whose metadata was removed (loadVersion).
+	s.removeEmptyUnder(ctx, vdir, slices.Collect(maps.Keys(dirs)))
 	if st.infoHash != "" {
 		name := path.Join(vdir, versionInfoName)
 		if own(name, st.infoHash, -1) {
@@ -951,8 +955,6 @@ func (s *Store) discardVersion(ctx context.Context, ps *profileState, st *staged
 			}
 		}
 	}
-	// Partition directories, then the version.
-	s.removeEmptyUnder(ctx, vdir, slices.Collect(maps.Keys(dirs)))
 	s.removeIfEmpty(ctx, vdir)
 	if kept {
 		s.opts.log.Error().Str("profile", p.String()).Str("version", VersionName(st.version)).Msg("could not remove all files of a failed write; sweep will")
