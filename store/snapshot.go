@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -257,13 +258,39 @@ func (s *Store) readableLoaded(ctx context.Context, ps *profileState, v, latest 
 	case !vs.Committed && vs.Info != nil:
 		// The manifest names a version Quiver never committed.
 		return nil, fmt.Errorf("%w: %s: the manifest names %s, which has no commit record", ErrDataLoss, p, VersionName(v))
-	case vs.Write == nil && vs.Info == nil && len(vs.Files) == 0 && len(vs.Records) == 0 && hasWrites(ps):
+	case vs.Write == nil && vs.Info == nil && len(vs.Files) == 0 && len(vs.Records) == 0 && (hasWrites(ps) || s.quiverBelow(ctx, ps, v)):
 		// Not a version pyrosome wrote either (its writes always leave a
 		// data file): the manifest was pointed at an empty directory,
-		// which would hide every committed row.
+		// which would hide every committed row. (With the log gone too,
+		// a version below that Quiver wrote says whose profile it is:
+		// red team round 36's s11.)
 		return nil, fmt.Errorf("%w: %s: the manifest names %s, which holds no data file and no commit record", ErrDataLoss, p, VersionName(v))
 	}
 	return vs, nil
+}
+
+// quiverBelow reports whether a version below v holds what Quiver writes:
+// its .version.json, or data files Quiver wrote whose .version.json and
+// records were removed (a load of it answers DataLoss). Only an empty
+// latest version with no commit log asks it.
+func (s *Store) quiverBelow(ctx context.Context, ps *profileState, v int) bool {
+	entries, err := s.fs.List(ctx, ps.p.dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		u, ok := parseVersionDir(e.Name)
+		if !ok || !e.Dir || e.Link || u >= v {
+			continue
+		}
+		if _, err := s.fs.Stat(ctx, path.Join(ps.p.vdir(u), versionInfoName)); err == nil {
+			return true
+		}
+		if _, err := s.loadVersion(ctx, ps, u, v, loadRead); errors.Is(err, ErrDataLoss) {
+			return true
+		}
+	}
+	return false
 }
 
 // latestOf is the version readers take as the latest: the manifest's, or a

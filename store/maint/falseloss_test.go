@@ -231,3 +231,45 @@ func TestKilledDiscardLeftoverIsNoDataLoss(t *testing.T) {
 		t.Errorf("read %v, want [1]", got)
 	}
 }
+
+// TestEmptyLatestAfterDotlessRestoreIsDataLoss: a restore that skipped
+// dot-files (the log, the kind marker, every .version.json) and left the
+// latest version's directory empty: the manifest names an empty directory
+// of a profile whose older version holds data Quiver wrote, so reads of
+// the latest answer DATA_LOSS, not an empty table (red team round 36's
+// s11).
+func TestEmptyLatestAfterDotlessRestoreIsDataLoss(t *testing.T) {
+	ctx := context.Background()
+	for _, partitioned := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one file", true: "partitioned"}[partitioned], func(t *testing.T) {
+			w, dir := newStore(t)
+			k := []string{"y", "b"}
+			var o store.PutOptions
+			if partitioned {
+				o.PartitionBy = []string{"region"}
+			}
+			put(t, w, store.ModeWrite, k, fromJSON(t, regionSchema, `[{"id": 1, "region": "eu"}]`), o)
+			put(t, w, store.ModeWrite, k, ids(2, 3), store.PutOptions{})
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			pd := filepath.Join(dir, "y", "b")
+			for _, name := range []string{".log", ".quiver.kind", "v0/.version.json", "v1"} {
+				if err := os.RemoveAll(filepath.Join(pd, name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Mkdir(filepath.Join(pd, "v1"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			s, err := store.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if _, err := s.Snapshot(ctx, k, store.SnapshotOptions{Version: store.Latest}); !errors.Is(err, store.ErrDataLoss) {
+				t.Errorf("read of the latest: %v, want DataLoss", err)
+			}
+		})
+	}
+}
