@@ -90,11 +90,20 @@ func RemoveOldVersionsResultFrom(rep *maint.RetentionReport) *RemoveOldVersionsR
 
 // SweepResultFrom is the wire form of a sweep report.
 func SweepResultFrom(rep *maint.SweepReport) *SweepResult {
-	r := &SweepResult{Removed: rep.Removed, Settled: rep.Settled}
+	// Every list is there, empty or not (red team round 37's s21).
+	r := &SweepResult{Removed: nonNil(rep.Removed), Settled: nonNil(rep.Settled), Skipped: []Problem{}}
 	for _, p := range rep.Skipped {
 		r.Skipped = append(r.Skipped, Problem{Kind: p.Kind, Path: p.Path, Detail: p.Detail})
 	}
 	return r
+}
+
+// nonNil is s, or an empty slice for nil (a JSON [] rather than null).
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 // SchemaPolicyResultFrom is the wire form of a profile's schema policy.

@@ -325,11 +325,12 @@ type SweepResult struct {
 	Removed []string `json:"removed"`
 	// Skipped is what sweep found and would not remove (entries it cannot
 	// classify, links, profiles whose commit log is not an intact chain),
-	// each with the reason.
-	Skipped []Problem `json:"skipped,omitempty"`
+	// each with the reason. Like Removed and Settled it is always there,
+	// empty or not (red team round 37's s21).
+	Skipped []Problem `json:"skipped"`
 	// Settled are the profiles whose missing manifest sweep wrote from
 	// their commit log.
-	Settled []string `json:"settled,omitempty"`
+	Settled []string `json:"settled"`
 }
 
 // BreakLockResult is the result of break-lock.

@@ -168,8 +168,9 @@ func TestResultsMarshalAsStoreDid(t *testing.T) {
 		{"retention", &maint.RetentionReport{Removed: []string{"v0"}, Kept: []maint.KeptVersion{{Version: "v1", Reason: "grace"}}},
 			RemoveOldVersionsResultFrom(&maint.RetentionReport{Removed: []string{"v0"}, Kept: []maint.KeptVersion{{Version: "v1", Reason: "grace"}}})},
 		{"retention empty", &maint.RetentionReport{}, RemoveOldVersionsResultFrom(&maint.RetentionReport{})},
-		{"sweep", &maint.SweepReport{Removed: []string{"a/v0/.x.tmp"}}, SweepResultFrom(&maint.SweepReport{Removed: []string{"a/v0/.x.tmp"}})},
-		{"sweep empty", &maint.SweepReport{}, SweepResultFrom(&maint.SweepReport{})},
+		{"sweep", &maint.SweepReport{Removed: []string{"a/v0/.x.tmp"}, Skipped: []maint.Problem{{Kind: maint.ProblemChain, Path: "b/.log", Detail: "d"}}, Settled: []string{"c"}},
+			SweepResultFrom(&maint.SweepReport{Removed: []string{"a/v0/.x.tmp"}, Skipped: []maint.Problem{{Kind: maint.ProblemChain, Path: "b/.log", Detail: "d"}}, Settled: []string{"c"}})},
+		{"sweep empty", &maint.SweepReport{Removed: []string{}, Skipped: []maint.Problem{}, Settled: []string{}}, SweepResultFrom(&maint.SweepReport{})},
 		{"break-lock", &store.BreakLockResult{Broken: true, Reason: "gone"}, BreakLockResultFrom(&store.BreakLockResult{Broken: true, Reason: "gone"})},
 	}
 	for _, c := range cases {
@@ -177,6 +178,15 @@ func TestResultsMarshalAsStoreDid(t *testing.T) {
 		if !bytes.Equal(want, got) {
 			t.Errorf("%s:\nstore   %s\ncatalog %s", c.name, want, got)
 		}
+	}
+}
+
+// TestSweepResultListsAlwaysThere: a clean sweep's result names every
+// documented list, empty (red team round 37's s21: a client reading
+// "skipped" got a KeyError).
+func TestSweepResultListsAlwaysThere(t *testing.T) {
+	if got := string(marshal(t, SweepResultFrom(&maint.SweepReport{}))); got != `{"removed":[],"skipped":[],"settled":[]}` {
+		t.Fatalf("empty sweep result %s", got)
 	}
 }
 

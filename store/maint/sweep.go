@@ -18,11 +18,12 @@ type SweepReport struct {
 	Removed []string `json:"removed"`
 	// Skipped is what sweep found but would not remove: entries it cannot
 	// classify, symbolic links, and every profile whose commit log is not an
-	// intact chain. Each says why.
-	Skipped []Problem `json:"skipped,omitempty"`
+	// intact chain. Each says why. (Every list is there, empty or not:
+	// red team round 37's s21.)
+	Skipped []Problem `json:"skipped"`
 	// Settled are the profiles whose missing manifest sweep wrote from
 	// their commit log (Store.SettleManifest).
-	Settled []string `json:"settled,omitempty"`
+	Settled []string `json:"settled"`
 }
 
 // Sweep removes what killed writers left behind, in every profile, once it
@@ -55,7 +56,7 @@ func Sweep(ctx context.Context, st *store.Store, olderThan time.Duration) (*Swee
 	if olderThan < 0 {
 		return nil, fmt.Errorf("%w: negative sweep age %s", store.ErrInvalidArgument, olderThan)
 	}
-	rep := &SweepReport{Removed: []string{}}
+	rep := &SweepReport{Removed: []string{}, Skipped: []Problem{}, Settled: []string{}}
 	cutoff := st.Now().Add(-olderThan)
 	err := st.ListProfilesAndUncommitted(ctx, nil, func(ps store.ProfileSummary) error {
 		if errors.Is(ps.Err, store.ErrDataLoss) && !ps.Uncommitted {
