@@ -931,9 +931,8 @@ func (s *Store) checkNothingAbove(ctx context.Context, p profile, mw int) error 
 	if err != nil {
 		return fmt.Errorf("list %s: %w", p, err)
 	}
-	for _, e := range entries {
-		v, ok := parseVersionDir(e.Name)
-		if !ok || v <= mw || !e.Dir || e.Link {
+	for _, v := range versionDirs(entries) {
+		if v <= mw {
 			continue
 		}
 		if _, err := s.fs.Stat(ctx, path.Join(p.vdir(v), versionInfoName)); err == nil {

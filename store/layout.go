@@ -74,6 +74,18 @@ func parseVersionDir(name string) (int, bool) {
 	return n, err == nil
 }
 
+// versionDirs lists the versions whose directories a profile directory's
+// entries hold (real directories named vN, not links), in listing order.
+func versionDirs(entries []fsys.Entry) []int {
+	var out []int
+	for _, e := range entries {
+		if v, ok := parseVersionDir(e.Name); ok && e.Dir && !e.Link {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // csvClaimMark is what the claim of a Quiver CSV append holds
 // (.<i>.csv.claim): pyrosome's claims are empty files, and Quiver's CSV
 // files have no footer to say who wrote them (Parquet's carry

@@ -78,10 +78,8 @@ func (s *Store) versionNumbers(ctx context.Context, ps *profileState) ([]int, er
 		return nil, fmt.Errorf("list %s: %w", ps.p, err)
 	}
 	set := map[int]bool{}
-	for _, e := range entries {
-		if v, ok := parseVersionDir(e.Name); ok && e.Dir && !e.Link {
-			set[v] = true
-		}
+	for _, v := range versionDirs(entries) {
+		set[v] = true
 	}
 	ps.mu.Lock()
 	for v := range ps.log.byVersion {

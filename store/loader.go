@@ -345,15 +345,8 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 		vs.damaged = cmp.Or(vs.damaged, err)
 	}
 
-	// unlabelled confirms that the listing's Quiver data files are there
-	// without a .version.json (unlabelledData); a failure to look is kept
-	// and answered.
-	var lookErr error
-	unlabelled := func(orphans []fsys.Entry) bool {
-		ok, err := s.unlabelledData(ctx, p.vdir(v), orphans)
-		lookErr = err
-		return ok && err == nil
-	}
+	// pyrosome's write: mkdir, data, then the manifest.
+	pyrosomes := latest >= 0 && v <= latest && (v == latest || len(vs.Unrecorded) > 0 || len(vs.Records) > 0)
 	// Is it a version at all?
 	switch {
 	case vs.Retired != nil:
@@ -364,7 +357,17 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 		// A Quiver write that never committed (in progress or abandoned):
 		// nothing in it is anybody's data.
 		vs.Committed = false
-	case len(vs.Records) == 0 && len(vs.Unrecorded) == 0 && (len(vs.Orphans) > 0 || hasHiveDir(entries)) && unlabelled(vs.Orphans):
+	case len(vs.Records) == 0 && len(vs.Unrecorded) == 0 && (len(vs.Orphans) > 0 || hasHiveDir(entries)):
+		lost, err := s.unlabelledData(ctx, p.vdir(v), vs.Orphans)
+		if err != nil {
+			return nil, err
+		}
+		if !lost {
+			// Not so on a second look: a version being removed while it
+			// was listed, or empty partition directories.
+			vs.Committed = pyrosomes
+			break
+		}
 		// Only Quiver's files, and neither a record nor a .version.json:
 		// Quiver makes a version's .version.json before any of its data
 		// files and removes it last, and appends only to committed
@@ -373,17 +376,13 @@ func (s *Store) loadVersion(ctx context.Context, ps *profileState, v, latest int
 		// restore that skipped dot-files), never pyrosome's, nor a killed
 		// writer's leftovers: reads and sweep must not take its files for
 		// nobody's (red team round 30's n01).
-		err := fmt.Errorf("%w: %s %s holds data files Quiver wrote, but neither its .version.json nor a commit record of them (removed: restore them)", ErrDataLoss, p, vname)
+		err = fmt.Errorf("%w: %s %s holds data files Quiver wrote, but neither its .version.json nor a commit record of them (removed: restore them)", ErrDataLoss, p, vname)
 		if mode != loadFull {
 			return nil, err
 		}
 		vs.damaged = cmp.Or(vs.damaged, err)
 	default:
-		// pyrosome's write: mkdir, data, then the manifest.
-		vs.Committed = latest >= 0 && v <= latest && (v == latest || len(vs.Unrecorded) > 0 || len(vs.Records) > 0)
-	}
-	if lookErr != nil {
-		return nil, lookErr
+		vs.Committed = pyrosomes
 	}
 	if vs.Committed && mode != loadFull && notFile != nil {
 		// By pyrosome's rule a numbered name no record lists is data, and

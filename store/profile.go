@@ -359,11 +359,7 @@ func (s *Store) checkNoCommitted(ctx context.Context, p profile) error {
 		return nil //nolint:nilerr // no directory yet, or left to the put
 	}
 	var ps *profileState
-	for _, e := range entries {
-		v, ok := parseVersionDir(e.Name)
-		if !ok || !e.Dir || e.Link {
-			continue
-		}
+	for _, v := range versionDirs(entries) {
 		if ps == nil {
 			ps = newProfileState(p)
 		}

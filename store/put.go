@@ -246,9 +246,8 @@ func (s *Store) checkCommitsKept(ctx context.Context, ps *profileState, latest i
 	if err != nil {
 		return nil //nolint:nilerr // left to the put
 	}
-	for _, e := range entries {
-		v, ok := parseVersionDir(e.Name)
-		if !ok || !e.Dir || e.Link || v >= latest {
+	for _, v := range versionDirs(entries) {
+		if v >= latest {
 			continue
 		}
 		if _, err := s.fs.Stat(ctx, path.Join(ps.p.vdir(v), versionInfoName)); err != nil {

@@ -278,9 +278,8 @@ func (s *Store) quiverBelow(ctx context.Context, ps *profileState, v int) bool {
 	if err != nil {
 		return false
 	}
-	for _, e := range entries {
-		u, ok := parseVersionDir(e.Name)
-		if !ok || !e.Dir || e.Link || u >= v {
+	for _, u := range versionDirs(entries) {
+		if u >= v {
 			continue
 		}
 		if _, err := s.fs.Stat(ctx, path.Join(ps.p.vdir(u), versionInfoName)); err == nil {
