@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"github.com/quiverdb/quiver/internal/flightwire"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -167,7 +168,9 @@ func Connect(ctx context.Context, addr string, opts ...Option) (*Client, error) 
 	tok.token.Store(o.token)
 	dial := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxRecv)),
+		// flightwire's codec: a small put's batch is not marshalled into a
+		// zeroed 1 MiB buffer, a DoGet batch not copied out of one.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxRecv), grpc.ForceCodecV2(flightwire.NewCodec())),
 		grpc.WithPerRPCCredentials(tok),
 	}, o.dialOpts...)
 	fc, err := flight.NewClientWithMiddleware(target, nil, nil, dial...)

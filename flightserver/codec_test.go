@@ -3,6 +3,7 @@ package flightserver
 import (
 	"bytes"
 	"errors"
+	"github.com/quiverdb/quiver/internal/flightwire"
 	"strings"
 	"testing"
 
@@ -149,3 +150,12 @@ func TestFlightCodecMalformedMarked(t *testing.T) {
 		}
 	}
 }
+
+// The decoding the server's codec shares with the client's (flightwire),
+// by the names these tests were written with.
+var (
+	errFlightData       = flightwire.ErrMalformed
+	unmarshalFlightData = flightwire.Unmarshal
+)
+
+const aliasMin = flightwire.AliasMin
