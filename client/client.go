@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"github.com/quiverdb/quiver/internal/flightwire"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -16,6 +15,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/quiverdb/quiver/internal/flightwire"
 )
 
 // Defaults of the options.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -196,7 +197,8 @@ func (c *Client) putOnce(ctx context.Context, cmd []byte, open Opener) ([]byte, 
 	// ipcdict's writer, not flight's: arrow-go's IPC writer does not send
 	// a float dictionary within 1e-5 of the last one sent, and the server
 	// would store the earlier batch's values (0.0 as -0.0).
-	pp := &putPayloads{stream: stream, desc: &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: cmd}}
+	pp := &putPayloads{stream: stream, desc: &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: cmd}, buf: bodyBufs.Get().(*bytes.Buffer)}
+	defer pp.done()
 	w := ipcdict.NewWriter(pp, schema, false, ipc.WithAllocator(c.opts.mem))
 	sendErr := func() error {
 		for rdr.Next() {
@@ -283,10 +285,27 @@ type putPayloads struct {
 	stream flight.FlightService_DoPutClient
 	desc   *flight.FlightDescriptor
 	fd     flight.FlightData
-	buf    bytes.Buffer
+	buf    *bytes.Buffer // from bodyBufs
 	// firstBytes is the size of the first message sent (the schema and
 	// the descriptor), as the server's message limit counts it; 0 before.
 	firstBytes int64
+}
+
+// bodyBufs holds the buffers batch bodies are gathered in before they
+// are sent (gRPC's marshalling copies them), so that a client's puts do
+// not grow a buffer of their own from nothing each time.
+var bodyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBody bounds the buffers bodyBufs keeps.
+const maxPooledBody = 8 << 20
+
+// done gives the body buffer back; p sends nothing after.
+func (p *putPayloads) done() {
+	if b := p.buf; b != nil && b.Cap() <= maxPooledBody {
+		b.Reset()
+		bodyBufs.Put(b)
+	}
+	p.buf = nil
 }
 
 func (p *putPayloads) Start() error { return nil }
@@ -296,7 +315,7 @@ func (p *putPayloads) WritePayload(pl ipc.Payload) error {
 	m := pl.Meta()
 	defer m.Release()
 	p.buf.Reset()
-	if err := pl.SerializeBody(&p.buf); err != nil {
+	if err := pl.SerializeBody(p.buf); err != nil {
 		return err
 	}
 	p.fd.FlightDescriptor, p.desc = p.desc, nil

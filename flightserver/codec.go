@@ -4,12 +4,13 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
-	"github.com/quiverdb/quiver/internal/flightwire"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	protobuf "google.golang.org/protobuf/proto"
+
+	"github.com/quiverdb/quiver/internal/flightwire"
 )
 
 // flightCodec is flightwire's codec (gRPC's proto codec, except that a

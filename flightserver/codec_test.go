@@ -3,7 +3,6 @@ package flightserver
 import (
 	"bytes"
 	"errors"
-	"github.com/quiverdb/quiver/internal/flightwire"
 	"strings"
 	"testing"
 
@@ -13,6 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/quiverdb/quiver/internal/flightwire"
 )
 
 // sameFlightData reports whether two decoded messages carry the same
