@@ -49,7 +49,9 @@ func (c Codec) Marshal(v any) (mem.BufferSlice, error) {
 		return c.CodecV2.Marshal(v)
 	}
 	n := protobuf.Size(m)
-	if mem.IsBelowBufferPoolingThreshold(n) || n >= pooledMin {
+	if n < AliasMin || n >= pooledMin {
+		// Below, grpc-go's pool has tiers that fit (and zeroing them
+		// costs little); above, see pooledMin.
 		return c.CodecV2.Marshal(v)
 	}
 	buf := marshalPool.Get(n)

@@ -19,12 +19,12 @@ func message(body int) *flight.FlightData {
 }
 
 // TestCodecMarshal: every size marshals to protobuf's bytes, also into a
-// reused buffer that held a longer message, and a message between the
-// pooling threshold and 1 MiB lies in a buffer less than twice its size
+// reused buffer that held a longer message, and a message between
+// AliasMin and 1 MiB lies in a buffer less than twice its size
 // (grpc-go's codec gives it a 1 MiB pooled buffer it zeroes whole).
 func TestCodecMarshal(t *testing.T) {
 	c := NewCodec()
-	for _, body := range []int{0, 100, 2 << 10, 60 << 10, 40 << 10, 900 << 10, 600 << 10, 2 << 20} {
+	for _, body := range []int{0, 100, 2 << 10, 32 << 10, 60 << 10, 40 << 10, 900 << 10, 600 << 10, 1<<20 - 400, 2 << 20} {
 		m := message(body)
 		want, err := protobuf.Marshal(m)
 		if err != nil {
@@ -38,8 +38,8 @@ func TestCodecMarshal(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("body %d: marshalled %d bytes, not protobuf's %d", body, len(got), len(want))
 		}
-		if n := len(want); !mem.IsBelowBufferPoolingThreshold(n) && n < pooledMin {
-			if len(bs) != 1 || cap(bs[0].ReadOnlyData()) > max(2*n, 64<<10) {
+		if n := len(want); n >= AliasMin && n < pooledMin {
+			if len(bs) != 1 || cap(bs[0].ReadOnlyData()) > 2*n {
 				t.Fatalf("body %d: a %d-byte message marshalled into %d buffers, the first of capacity %d", body, n, len(bs), cap(bs[0].ReadOnlyData()))
 			}
 		}
