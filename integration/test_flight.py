@@ -6,9 +6,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pyarrow as pa
@@ -649,3 +651,53 @@ def test_error_messages_never_show_the_data_dir(server, client, keys):
     _check_message(e.value, "corrupt", f"{keys}/manifest.json")
     write_behind(server, f"{keys}/manifest.json", b'{"latest_data_dir": "v0"}')
     assert get(client, keys).num_rows == 1
+
+
+# --- the wire codec ------------------------------------------------------------------
+
+# Answers of these sizes (bytes) cross the server's marshal buffers' tiers:
+# grpc-go's below 32 KiB, then reused, unzeroed buffers of 64 KiB to 1 MiB
+# (internal/flightwire), then grpc-go's again.
+WIRE_SIZES = [1000, 1100, 8000, 32700, 32768, 33000, 60000, 65536, 66000, 131072, 140000, 262144, 300000, 524288, 600000, 1000000, 1040000]
+
+
+def _filtered_info(c: flight.FlightClient, path: str, marker: str, size: int) -> tuple[bytes, flight.FlightInfo]:
+    """GetFlightInfo of path with an `in` filter of about size bytes, its
+    values starting with marker: the filter comes back in the descriptor
+    and the ticket, so the answer is about twice its size."""
+    values, length = ["x"], 5
+    while length < size // 2 - 80:
+        values.append(f"{marker}{len(values):06d}" + "a" * 40)
+        length += len(values[-1]) + 4  # quotes, comma, space
+    raw = json.dumps({"path": path, "filter": {"col": "s", "op": "in", "value": values}}).encode()
+    return raw, c.get_flight_info(flight.FlightDescriptor.for_command(raw), options=OPTS)
+
+
+def test_answers_across_the_codec_tiers_are_exact(server, client, keys):
+    """Red team round 38: answers of 1 KB to 1 MB, from four clients at once
+    with a marker each, are each exactly their own (nothing of an earlier,
+    longer answer in a reused buffer, nothing of another client's)."""
+    put(client, keys, pa.table({"s": ["x", "y", "z"]}))
+    markers = ["AAAA", "BBBB", "CCCC", "DDDD"]
+    errors: list[str] = []
+
+    def worker(marker: str, seed: int) -> None:
+        c = server.client()
+        sizes = WIRE_SIZES * 2
+        random.Random(seed).shuffle(sizes)
+        for size in sizes:
+            raw, info = _filtered_info(c, keys, marker, size)
+            ser = info.serialize()
+            if info.descriptor.command != raw:
+                errors.append(f"{marker} {size}: the descriptor differs from the one sent")
+            for ep in info.endpoints:
+                if json.loads(ep.ticket.ticket)["filter"] != json.loads(raw)["filter"]:
+                    errors.append(f"{marker} {size}: the ticket's filter differs")
+            errors.extend(f"{marker} {size}: {m}'s bytes in the answer" for m in markers if m != marker and m.encode() in ser)
+
+    threads = [threading.Thread(target=worker, args=(m, i)) for i, m in enumerate(markers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:10]
