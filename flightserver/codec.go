@@ -13,15 +13,10 @@ import (
 	"github.com/quiverdb/quiver/internal/flightwire"
 )
 
-// flightCodec is flightwire's codec (gRPC's proto codec, except that a
-// received FlightData, a DoPut batch, is decoded without copying its body:
-// the standard codec gathers the message into one buffer and protobuf
-// then copies the body out of it, so each batch was held twice while it
-// was decoded, a 37 MiB batch 74 MiB; there the message is gathered once
-// into memory of its own and the body and header alias it, and the Arrow
-// arrays decoded from the body keep it alive as long as they need it),
-// except that a message that does not decode is handed to the stream
-// marked, not failed.
+// flightCodec is flightwire's codec (a received batch decoded by aliasing
+// one buffer, so that a 37 MiB batch is held once, not twice, while it is
+// decoded), except that a message that does not decode is handed to the
+// stream marked rather than failed (see Unmarshal).
 type flightCodec struct{ flightwire.Codec }
 
 // newFlightCodec wraps the registered proto codec.

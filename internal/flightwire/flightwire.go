@@ -22,8 +22,8 @@ import (
 // the body out of it: a 40 KiB message cost a 1 MiB clear and a copy.
 const AliasMin = 32 << 10
 
-// pooledMin is the smallest message Codec marshals into a pooled buffer,
-// as grpc-go's codec does: from 1 MiB on, the pooled buffer is about the
+// pooledMin is the size from which Codec leaves a message to grpc-go's
+// codec again: from 1 MiB on, grpc-go's pooled buffer is about the
 // message's size, and zeroing it costs what allocating it would.
 const pooledMin = 1 << 20
 
