@@ -29,11 +29,23 @@ venv, then runs this). Environment:
     BENCH_HIST_ROWS  rows per append of the hist case (default 1000).
     BENCH_HISTORY comma-separated file counts of the append-latency-vs-history
                   case (default 100,1000,10000; 100,1000 below scale 0.25).
+    BENCH_MAX_STEAL  percent of the machine's CPU time the hypervisor may
+                  steal during a timed run (default 10; 0 turns it off): a
+                  run that saw more is run again, up to BENCH_STEAL_RETRIES
+                  times (default 2), and the run that saw the least steal is
+                  kept. The table shows the steal each kept run saw.
 
 Every variant of a case runs once per round, rounds repeat BENCH_REPS
 times, so Quiver and its peers are measured interleaved under the same
 machine load. Servers are restarted for every case, and each server's
 peak RSS is sampled (VmRSS every 20 ms) during that case only.
+
+These machines are virtual and shared: the hypervisor gives a vCPU's time
+to other guests ("steal" in /proc/stat), 13-34% of it in some seconds of a
+2-core put on the benchmark machine (docs/benchmarks.md, eighteenth
+session), which slows the run that meets it by as much. Each timed run's
+steal is measured (StealWatch) and shown; a run over BENCH_MAX_STEAL is
+repeated (the choice is made on the steal, never on the time measured).
 """
 
 import json
@@ -63,6 +75,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.environ.get("BENCH_OUT", os.path.join(HERE, "out"))
 CASES = set(os.environ.get("BENCH_CASES", "get,prune,filter,cache,comp,hist,put,append,history,list,info").split(","))
 HISTORY = [int(n) for n in os.environ.get("BENCH_HISTORY", "100,1000,10000" if SCALE >= 0.25 else "100,1000").split(",")]
+MAX_STEAL = float(os.environ.get("BENCH_MAX_STEAL", "10"))
+STEAL_RETRIES = int(os.environ.get("BENCH_STEAL_RETRIES", "2"))
 HISTORY_APPENDS = 200  # timed appends at each history size
 HIST_ROWS = int(os.environ.get("BENCH_HIST_ROWS", "1000"))
 HIST_FILES = (3000, 30)  # the history case: appends vs the same rows in few files
@@ -203,6 +217,48 @@ class Sampler:
         return self.peak
 
 
+class StealWatch:
+    """The share of the machine's CPU time the hypervisor stole (the steal
+    field of /proc/stat's cpu line) between start and stop, in percent, and
+    the CPU seconds a process used meanwhile (utime + stime)."""
+
+    def __init__(self, pid=None):
+        self.pid = pid
+        self.steal_pct = 0.0
+        self.cpu_s = None
+        self._t0 = None
+
+    @staticmethod
+    def _machine():
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        # user nice system idle iowait irq softirq steal (guest time is
+        # counted in user already)
+        return fields[7], sum(fields[:8])
+
+    def _proc(self):
+        if self.pid is None:
+            return None
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def start(self):
+        self._t0 = (self._machine(), self._proc())
+        return self
+
+    def stop(self):
+        (s0, t0), c0 = self._t0
+        s1, t1 = self._machine()
+        c1 = self._proc()
+        self.steal_pct = 100 * (s1 - s0) / (t1 - t0) if t1 > t0 else 0.0
+        self.cpu_s = c1 - c0 if c0 is not None and c1 is not None else None
+        return self
+
+
 class Server:
     def __init__(self, argv, logname):
         self.log = open(os.path.join(WORK, logname), "ab")
@@ -324,23 +380,41 @@ def run_case(case, variants, reps=REPS, what="", settle=False):
     peaks = {v[0]: 0 for v in variants}
     anon = {v[0]: 0 for v in variants}
     out = {v[0]: None for v in variants}
+    steals = {v[0]: [] for v in variants}
+    cpus = {v[0]: [] for v in variants}
+    retried = {v[0]: 0 for v in variants}
     for r in range(reps):
         for name, fn, srv in (variants if r % 2 == 0 else list(reversed(variants))):
-            if settle:
-                os.sync()
-            if srv is not None:
-                srv.sampler.start()
-            t0 = time.perf_counter()
-            res = fn()
-            dt = time.perf_counter() - t0
-            if srv is not None:
-                peaks[name] = max(peaks[name], srv.sampler.stop())
-                anon[name] = max(anon[name], srv.sampler.peak_anon)
-            if isinstance(res, dict) and "seconds" in res:
-                dt = res["seconds"]
+            best = None  # (steal, seconds, result, server CPU s)
+            for attempt in range(1 + (STEAL_RETRIES if MAX_STEAL > 0 else 0)):
+                if settle:
+                    os.sync()
+                if srv is not None:
+                    srv.sampler.start()
+                w = StealWatch(srv.p.pid if srv is not None else None).start()
+                t0 = time.perf_counter()
+                res = fn()
+                dt = time.perf_counter() - t0
+                w.stop()
+                if srv is not None:
+                    peaks[name] = max(peaks[name], srv.sampler.stop())
+                    anon[name] = max(anon[name], srv.sampler.peak_anon)
+                if isinstance(res, dict) and "seconds" in res:
+                    dt = res["seconds"]
+                if best is None or w.steal_pct < best[0]:
+                    best = (w.steal_pct, dt, res, w.cpu_s)
+                if MAX_STEAL <= 0 or w.steal_pct <= MAX_STEAL:
+                    break
+                retried[name] += 1
+                log(f"{case}: {name} saw {w.steal_pct:.0f}% steal ({dt:.3f}s): run again")
+            steal, dt, res, cpu_s = best
             times[name].append(dt)
+            steals[name].append(steal)
+            if cpu_s is not None:
+                cpus[name].append(cpu_s)
             out[name] = res
-        log(f"{case} round {r + 1}/{reps}: " + ", ".join(f"{n} {times[n][-1]:.3f}s" for n in times))
+        log(f"{case} round {r + 1}/{reps}: " + ", ".join(
+            f"{n} {times[n][-1]:.3f}s ({steals[n][-1]:.0f}% steal)" for n in times))
     for name, fn, srv in variants:
         res = out[name]
         rows, nbytes = (res["rows"], res["bytes"]) if isinstance(res, dict) else res
@@ -351,6 +425,9 @@ def run_case(case, variants, reps=REPS, what="", settle=False):
             "rows_per_s": rows / med if med else 0, "mib_per_s": nbytes / MiB / med if med else 0,
             "server_peak_rss_mib": peaks[name] / MiB if srv is not None else None,
             "server_peak_anon_mib": anon[name] / MiB if srv is not None else None,
+            "times_s": times[name], "steal_pct": steals[name], "steal_retries": retried[name],
+            "server_cpu_s": statistics.median(cpus[name]) if cpus[name] else None,
+            "server_cpu_runs_s": cpus[name],
         })
         if isinstance(res, dict):
             RESULTS[-1].update({k: v for k, v in res.items() if k not in ("rows", "bytes", "seconds")})
@@ -786,25 +863,37 @@ def append_cases():
     # cases' puts).
     settle_deletions()
     for writers, shared in APPEND_CASES:
-        settle_disk()
-        q = start_quiver() if shared else start_quiver("--group-append-bytes", "0")
-        try:
-            q.sampler.start()
-            out = subprocess.run([FLIGHTBENCH, "append", "-addr", q.addr, "-path", append_path(writers, shared),
-                                  "-writers", str(writers), "-duration", f"{APPEND_S}s", "-rows", "1000"],
-                                 check=True, capture_output=True, text=True).stdout
-            peak = q.sampler.stop()
-        finally:
-            q.stop()
-        r = json.loads(out)
-        log(f"appends x{writers}: {r}")
+        best = None  # (steal, result, peak RSS, server CPU s, retries)
+        for attempt in range(1 + (STEAL_RETRIES if MAX_STEAL > 0 else 0)):
+            settle_disk()
+            q = start_quiver() if shared else start_quiver("--group-append-bytes", "0")
+            try:
+                q.sampler.start()
+                w = StealWatch(q.p.pid).start()
+                out = subprocess.run([FLIGHTBENCH, "append", "-addr", q.addr,
+                                      "-path", append_path(writers, shared) + (f"-{attempt}" if attempt else ""),
+                                      "-writers", str(writers), "-duration", f"{APPEND_S}s", "-rows", "1000"],
+                                     check=True, capture_output=True, text=True).stdout
+                w.stop()
+                peak = q.sampler.stop()
+            finally:
+                q.stop()
+            r = json.loads(out)
+            log(f"appends x{writers}: {r} ({w.steal_pct:.0f}% steal)")
+            if best is None or w.steal_pct < best[0]:
+                best = (w.steal_pct, r, peak, w.cpu_s, attempt)
+            if MAX_STEAL <= 0 or w.steal_pct <= MAX_STEAL:
+                break
+            log(f"appends x{writers}: {w.steal_pct:.0f}% steal: run again")
+        steal, r, peak, cpu_s, retries = best
         RESULTS.append({
             "case": "small appends (1,000 rows)",
             "variant": f"quiver, {writers} writer{'s' if writers > 1 else ''}{'' if shared else ', a file per append'}",
             "what": f"{APPEND_S:g} s run", "reps": 1, "median_s": r["seconds"], "rows": r["rows"], "bytes": None,
             "rows_per_s": r["rows"] / r["seconds"], "mib_per_s": None, "appends_per_s": r["per_s"],
             "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "errors": r["errors"], "appends": r["appends"],
-            "server_peak_rss_mib": peak / MiB,
+            "server_peak_rss_mib": peak / MiB, "steal_pct": [steal], "steal_retries": retries,
+            "server_cpu_s": cpu_s,
         })
 
 
@@ -829,10 +918,13 @@ def history_cases():
                                 "-count", str(files - 1), "-rows", "1000"], check=True, capture_output=True)
             settle_disk()
             q.sampler.start()
+            w = StealWatch(q.p.pid).start()
             out = subprocess.run([FLIGHTBENCH, "append", "-addr", q.addr, "-path", path, "-writers", "1",
                                   "-count", str(HISTORY_APPENDS), "-rows", "1000"],
                                  check=True, capture_output=True, text=True).stdout
+            w.stop()
             peak = q.sampler.stop()
+            steal, retries, cpu_s = w.steal_pct, 0, w.cpu_s
         finally:
             q.stop()
         r = json.loads(out)
@@ -842,7 +934,8 @@ def history_cases():
             "what": f"{HISTORY_APPENDS} appends", "reps": 1, "median_s": r["seconds"], "rows": r["rows"], "bytes": None,
             "rows_per_s": r["rows"] / r["seconds"], "mib_per_s": None, "appends_per_s": r["per_s"],
             "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "errors": r["errors"], "appends": r["appends"],
-            "server_peak_rss_mib": peak / MiB,
+            "server_peak_rss_mib": peak / MiB, "steal_pct": [steal], "steal_retries": retries,
+            "server_cpu_s": cpu_s,
         })
         # pyrosome: the same history, its own appends.
         root = os.path.join(WORK, "pyrosome-history")
@@ -1007,21 +1100,24 @@ def markdown(meta):
         f"(dataset.to_table / pq.write_table), > 1 is faster. anon RSS leaves out file pages mapped into the server "
         f"(the IPC cache's entries).",
         "",
-        "| case | variant | median s | rows/s | MiB/s | vs peer | vs peer, same client | vs local pyarrow | server peak RSS MiB | anon RSS MiB |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| case | variant | median s | rows/s | MiB/s | vs peer | vs peer, same client | vs local pyarrow | server peak RSS MiB | anon RSS MiB | steal % (max) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in RESULTS:
+        steal = max(r["steal_pct"]) if r.get("steal_pct") else None
+        retries = f" ({r['steal_retries']} rerun)" if r.get("steal_retries") else ""
         if "appends_per_s" in r:
             lines.append(
                 f"| {r['case']} | {r['variant']} | {r['appends_per_s']:,.0f} appends/s | {r['rows_per_s']:,.0f} | "
-                f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms | — | — | — | {fmt(r['server_peak_rss_mib'], '.0f')} | — |")
+                f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms | — | — | — | {fmt(r['server_peak_rss_mib'], '.0f')} | — | "
+                f"{fmt(steal, '.0f')}{retries} |")
             continue
         lines.append(
             f"| {r['case']} | {r['variant']} | {r['median_s']:.3f} | {r['rows_per_s']:,.0f} | "
             f"{fmt(r['mib_per_s'] or None, ',.1f')} | {fmt(r.get('vs_peer'), '.2f')}× | "
             f"{fmt(r.get('vs_peer_same'), '.2f')}× | "
             f"{fmt(r.get('vs_local'), '.2f')}× | {fmt(r['server_peak_rss_mib'], '.0f')} | "
-            f"{fmt(r.get('server_peak_anon_mib'), '.0f')} |".replace("—×", "—"))
+            f"{fmt(r.get('server_peak_anon_mib'), '.0f')} | {fmt(steal, '.0f')}{retries} |".replace("—×", "—"))
     hist = history_rows()
     if hist:
         lines += ["", f"History: the same {HIST_ROWS * HIST_FILES[0]:,} rows as {HIST_FILES[0]:,} appends and as "
@@ -1039,7 +1135,12 @@ def markdown(meta):
     part = next((r for r in RESULTS if r["variant"].startswith("quiver partitioned by")), None)
     if one and part:
         lines += ["", f"Partitioned put (64 partitions) / one-file put throughput: "
-                      f"{part['rows_per_s'] / one['rows_per_s']:.2f}×."]
+                      f"{part['rows_per_s'] / one['rows_per_s']:.2f}×"
+                      + (" (round by round: " + ", ".join(f"{a / b:.2f}×" for a, b in zip(one["times_s"], part["times_s"])) + ")"
+                         if one.get("times_s") and part.get("times_s") else "")
+                      + (f"; server CPU seconds per put, one-file / partitioned: {one['server_cpu_s']:.2f} / "
+                         f"{part['server_cpu_s']:.2f} ({one['server_cpu_s'] / part['server_cpu_s']:.2f}×)"
+                         if one.get("server_cpu_s") and part.get("server_cpu_s") else "") + "."]
     return "\n".join(lines) + "\n"
 
 
