@@ -777,26 +777,47 @@ func (s *Store) commitSegment(ctx context.Context, ps *profileState, recs []*Com
 	for k, d := range dirs {
 		wg.Go(func() { errs[k] = fsys.SyncDir(ctx, s.fs, d) })
 	}
+	// The head is staged alongside and waited for last: it gates only its
+	// own publishing (after the log directory's sync), not the segment's
+	// link. (Waited for with the directories', it delayed every link: with
+	// both of the process's Ps blocked in a sync, a goroutine made
+	// runnable waits for one of them to return, and a single writer's
+	// head was staged only after its directory's sync — 0.3-0.6 ms of each
+	// append, strace.)
 	var head fsys.StagedReplace
+	var staged chan struct{}
 	if stageHead {
-		wg.Go(func() { head = s.stageHead(ctx, ps, recs[len(recs)-1]) })
+		staged = make(chan struct{})
+		go func() {
+			defer close(staged)
+			head = s.stageHead(ctx, ps, recs[len(recs)-1])
+		}()
+	}
+	// stagedHead waits for the head's staging: the head, or nil once
+	// aborted (abort true).
+	stagedHead := func(abort bool) fsys.StagedReplace {
+		if staged == nil {
+			return nil
+		}
+		<-staged
+		if abort && head != nil {
+			_ = head.Abort()
+			return nil
+		}
+		return head
 	}
 	if ds, ok := w.(fsys.DataSyncer); ok {
 		errs[len(dirs)] = ds.Sync(ctx)
 	}
 	wg.Wait()
-	abort := func() {
-		_ = w.Abort()
-		if head != nil {
-			_ = head.Abort()
-		}
-	}
 	if err := errors.Join(errs...); err != nil {
-		abort()
+		_ = w.Abort()
+		stagedHead(true)
 		return nil, err
 	}
 	if err := w.Commit(ctx); err != nil {
-		abort()
+		_ = w.Abort()
+		stagedHead(true)
 		return nil, err
 	}
 	// Linked: the records are committed, visible to every reader, whether
@@ -809,12 +830,10 @@ func (s *Store) commitSegment(ctx context.Context, ps *profileState, recs []*Com
 		// (it would outlive them and report them removed): the next
 		// cycle, which syncs the log first, writes it.
 		ps.commit.logUnsynced.Store(true)
-		if head != nil {
-			_ = head.Abort()
-		}
+		stagedHead(true)
 		return nil, &notDurableError{err: err}
 	}
-	return head, nil
+	return stagedHead(false), nil
 }
 
 // notDurableError is commitSegment's error once the segment is linked
