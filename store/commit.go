@@ -434,6 +434,16 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 		// Writes by version: the highest commits last and is the latest.
 		return sa.mode != ModeAppend && sa.version < sb.version
 	})
+	// files: the shared data files this cycle wrote and has not yet
+	// committed (writeGroups); commitSegment commits them, or they are
+	// aborted here (their puts then fail, and discarding them removes the
+	// files' claims).
+	var files []fsys.Writer
+	defer func() {
+		for _, w := range files {
+			_ = w.Abort()
+		}
+	}()
 	for attempt := 0; ; attempt++ {
 		for i := range res {
 			res[i] = commitResult{}
@@ -607,7 +617,9 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 			recs = append(recs, c)
 			accepted = append(accepted, i)
 		}
-		recs, accepted = s.writeGroups(ctx, ps, batch, res, recs, accepted)
+		var written []fsys.Writer
+		recs, accepted, written = s.writeGroups(ctx, ps, batch, res, recs, accepted)
+		files = append(files, written...)
 		if len(recs) == 0 {
 			return res
 		}
@@ -643,11 +655,18 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 		c.mu.Lock()
 		busy := len(c.queue) > 0
 		c.mu.Unlock()
-		end.head, err = s.commitSegment(ctx, ps, all, stagedDirsOf(batch, accepted), c.headWanted(busy))
+		end.head, err = s.commitSegment(ctx, ps, all, stagedDirsOf(batch, accepted), c.headWanted(busy), files)
+		files = nil // (committed or aborted)
 		var nd *notDurableError
 		if errors.As(err, &nd) {
 			notDurable = fmt.Errorf("%w: %s: committed, but the commit could not be made durable (a machine crash may lose it); retry with the same request_id: %w", ErrUnavailable, p, nd.err)
 			err = nil
+		}
+		var fe *fileCommitError
+		if errors.As(err, &fe) {
+			// A shared data file could not be committed: nothing of the
+			// cycle is (its segment was not linked).
+			return fail(fmt.Errorf("write %s: %w; nothing was committed", p, fe.err))
 		}
 		if err != nil {
 			if errors.Is(err, fsys.ErrExist) {
@@ -752,31 +771,56 @@ func stagedDirsOf(batch []*commitReq, accepted []int) []string {
 
 // commitSegment writes recs as the log's next segment: the commit. The
 // puts' files and claims were created without syncing their directories
-// (fsys.SyncContent); here each of dirs is synced once for all of them,
-// in parallel with the sync of the segment's content, and only then is
-// the segment linked to its name and the log directory synced. With
-// stageHead, the log head naming the last of recs is staged in parallel
-// too, and returned once the segment is linked (nil otherwise) for
-// finishCycle to publish. On storage without relaxed durability it is
-// writeSegment.
-func (s *Store) commitSegment(ctx context.Context, ps *profileState, recs []*CommitRecord, dirs []string, stageHead bool) (fsys.StagedReplace, error) {
+// (fsys.SyncContent), and files (the cycle's shared data files, written
+// but not committed) are committed here, each synced and linked to its
+// name, in parallel with the sync of the segment's content; then each of
+// dirs is synced once for all of them, and only then is the segment
+// linked to its name and the log directory synced. With stageHead, the
+// log head naming the last of recs is staged in parallel too, and
+// returned once the segment is linked (nil otherwise) for finishCycle to
+// publish. On storage without relaxed durability the files are committed
+// first, then the segment written (writeSegment). Every one of files is
+// committed or aborted, whatever the outcome; a failure to commit one is
+// a fileCommitError, and nothing is committed then.
+func (s *Store) commitSegment(ctx context.Context, ps *profileState, recs []*CommitRecord, dirs []string, stageHead bool, files []fsys.Writer) (fsys.StagedReplace, error) {
 	if !fsys.IsRelaxed(s.fs) {
+		if err := commitFiles(ctx, files); err != nil {
+			return nil, err
+		}
 		return nil, s.writeSegment(ctx, ps, recs)
 	}
 	name, data := segmentOf(ps.p, recs)
 	w, err := fsys.CreateSync(ctx, s.fs, name, fsys.SyncContent)
+	if err == nil {
+		if _, err = w.Write(data); err != nil {
+			_ = w.Abort()
+		}
+	}
 	if err != nil {
+		for _, f := range files {
+			_ = f.Abort()
+		}
 		return nil, err
 	}
-	if _, err := w.Write(data); err != nil {
-		_ = w.Abort()
-		return nil, err
-	}
-	errs := make([]error, len(dirs)+1)
+	// The data files' syncs overlap the segment's (a single writer's
+	// append waited for one, then the other); the directories are synced
+	// once the files are linked in them.
+	errs := make([]error, len(dirs)+2)
 	var wg sync.WaitGroup
-	for k, d := range dirs {
-		wg.Go(func() { errs[k] = fsys.SyncDir(ctx, s.fs, d) })
-	}
+	wg.Go(func() {
+		if errs[len(dirs)+1] = commitFiles(ctx, files); errs[len(dirs)+1] != nil {
+			return
+		}
+		var dw sync.WaitGroup
+		for k, d := range dirs {
+			if k == len(dirs)-1 {
+				errs[k] = fsys.SyncDir(ctx, s.fs, d)
+				break
+			}
+			dw.Go(func() { errs[k] = fsys.SyncDir(ctx, s.fs, d) })
+		}
+		dw.Wait()
+	})
 	// The head is staged alongside and waited for last: it gates only its
 	// own publishing (after the log directory's sync), not the segment's
 	// link. (Waited for with the directories', it delayed every link: with
@@ -813,6 +857,9 @@ func (s *Store) commitSegment(ctx context.Context, ps *profileState, recs []*Com
 	if err := errors.Join(errs...); err != nil {
 		_ = w.Abort()
 		stagedHead(true)
+		if fe := errs[len(dirs)+1]; fe != nil {
+			return nil, fe
+		}
 		return nil, err
 	}
 	if err := w.Commit(ctx); err != nil {
@@ -835,6 +882,38 @@ func (s *Store) commitSegment(ctx context.Context, ps *profileState, recs []*Com
 	}
 	return stagedHead(false), nil
 }
+
+// commitFiles commits files (written data files: synced, linked to their
+// names), in parallel; should one fail, the others are aborted (or, if
+// committed, stay for their puts' discarding) and the error is a
+// fileCommitError.
+func commitFiles(ctx context.Context, files []fsys.Writer) error {
+	errs := make([]error, len(files))
+	if len(files) == 1 {
+		errs[0] = files[0].Commit(ctx)
+	} else {
+		var wg sync.WaitGroup
+		for k, f := range files {
+			wg.Go(func() { errs[k] = f.Commit(ctx) })
+		}
+		wg.Wait()
+	}
+	err := errors.Join(errs...)
+	if err == nil {
+		return nil
+	}
+	for _, f := range files {
+		_ = f.Abort() // (a no-op once committed)
+	}
+	return &fileCommitError{err: err}
+}
+
+// fileCommitError is commitSegment's error when a data file of the cycle
+// could not be committed: nothing of the cycle is.
+type fileCommitError struct{ err error }
+
+func (e *fileCommitError) Error() string { return e.err.Error() }
+func (e *fileCommitError) Unwrap() error { return e.err }
 
 // notDurableError is commitSegment's error once the segment is linked
 // (its records committed and visible) but the sync that makes its name

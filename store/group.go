@@ -119,7 +119,7 @@ func pendingReader(st *staged) (array.RecordReader, error) {
 // file per version and schema, and fills in their records. A put whose
 // file could not be written gets its error in res and leaves recs and
 // accepted, which are returned.
-func (s *Store) writeGroups(ctx context.Context, ps *profileState, batch []*commitReq, res []commitResult, recs []*CommitRecord, accepted []int) ([]*CommitRecord, []int) {
+func (s *Store) writeGroups(ctx context.Context, ps *profileState, batch []*commitReq, res []commitResult, recs []*CommitRecord, accepted []int) ([]*CommitRecord, []int, []fsys.Writer) {
 	type group struct {
 		st      *staged
 		schema  string // the records' Schema (evolution)
@@ -146,9 +146,10 @@ func (s *Store) writeGroups(ctx context.Context, ps *profileState, batch []*comm
 		g.members = append(g.members, j)
 	}
 	if len(groups) == 0 {
-		return recs, accepted
+		return recs, accepted, nil
 	}
 	failed := map[int]bool{}
+	var files []fsys.Writer // written, not yet committed
 	// write writes the file of members (positions in recs) and fills in
 	// their records; a file of several that fails is written again as a
 	// file per append, so that one append whose rows cannot be stored
@@ -170,12 +171,15 @@ func (s *Store) writeGroups(ctx context.Context, ps *profileState, batch []*comm
 			}
 			return
 		}
-		files, err := s.writeShared(ctx, ps, sts)
+		entries, w, err := s.writeShared(ctx, ps, sts)
 		if err != nil && len(members) > 1 {
 			for _, j := range members {
 				write([]int{j})
 			}
 			return
+		}
+		if err == nil {
+			files = append(files, w)
 		}
 		for k, j := range members {
 			if err != nil {
@@ -183,14 +187,14 @@ func (s *Store) writeGroups(ctx context.Context, ps *profileState, batch []*comm
 				failed[j] = true
 				continue
 			}
-			recs[j].Index, recs[j].Files = sts[k].index, []FileRecord{files[k]}
+			recs[j].Index, recs[j].Files = sts[k].index, []FileRecord{entries[k]}
 		}
 	}
 	for _, g := range groups {
 		write(g.members)
 	}
 	if len(failed) == 0 {
-		return recs, accepted
+		return recs, accepted, files
 	}
 	var keptRecs []*CommitRecord
 	var kept []int
@@ -199,20 +203,22 @@ func (s *Store) writeGroups(ctx context.Context, ps *profileState, batch []*comm
 			keptRecs, kept = append(keptRecs, recs[j]), append(kept, accepted[j])
 		}
 	}
-	return keptRecs, kept
+	return keptRecs, kept, files
 }
 
 // writeShared writes the rows sts hold (appends to one version, of one
-// schema) into one new data file of that version, synced, and returns
-// each put's file entry. The puts then hold the file (staged.files) and
-// no rows: a later attempt of the cycle commits them as it would any
-// staged append.
-func (s *Store) writeShared(ctx context.Context, ps *profileState, sts []*staged) (out []FileRecord, err error) {
+// schema) into one new data file of that version and returns each put's
+// file entry, and the file's writer: its commit (content synced, name
+// linked) is the cycle's, with the sync of the segment (commitSegment),
+// or its abort. The puts then hold the file (staged.files, staged.share)
+// and no rows: should they fail, discarding them removes it; a later
+// attempt of the cycle commits them as it would any staged append.
+func (s *Store) writeShared(ctx context.Context, ps *profileState, sts []*staged) (out []FileRecord, file fsys.Writer, err error) {
 	first := sts[0]
 	p := ps.p
 	idx, err := s.claimIndex(ctx, ps, first.version, first.format)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	name := path.Join(p.vdir(first.version), dataFileName(idx, first.format))
 	wopts := codec.WriterOptions{Format: first.format, Compression: s.opts.compression,
@@ -237,12 +243,12 @@ func (s *Store) writeShared(ctx context.Context, ps *profileState, sts []*staged
 	}
 	w, err := fsys.CreateSync(ctx, s.fs, name, fsys.SyncContent)
 	if err != nil {
-		return nil, fmt.Errorf("write %s: %w", p, err)
+		return nil, nil, fmt.Errorf("write %s: %w", p, err)
 	}
 	fw, err := codec.NewFileWriter(w, codec.FileSchema(first.schema, first.by), wopts)
 	if err != nil {
 		_ = w.Abort()
-		return nil, fmt.Errorf("%s: %w", p, err)
+		return nil, nil, fmt.Errorf("%s: %w", p, err)
 	}
 	defer func() {
 		if err != nil {
@@ -257,21 +263,18 @@ func (s *Store) writeShared(ctx context.Context, ps *profileState, sts []*staged
 		offsets[k] = rows
 		for _, rec := range st.pending {
 			if err = fw.Write(rec); err != nil {
-				return nil, fmt.Errorf("%s: %w", p, err)
+				return nil, nil, fmt.Errorf("%s: %w", p, err)
 			}
 			if fw.RowGroupBytes() >= s.opts.rowGroupBytes {
 				if err = fw.EndRowGroup(); err != nil {
-					return nil, fmt.Errorf("%s: %w", p, err)
+					return nil, nil, fmt.Errorf("%s: %w", p, err)
 				}
 			}
 			rows += rec.NumRows()
 		}
 	}
 	if err = fw.Close(); err != nil {
-		return nil, fmt.Errorf("%s: %w", p, err)
-	}
-	if err = w.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("write %s: %w", p, err)
+		return nil, nil, fmt.Errorf("%s: %w", p, err)
 	}
 	rel := strings.TrimPrefix(name, p.dir+"/")
 	sh := &sharedFile{name: name, claim: path.Join(p.vdir(first.version), claimName(idx, first.format))}
@@ -290,7 +293,7 @@ func (s *Store) writeShared(ctx context.Context, ps *profileState, sts []*staged
 		// of the group failed (discard).
 		st.claims, st.share = nil, sh
 	}
-	return out, nil
+	return out, w, nil
 }
 
 // sliceReader reads the rows [off, off+n) of rdr.
