@@ -10,6 +10,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -665,8 +666,13 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 		var fe *fileCommitError
 		if errors.As(err, &fe) {
 			// A shared data file could not be committed: nothing of the
-			// cycle is (its segment was not linked).
-			return fail(fmt.Errorf("write %s: %w; nothing was committed", p, fe.err))
+			// cycle is (its segment was not linked), and a retry commits
+			// the puts in a file of their own index (a full disk is told
+			// as such).
+			if errors.Is(fe.err, syscall.ENOSPC) || errors.Is(fe.err, syscall.EDQUOT) {
+				return fail(fmt.Errorf("write %s: %w; nothing was committed", p, fe.err))
+			}
+			return fail(fmt.Errorf("%w: write %s: %w; nothing was committed: retry", ErrUnavailable, p, fe.err))
 		}
 		if err != nil {
 			if errors.Is(err, fsys.ErrExist) {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -293,7 +294,27 @@ func (s *Store) writeShared(ctx context.Context, ps *profileState, sts []*staged
 		// of the group failed (discard).
 		st.claims, st.share = nil, sh
 	}
-	return out, w, nil
+	return out, &sharedCommit{Writer: w, sh: sh}, nil
+}
+
+// sharedCommit is a shared file's writer as the cycle commits it: its
+// commit notes whether the file was linked (discarding its puts then
+// removes it) or its name was taken (and left alone, with the claim).
+type sharedCommit struct {
+	fsys.Writer
+	sh *sharedFile
+}
+
+// Commit implements fsys.Writer.
+func (c *sharedCommit) Commit(ctx context.Context) error {
+	err := c.Writer.Commit(ctx)
+	switch {
+	case err == nil:
+		c.sh.linked.Store(true)
+	case errors.Is(err, fsys.ErrExist):
+		c.sh.taken.Store(true)
+	}
+	return err
 }
 
 // sliceReader reads the rows [off, off+n) of rdr.
@@ -341,15 +362,26 @@ func (r *sliceReader) Release() {
 type sharedFile struct {
 	name, claim string
 	refs        atomic.Int32 // the puts of the group not yet discarded
+	// linked: the file was linked to its name (its commit succeeded);
+	// taken: its name was another's (the commit found it existing).
+	linked, taken atomic.Bool
 }
 
-// removeShared deletes a shared file no put committed, then its claim
-// (never the claim while the file may exist).
+// removeShared deletes a shared file no put committed, if this store
+// linked it, then its claim (never the claim while the file may exist,
+// nor while another file holds its index: red team round 39's f01 found
+// the file at a taken name deleted — another writer's, which readers
+// saw).
 func (s *Store) removeShared(sh *sharedFile) {
 	ctx := context.Background()
-	if err := s.fs.Delete(ctx, sh.name); err != nil && !isNotExist(err) {
-		s.opts.log.Error().Err(err).Str("file", sh.name).Msg("could not remove the shared file of failed appends; sweep will")
+	if sh.taken.Load() {
 		return
+	}
+	if sh.linked.Load() {
+		if err := s.fs.Delete(ctx, sh.name); err != nil && !isNotExist(err) {
+			s.opts.log.Error().Err(err).Str("file", sh.name).Msg("could not remove the shared file of failed appends; sweep will")
+			return
+		}
 	}
 	if err := s.fs.Delete(ctx, sh.claim); err != nil && !isNotExist(err) {
 		s.opts.log.Warn().Err(err).Str("file", sh.claim).Msg("could not remove the claim of failed appends")

@@ -279,6 +279,83 @@ func sharedFileFailureLeavesNothing(t *testing.T, rule faultfs.Rule, relaxed boo
 	}
 }
 
+// TestSharedFileNameTakenLeftAlone: a cycle whose shared file finds its
+// name taken (another writer, ignoring claims, made the next numbered
+// files) fails whole and retryable, and leaves the other writer's files
+// alone; a retry commits past them (red team round 39's f01: the cycle's
+// cleanup deleted them, rows readers had seen).
+func TestSharedFileNameTakenLeftAlone(t *testing.T) {
+	for _, dirs := range []bool{false, true} {
+		t.Run(fmt.Sprintf("directories=%v", dirs), func(t *testing.T) {
+			s, fs, dir := newLockWaitStore(t)
+			k := []string{"g"}
+			put(t, s, ModeWrite, k, ids(0), PutOptions{})
+			put(t, s, ModeAppend, k, ids(1), PutOptions{}) // (the next index the store claims is 2)
+			vdir := filepath.Join(dir, "g", "v0")
+			planted, err := os.ReadFile(filepath.Join(vdir, "0.parquet"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 2; i <= 4; i++ {
+				name := filepath.Join(vdir, fmt.Sprintf("%d.parquet", i))
+				if dirs {
+					err = os.Mkdir(name, 0o755)
+				} else {
+					err = os.WriteFile(name, planted, 0o444)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := hashTree(t, dir)
+			_, errs := queueAppends(t, s, fs, dir, k, 4, 2)
+			failed := 0
+			for i, err := range errs {
+				switch {
+				case err == nil:
+				case errors.Is(err, ErrUnavailable):
+					failed++
+				default:
+					t.Fatalf("append %d: %v, want ErrUnavailable (a retry commits it)", i, err)
+				}
+			}
+			if failed == 0 {
+				t.Fatal("every append committed over a taken name")
+			}
+			after := hashTree(t, dir)
+			for i := 2; i <= 4; i++ {
+				rel := filepath.Join("g", "v0", fmt.Sprintf("%d.parquet", i))
+				if !dirs && after[rel] != before[rel] {
+					t.Fatalf("%s: %q after the failed cycle, %q before", rel, after[rel], before[rel])
+				}
+				if fi, err := os.Stat(filepath.Join(dir, rel)); err != nil || fi.IsDir() != dirs {
+					t.Fatalf("%s after the failed cycle: %v, %v", rel, fi, err)
+				}
+			}
+			// Retried, each commits, at an index past the taken ones.
+			for i := range 4 {
+				var err error
+				for range 5 {
+					rdr := ids(int64(1000 + i))
+					_, err = s.Put(context.Background(), k, rdr, PutOptions{Mode: ModeAppend, RequestID: fmt.Sprintf("retry%d", i)})
+					rdr.Release()
+					if !errors.Is(err, ErrUnavailable) {
+						break
+					}
+				}
+				if err != nil {
+					t.Fatalf("retry %d: %v", i, err)
+				}
+			}
+			for i := 2; i <= 4; i++ {
+				if _, err := os.Stat(filepath.Join(vdir, fmt.Sprintf("%d.parquet", i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // TestBadAppendFailsAlone: an append whose rows pass the checks at their
 // arrival but cannot be encoded (a timestamp[s] that overflows the
 // milliseconds Parquet stores) fails alone with its own error; the other
