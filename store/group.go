@@ -119,7 +119,8 @@ func pendingReader(st *staged) (array.RecordReader, error) {
 // accepted puts of a cycle (recs[j] is batch[accepted[j]]'s record), one
 // file per version and schema, and fills in their records. A put whose
 // file could not be written gets its error in res and leaves recs and
-// accepted, which are returned.
+// accepted, which are returned with the files' writers, for the cycle to
+// commit (commitSegment) or abort.
 func (s *Store) writeGroups(ctx context.Context, ps *profileState, batch []*commitReq, res []commitResult, recs []*CommitRecord, accepted []int) ([]*CommitRecord, []int, []fsys.Writer) {
 	type group struct {
 		st      *staged
@@ -298,8 +299,8 @@ func (s *Store) writeShared(ctx context.Context, ps *profileState, sts []*staged
 }
 
 // sharedCommit is a shared file's writer as the cycle commits it: its
-// commit notes whether the file was linked (discarding its puts then
-// removes it) or its name was taken (and left alone, with the claim).
+// commit notes a name found taken (another's file, which discarding the
+// puts then leaves alone, with the claim).
 type sharedCommit struct {
 	fsys.Writer
 	sh *sharedFile
@@ -308,10 +309,7 @@ type sharedCommit struct {
 // Commit implements fsys.Writer.
 func (c *sharedCommit) Commit(ctx context.Context) error {
 	err := c.Writer.Commit(ctx)
-	switch {
-	case err == nil:
-		c.sh.linked.Store(true)
-	case errors.Is(err, fsys.ErrExist):
+	if errors.Is(err, fsys.ErrExist) {
 		c.sh.taken.Store(true)
 	}
 	return err
@@ -362,26 +360,22 @@ func (r *sliceReader) Release() {
 type sharedFile struct {
 	name, claim string
 	refs        atomic.Int32 // the puts of the group not yet discarded
-	// linked: the file was linked to its name (its commit succeeded);
-	// taken: its name was another's (the commit found it existing).
-	linked, taken atomic.Bool
+	taken       atomic.Bool  // its name was another's (its commit found it existing)
 }
 
-// removeShared deletes a shared file no put committed, if this store
-// linked it, then its claim (never the claim while the file may exist,
-// nor while another file holds its index: red team round 39's f01 found
-// the file at a taken name deleted — another writer's, which readers
-// saw).
+// removeShared deletes a shared file no put committed (its name, if it
+// was linked: a failed commit may have linked it), then its claim (never
+// the claim while the file may exist). Nothing, if the name was taken:
+// the file there is another writer's, and its index too (red team round
+// 39's f01: it was deleted, rows readers had seen).
 func (s *Store) removeShared(sh *sharedFile) {
 	ctx := context.Background()
 	if sh.taken.Load() {
 		return
 	}
-	if sh.linked.Load() {
-		if err := s.fs.Delete(ctx, sh.name); err != nil && !isNotExist(err) {
-			s.opts.log.Error().Err(err).Str("file", sh.name).Msg("could not remove the shared file of failed appends; sweep will")
-			return
-		}
+	if err := s.fs.Delete(ctx, sh.name); err != nil && !isNotExist(err) {
+		s.opts.log.Error().Err(err).Str("file", sh.name).Msg("could not remove the shared file of failed appends; sweep will")
+		return
 	}
 	if err := s.fs.Delete(ctx, sh.claim); err != nil && !isNotExist(err) {
 		s.opts.log.Warn().Err(err).Str("file", sh.claim).Msg("could not remove the claim of failed appends")
