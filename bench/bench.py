@@ -259,6 +259,21 @@ class StealWatch:
         return self
 
 
+def least_steal(label, once):
+    """Runs once(attempt), which returns (result, its StealWatch), again
+    while the run saw more than MAX_STEAL percent steal, up to STEAL_RETRIES
+    more times; returns the result and watch of the run that saw the least,
+    and the number of reruns."""
+    best, tries = None, 1 + (STEAL_RETRIES if MAX_STEAL > 0 else 0)
+    for attempt in range(tries):
+        res, w = once(attempt)
+        if best is None or w.steal_pct < best[1].steal_pct:
+            best = (res, w)
+        if MAX_STEAL <= 0 or w.steal_pct <= MAX_STEAL or attempt + 1 == tries:
+            return best[0], best[1], attempt
+        log(f"{label}: {w.steal_pct:.0f}% steal: run again")
+
+
 class Server:
     def __init__(self, argv, logname):
         self.log = open(os.path.join(WORK, logname), "ab")
@@ -385,8 +400,7 @@ def run_case(case, variants, reps=REPS, what="", settle=False):
     retried = {v[0]: 0 for v in variants}
     for r in range(reps):
         for name, fn, srv in (variants if r % 2 == 0 else list(reversed(variants))):
-            best = None  # (steal, seconds, result, server CPU s)
-            for attempt in range(1 + (STEAL_RETRIES if MAX_STEAL > 0 else 0)):
+            def once(_attempt):
                 if settle:
                     os.sync()
                 if srv is not None:
@@ -401,13 +415,11 @@ def run_case(case, variants, reps=REPS, what="", settle=False):
                     anon[name] = max(anon[name], srv.sampler.peak_anon)
                 if isinstance(res, dict) and "seconds" in res:
                     dt = res["seconds"]
-                if best is None or w.steal_pct < best[0]:
-                    best = (w.steal_pct, dt, res, w.cpu_s)
-                if MAX_STEAL <= 0 or w.steal_pct <= MAX_STEAL:
-                    break
-                retried[name] += 1
-                log(f"{case}: {name} saw {w.steal_pct:.0f}% steal ({dt:.3f}s): run again")
-            steal, dt, res, cpu_s = best
+                return (dt, res), w
+
+            (dt, res), w, reruns = least_steal(f"{case}: {name}", once)
+            retried[name] += reruns
+            steal, cpu_s = w.steal_pct, w.cpu_s
             times[name].append(dt)
             steals[name].append(steal)
             if cpu_s is not None:
@@ -863,8 +875,7 @@ def append_cases():
     # cases' puts).
     settle_deletions()
     for writers, shared in APPEND_CASES:
-        best = None  # (steal, result, peak RSS, server CPU s, retries)
-        for attempt in range(1 + (STEAL_RETRIES if MAX_STEAL > 0 else 0)):
+        def once(attempt):
             settle_disk()
             q = start_quiver() if shared else start_quiver("--group-append-bytes", "0")
             try:
@@ -880,12 +891,10 @@ def append_cases():
                 q.stop()
             r = json.loads(out)
             log(f"appends x{writers}: {r} ({w.steal_pct:.0f}% steal)")
-            if best is None or w.steal_pct < best[0]:
-                best = (w.steal_pct, r, peak, w.cpu_s, attempt)
-            if MAX_STEAL <= 0 or w.steal_pct <= MAX_STEAL:
-                break
-            log(f"appends x{writers}: {w.steal_pct:.0f}% steal: run again")
-        steal, r, peak, cpu_s, retries = best
+            return (r, peak), w
+
+        (r, peak), w, retries = least_steal(f"appends x{writers}", once)
+        steal, cpu_s = w.steal_pct, w.cpu_s
         RESULTS.append({
             "case": "small appends (1,000 rows)",
             "variant": f"quiver, {writers} writer{'s' if writers > 1 else ''}{'' if shared else ', a file per append'}",
