@@ -32,6 +32,10 @@ const dormantSlack = 16 << 10
 // before it goes dormant (0 or less: never), for tests.
 func withDormantAfter(d time.Duration) Option { return func(o *options) { o.dormantAfter = d } }
 
+// withRecvConnHook has f see each connection whose receives the server
+// follows, for tests.
+func withRecvConnHook(f func(*recvConn)) Option { return func(o *options) { o.onRecvConn = f } }
+
 // recvConn watches the bytes a client connection delivers to grpc, so that
 // a data receive (a DoPut or DoExchange RecvMsg) waiting for a client that
 // sends nothing does not hold the largest message of the budget: red team
@@ -333,6 +337,7 @@ func (c *recvConn) armLocked(ws []*inflightStream) {
 		w.state = recvArmed
 		w.timer = time.AfterFunc(c.after, func() { c.sleep(w) })
 		delete(c.dormant, w)
+		c.b.m.dormant.Dec()
 	}
 	c.changedLocked()
 }
@@ -460,6 +465,7 @@ func (c *recvConn) sleep(w *inflightStream) {
 	}
 	w.state = recvDormant
 	c.dormant[w] = struct{}{}
+	c.b.m.dormant.Inc()
 	c.mu.Unlock()
 	c.b.release(c.reserve)
 }
@@ -489,6 +495,7 @@ func (c *recvConn) finish(w *inflightStream) (holds bool) {
 	holds = w.state == recvArmed
 	if w.state == recvDormant {
 		delete(c.dormant, w)
+		c.b.m.dormant.Dec()
 		c.changedLocked()
 	}
 	w.state = recvIdle

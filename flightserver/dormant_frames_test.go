@@ -28,14 +28,14 @@ func (g *gateConn) raw(b []byte) error {
 	return err
 }
 
-// waitDormant waits until a paused put's receive is dormant: the data pool
-// is empty, and still so after the put's messages had time to arrive (it
-// is empty for a moment between them).
-func waitDormant(t *testing.T, ts *testServer) {
+// waitDormant waits until n paused puts' receives are dormant and the data
+// pool is empty. (An empty pool alone does not tell: it is empty too before
+// a put's receive starts, and for a moment between its messages.)
+func waitDormant(t *testing.T, ts *testServer, n int) {
 	t.Helper()
-	waitUntil(t, "the paused receive is dormant", func() bool { return ts.srv.budget.used.Load() == 0 })
-	time.Sleep(150 * time.Millisecond)
-	waitUntil(t, "the paused receive is dormant", func() bool { return ts.srv.budget.used.Load() == 0 })
+	waitUntil(t, fmt.Sprintf("%d paused receives are dormant", n), func() bool {
+		return metricValue(t, ts.srv.metrics.dormant) == float64(n) && ts.srv.budget.used.Load() == 0
+	})
 }
 
 // watchPool fails t (at stop) if the data pool held anything between the
@@ -94,7 +94,7 @@ func TestReadsDoNotPinPausedPut(t *testing.T) {
 			}
 			c, _ := dialGated(t, ts.addr, dopts...)
 			p := startPausedPut(t, c, "slow", rec)
-			waitDormant(t, ts)
+			waitDormant(t, ts, 1)
 			stop := watchPool(t, ts)
 			for i := 0; i < 500; i++ {
 				if err := getErr(context.Background(), c, "ref"); err != nil {
@@ -129,7 +129,7 @@ func TestControlFramesDoNotPinPausedPut(t *testing.T) {
 	c, g := dialGated(t, ts.addr) // its ListFlights is stream 1
 	p := startPausedPut(t, c, "slow", rec)
 	const put = 3 // the put's stream
-	waitDormant(t, ts)
+	waitDormant(t, ts, 1)
 	stop := watchPool(t, ts)
 	var frames bytes.Buffer
 	for i := 0; i < 1000; i++ {
@@ -168,8 +168,9 @@ func TestControlFramesDoNotPinPausedPut(t *testing.T) {
 // connection, its next batch waits (it reaches grpc only once re-armed),
 // and goes through when a stalled put ends.
 func TestOwnDataRearmsAmidOtherTraffic(t *testing.T) {
+	rc := &recvConns{}
 	ts := startSrv(t, true, WithMaxRecvMsgSize(1<<20), WithMaxInflightBytes(2<<20),
-		WithInflightWait(10*time.Second), withDormantAfter(20*time.Millisecond))
+		WithInflightWait(10*time.Second), withDormantAfter(20*time.Millisecond), withRecvConnHook(rc.add))
 	rec := strBatch(10, 10)
 	defer rec.Release()
 	big := strBatch(8<<10, 100)
@@ -179,8 +180,7 @@ func TestOwnDataRearmsAmidOtherTraffic(t *testing.T) {
 	}
 	slowC, _ := dialGated(t, ts.addr)
 	slow := startPausedPut(t, slowC, "slow", rec)
-	waitUntil(t, "the slow put is dormant", func() bool { return ts.srv.budget.used.Load() == 0 })
-	time.Sleep(50 * time.Millisecond)
+	waitDormant(t, ts, 1)
 	var stalled []*pausedPut
 	for i := 0; i < 2; i++ {
 		c, g := dialGated(t, ts.addr)
@@ -193,7 +193,7 @@ func TestOwnDataRearmsAmidOtherTraffic(t *testing.T) {
 			p.abort()
 		}
 	}()
-	waitUntil(t, "the stalled receives hold the pool", func() bool { return ts.srv.budget.used.Load() == 2<<20 })
+	waitStalled(t, ts, rc, 2)
 	// Reads on the slow put's connection go on although the pool is full.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()

@@ -216,9 +216,10 @@ func testPausedPuts(t *testing.T, withTLS bool) {
 	}
 	// Every paused receive has gone dormant: the pool is empty although
 	// five receives wait.
-	waitUntil(t, "the paused receives hold nothing", func() bool {
-		return ts.srv.budget.used.Load() == 0 && metricValue(t, ts.srv.metrics.inflight.WithLabelValues("data")) == 0
-	})
+	waitDormant(t, ts, len(paused))
+	if n := metricValue(t, ts.srv.metrics.inflight.WithLabelValues("data")); n != 0 {
+		t.Fatalf("quiver_inflight_bytes{pool=data} %v with five paused puts", n)
+	}
 	time.Sleep(100 * time.Millisecond)
 	if n := ts.srv.budget.used.Load(); n != 0 {
 		t.Fatalf("data pool holds %d bytes with five paused puts", n)
@@ -253,6 +254,48 @@ func testPausedPuts(t *testing.T, withTLS bool) {
 	})
 }
 
+// recvConns collects a test server's followed connections
+// (withRecvConnHook), to tell how far their receives are.
+type recvConns struct {
+	mu sync.Mutex
+	cs []*recvConn
+}
+
+func (r *recvConns) add(c *recvConn) {
+	r.mu.Lock()
+	r.cs = append(r.cs, c)
+	r.mu.Unlock()
+}
+
+// midMessage is how many receives hold their reservation with part of a
+// message arrived (those that never go dormant).
+func (r *recvConns) midMessage() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.cs {
+		c.mu.Lock()
+		for _, w := range c.watch {
+			if w.state == recvArmed && c.arrivedLocked(w) {
+				n++
+			}
+		}
+		c.mu.Unlock()
+	}
+	return n
+}
+
+// waitStalled waits until n receives are stalled in the middle of a
+// message (stallMidMessage), holding the whole 2 MiB pool between them.
+// (A pool full alone does not tell: a receive reserves when it starts, and
+// one whose bytes are late may go dormant once before they arrive.)
+func waitStalled(t *testing.T, ts *testServer, rc *recvConns, n int) {
+	t.Helper()
+	waitUntil(t, "the stalled receives hold the pool", func() bool {
+		return rc.midMessage() == n && ts.srv.budget.used.Load() == 2<<20
+	})
+}
+
 // stallMidMessage makes a paused put on its gated connection send the
 // first 512 KiB of a larger batch and stop: more than the 256 KiB stream
 // window, so part of the message has arrived since its receive started.
@@ -274,8 +317,9 @@ func stallMidMessage(t *testing.T, p *pausedPut, g *gateConn, big arrow.RecordBa
 // third put waits and fails ResourceExhausted; when one ends, puts go
 // through again.
 func TestBudgetHeldMidMessage(t *testing.T) {
+	rc := &recvConns{}
 	ts := startSrv(t, true, WithMaxRecvMsgSize(1<<20), WithMaxInflightBytes(2<<20),
-		WithInflightWait(300*time.Millisecond), withDormantAfter(20*time.Millisecond))
+		WithInflightWait(300*time.Millisecond), withDormantAfter(20*time.Millisecond), withRecvConnHook(rc.add))
 	rec := strBatch(10, 10)
 	defer rec.Release()
 	big := strBatch(8<<10, 100) // about 850 KiB
@@ -287,7 +331,7 @@ func TestBudgetHeldMidMessage(t *testing.T) {
 		paused = append(paused, p)
 		stallMidMessage(t, p, g, big)
 	}
-	waitUntil(t, "the stalled receives hold the pool", func() bool { return ts.srv.budget.used.Load() == 2<<20 })
+	waitStalled(t, ts, rc, 2)
 	time.Sleep(200 * time.Millisecond) // many times dormantAfter
 	if n := ts.srv.budget.used.Load(); n != 2<<20 {
 		t.Fatalf("data pool holds %d bytes with two receives in the middle of a message, want %d", n, 2<<20)
@@ -320,16 +364,16 @@ func TestDormantRearmWaits(t *testing.T) {
 			if room {
 				wait = 10 * time.Second // room comes well before it
 			}
+			rc := &recvConns{}
 			ts := startSrv(t, true, WithMaxRecvMsgSize(1<<20), WithMaxInflightBytes(2<<20),
-				WithInflightWait(wait), withDormantAfter(20*time.Millisecond))
+				WithInflightWait(wait), withDormantAfter(20*time.Millisecond), withRecvConnHook(rc.add))
 			rec := strBatch(10, 10)
 			defer rec.Release()
 			big := strBatch(8<<10, 100)
 			defer big.Release()
 			slowC, _ := dialGated(t, ts.addr)
 			slow := startPausedPut(t, slowC, "slow", rec)
-			waitUntil(t, "the slow put is dormant", func() bool { return ts.srv.budget.used.Load() == 0 })
-			time.Sleep(50 * time.Millisecond)
+			waitDormant(t, ts, 1)
 			var stalled []*pausedPut
 			for i := 0; i < 2; i++ {
 				c, g := dialGated(t, ts.addr)
@@ -337,7 +381,10 @@ func TestDormantRearmWaits(t *testing.T) {
 				stalled = append(stalled, p)
 				stallMidMessage(t, p, g, big)
 			}
-			waitUntil(t, "the stalled receives hold the pool", func() bool { return ts.srv.budget.used.Load() == 2<<20 })
+			waitStalled(t, ts, rc, 2)
+			if n := metricValue(t, ts.srv.metrics.dormant); n != 1 {
+				t.Fatalf("%v dormant receives, want the slow put's", n)
+			}
 			waits := metricValue(t, ts.srv.metrics.inflightWaits.WithLabelValues("data"))
 			done := make(chan error, 1)
 			go func() { done <- slow.finish(rec) }()
@@ -393,7 +440,7 @@ func TestPingDoesNotPinPausedPut(t *testing.T) {
 	defer rec.Release()
 	c, g := dialGated(t, ts.addr)
 	p := startPausedPut(t, c, "slow", rec)
-	waitDormant(t, ts)
+	waitDormant(t, ts, 1)
 	for i := 0; i < 2; i++ { // the server's ping policy allows two
 		if err := g.ping(); err != nil {
 			t.Fatal(err)

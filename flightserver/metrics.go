@@ -42,6 +42,7 @@ type metrics struct {
 	inflight         *prometheus.GaugeVec
 	inflightWaits    *prometheus.CounterVec
 	inflightRefusals *prometheus.CounterVec
+	dormant          prometheus.Gauge
 	limitRefusals    *prometheus.CounterVec
 
 	pwChecks   prometheus.Counter
@@ -134,6 +135,10 @@ func newMetrics() *metrics {
 			Name: "quiver_inflight_refusals_total",
 			Help: "Receives refused ResourceExhausted because an in-flight budget stayed full, by pool.",
 		}, []string{"pool"}),
+		dormant: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "quiver_inflight_dormant_receives",
+			Help: "Receives of paused puts that hold no room in the data budget now (their clients sent nothing for a while).",
+		}),
 		limitRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quiver_limit_refusals_total",
 			Help: "Puts refused by a schema or decode limit, by limit (columns, depth, decode).",
@@ -165,7 +170,7 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.rpcs, m.durations, m.actions, m.rows, m.bytes, m.commits, m.lockTimeout, m.lockWaits,
 		m.problems, m.verifies, m.streams, m.authFail, m.denials, m.idle,
-		m.sendIdle, m.panics, m.inflight, m.inflightWaits, m.inflightRefusals, m.limitRefusals,
+		m.sendIdle, m.panics, m.inflight, m.inflightWaits, m.inflightRefusals, m.dormant, m.limitRefusals,
 		m.pwChecks, m.pwCached, m.pwRefused, m.pwInFlight, m.conns, m.connWaits,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, d := range []string{"in", "out"} {

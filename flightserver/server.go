@@ -87,6 +87,7 @@ type options struct {
 	maxConns      int
 	dormantAfter  time.Duration
 	testHook      func(point string)
+	onRecvConn    func(*recvConn) // tests: sees each watched connection
 }
 
 // Option configures a Server.
@@ -259,7 +260,13 @@ func (s *Server) Serve(lis net.Listener) error {
 	ll := newLimitListener(lis, s.opts.maxConns, s.metrics)
 	if s.budget != nil && s.opts.dormantAfter > 0 {
 		reserve := min(int64(s.opts.maxRecv), s.budget.capacity)
-		ll.wrap = func(c net.Conn) net.Conn { return newRecvConn(c, s.budget, reserve, s.opts.dormantAfter) }
+		ll.wrap = func(c net.Conn) net.Conn {
+			rc := newRecvConn(c, s.budget, reserve, s.opts.dormantAfter)
+			if s.opts.onRecvConn != nil {
+				s.opts.onRecvConn(rc)
+			}
+			return rc
+		}
 	}
 	err := s.grpc.Serve(ll)
 	if errors.Is(err, grpc.ErrServerStopped) {
