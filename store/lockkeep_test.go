@@ -261,3 +261,92 @@ func TestKeptLockReleasedWhenNextBatchCancelled(t *testing.T) {
 		t.Errorf("latest holds %v, want [1 2]", got)
 	}
 }
+
+// TestCommitLinger: with a commit linger, a writer that sends one put
+// after another takes the manifest lock once per maxLockHold, not once
+// per put; the head lags while the lock is kept. Once the writer stops,
+// the lock is released (and the head names the last record) within the
+// linger, and another writer — here pyrosome's way, an exclusive create of
+// the lock — gets it then. Close releases a kept lock too.
+func TestCommitLinger(t *testing.T) {
+	const linger = 30 * time.Millisecond
+	s, dir := newTestStore(t, WithCommitLinger(linger))
+	k := []string{"linger"}
+	lock := filepath.Join(dir, "linger", lockName)
+	var taken atomic.Int32
+	s.OnLockWait(func(_ time.Duration, acquired bool) {
+		if acquired {
+			taken.Add(1)
+		}
+	})
+	start := time.Now()
+	const n = 20
+	var last *CommitRecord
+	for i := range n {
+		last = put(t, s, ModeAppend, k, ids(int64(i)), PutOptions{})
+	}
+	// The lock is taken again at most once per maxLockHold (and once per
+	// linger that passed without a put, on a slow machine).
+	if got, most := int(taken.Load()), 1+int(time.Since(start)/min(maxLockHold, linger)); got > most {
+		t.Errorf("the lock was taken %d times for %d puts in %v, want at most %d", got, n, time.Since(start), most)
+	}
+	// pyrosome's writer: an exclusive create, retried as pyrosome polls.
+	var f *os.File
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		f, err = os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil || !os.IsExist(err) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("another writer's lock after the linger: %v", err)
+	}
+	f.Close()
+	head, err := os.ReadFile(filepath.Join(dir, "linger", logDir, headName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, want := headOf(profile{keys: k, dir: "linger"}, last)
+	if string(head) != string(want) {
+		t.Errorf("HEAD after the linger is %s, want %s (the last record)", head, want)
+	}
+	// The other writer's lock holds our next put off until it is gone.
+	done := make(chan error, 1)
+	go func() {
+		rdr := ids(100)
+		defer rdr.Release()
+		_, err := s.Put(context.Background(), k, rdr, PutOptions{Mode: ModeAppend})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("a put while another writer holds the lock: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Close right after a put releases the kept lock.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(lock); !os.IsNotExist(err) {
+		t.Errorf("lock left behind after Close: %v", err)
+	}
+	s2, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	latest, _, err := s2.Versions(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readIDs(t, s2, k, latest); len(got) != n+1 {
+		t.Errorf("%d rows after Close, want %d", len(got), n+1)
+	}
+}
