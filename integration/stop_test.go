@@ -1,10 +1,7 @@
 package integration
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -55,45 +52,5 @@ func TestStopInterruptsPut(t *testing.T) {
 	}
 	if after := dataFiles(t, s.dataDir); !slices.Equal(after, before) {
 		t.Fatalf("an interrupted put left a trace:\nbefore %v\nafter  %v", before, after)
-	}
-}
-
-// TestStopReleasesLingeringLock: SIGTERM right after a put, while the
-// commit keeps the profile's lock for a next put (--commit-linger): the
-// server releases it before it exits, and .log/HEAD names the last
-// record.
-func TestStopReleasesLingeringLock(t *testing.T) {
-	s := startServer(t, "--commit-linger", "100ms")
-	if s.dataDir == "" {
-		t.Skip("the storage is not a local directory")
-	}
-	b := batch(0, 10)
-	defer b.Release()
-	mustPut(t, s.client, "s", client.PutOptions{}, b)
-	mustPut(t, s.client, "s", client.PutOptions{}, b)
-	lock := filepath.Join(s.dataDir, "s", "manifest.json.write_lock")
-	if _, err := os.Stat(lock); err != nil {
-		t.Fatalf("the lock is not kept after the put: %v", err)
-	}
-	if err := s.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-s.Done():
-		if err := s.Err(); err != nil {
-			t.Fatalf("serve exited with %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not stop within 10 s of SIGTERM")
-	}
-	if _, err := os.Stat(lock); !os.IsNotExist(err) {
-		t.Fatalf("the lock is still there after the server stopped: %v", err)
-	}
-	head, err := os.ReadFile(filepath.Join(s.dataDir, "s", ".log", "HEAD"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(head), `"seq":2,`) {
-		t.Fatalf("HEAD after the stop is %s, want record 2", head)
 	}
 }

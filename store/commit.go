@@ -28,9 +28,6 @@ type committer struct {
 	mu      sync.Mutex
 	queue   []*commitReq
 	leading bool
-	// arrived is signalled (never blocking) when a put is queued while a
-	// leader runs: a leader lingering with the lock kept (linger) wakes.
-	arrived chan struct{}
 	// headAt is when .log/HEAD was last written; headDue holds the
 	// last record of cycles whose head write was left to a later cycle
 	// (see finishCycle). Both belong to the leader.
@@ -63,12 +60,6 @@ type committer struct {
 // the manifest lock from one to the next rather than release it and take
 // it again (finishCycle).
 const maxLockHold = 100 * time.Millisecond
-
-// DefaultCommitLinger is how long the server's commit cycles keep a
-// profile's lock after leaving it idle, for the next put of a writer that
-// sends one after another (WithCommitLinger): its next put arrives a round
-// trip and a decode after its acknowledgement.
-const DefaultCommitLinger = 5 * time.Millisecond
 
 // headEvery bounds how long a busy profile's .log/HEAD may lag its log:
 // back-to-back cycles write it at most this often (and the last cycle of
@@ -110,12 +101,6 @@ func (s *Store) commitStaged(ctx context.Context, ps *profileState, st *staged) 
 	lead := !c.leading
 	c.leading = true
 	c.mu.Unlock()
-	if !lead {
-		select {
-		case c.arrived <- struct{}{}:
-		default:
-		}
-	}
 	c.waiting.Add(1)
 	defer c.waiting.Add(-1)
 	if lead {
@@ -136,65 +121,26 @@ func (s *Store) lead(c *committer) {
 			return
 		}
 		c.mu.Unlock()
-		if empty && !s.linger(c) {
-			// A lock kept for a next put that did not come (or for puts
-			// that were all cancelled before their cycle): released
-			// (durably, as the profile is idle) before the leader stops.
+		if empty {
+			// A lock kept for puts that were all cancelled before their
+			// cycle: released (durably, as the profile is idle) before
+			// the leader stops.
 			s.release(c)
 		}
 	}
 }
 
-// linger waits, with the lock a cycle kept, for a put to be queued: up to
-// the commit linger, and no longer than the lock may be kept. It reports
-// whether one was.
-func (s *Store) linger(c *committer) bool {
-	wait := min(s.opts.commitLinger, min(maxLockHold, s.opts.lockStaleAfter/4)-time.Since(c.held.taken))
-	if wait <= 0 {
-		return false
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.arrived:
-			c.mu.Lock()
-			n := len(c.queue)
-			c.mu.Unlock()
-			if n > 0 {
-				return true
-			}
-			// A signal of a put queued before the last cycle took it.
-		case <-t.C:
-			return false
-		}
-	}
-}
-
-// release releases the lock a cycle kept (committer.held), writing the
-// log head if a cycle left it to a later one, and makes the release
-// durable.
+// release releases the lock a cycle kept (committer.held) and makes the
+// release durable.
 func (s *Store) release(c *committer) {
 	h := c.held
 	c.held = nil
 	defer s.bg.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.lockTimeout)
-	defer cancel()
-	if c.headDue != nil {
-		s.writeHead(ctx, c.ps, c.headDue)
-		c.headDue, c.headAt = nil, time.Now()
-	}
 	if err := h.unlock(); err != nil {
 		s.opts.log.Error().Err(err).Str("profile", c.ps.p.String()).Msg("manifest lock")
 		return
 	}
-	// Synced on its own goroutine: a put that arrives meanwhile does not
-	// wait for it.
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		s.syncRelease(c.ps)
-	}()
+	s.syncRelease(c.ps)
 }
 
 func (s *Store) runCycle(c *committer) {
@@ -256,14 +202,14 @@ func (s *Store) runCycle(c *committer) {
 		c.mu.Unlock()
 	}
 	// The clients are answered once the head is written and the lock
-	// released, or kept for the next cycle (finishCycle): a lock and a
-	// lagging head are left behind by a process that exits before its
-	// leader lingered, never past Close. Making the release durable (a
-	// sync of the profile directory, once the profile is idle) waits for
-	// no client, nor for the next cycle: it guards only against a
-	// machine crash bringing the lock back, which its owner's boot being
-	// gone then marks stale. Close waits for it (counted before any put
-	// is answered, so before its client can call Close).
+	// released: a process that exits after its last put returned leaves
+	// no lock and no lagging head behind. Making the release durable
+	// (a sync of the profile directory, once the profile is idle) waits
+	// for no client, nor for the next cycle (a single writer's next put
+	// arrives while it runs): it guards only against a machine crash
+	// bringing the lock back, which its owner's boot being gone then
+	// marks stale. Close waits for it (counted before any put is
+	// answered, so before its client can call Close).
 	idle := s.finishCycle(c, finish)
 	if idle {
 		s.bg.Add(1)
@@ -298,19 +244,18 @@ type cycleEnd struct {
 	ctx    context.Context
 }
 
-// finishCycle writes the log head and releases the lock — or keeps the
-// lock for the next cycle (committer.held) when puts are queued, or for
-// the commit linger when none is (a writer that sends one put after
-// another), for up to maxLockHold since it was taken: taking it creates
-// a file and releasing it removes one, and on ext4 without a journal
-// every file created skips the inodes freed in the last minutes
+// finishCycle writes the log head and releases the lock. Back-to-back
+// cycles of a busy profile write the head at most every headEvery: it is
+// a hint that only ever lags (format.md), and the next cycle, already
+// queued, writes it soon. They also keep the lock for the next cycle
+// (committer.held), for up to maxLockHold since it was taken: taking it
+// creates a file and releasing it removes one, and on ext4 without a
+// journal every file created skips the inodes freed in the last minutes
 // (docs/benchmarks.md). Other writers wait for it as they would for a
-// cycle. While the lock is kept, the head is written at most every
-// headEvery: it is a hint that only ever lags (format.md), and the next
-// cycle or the release (release) writes it. A release when busy is not
-// synced (the next cycle, already queued, takes the lock again); idle
-// reports that the profile was idle and the lock released, so that the
-// caller makes the release durable (syncRelease).
+// cycle. A release when busy is not synced (the next cycle, already
+// queued, takes the lock again); idle reports that the profile was idle
+// and the lock released, so that the caller makes the release durable
+// (syncRelease).
 func (s *Store) finishCycle(c *committer, e cycleEnd) (idle bool) {
 	if e.lock == nil {
 		return false
@@ -322,16 +267,15 @@ func (s *Store) finishCycle(c *committer, e cycleEnd) (idle bool) {
 	c.mu.Lock()
 	busy := len(c.queue) > 0
 	c.mu.Unlock()
-	keep := e.last != nil && s.mayKeep(e.lock, busy)
 	switch {
 	case e.head != nil:
 		s.publishHead(e.ctx, c.ps, e.head)
 		c.headDue, c.headAt = nil, time.Now()
-	case c.headDue != nil && c.headWanted(busy || keep):
+	case c.headDue != nil && c.headWanted(busy):
 		s.writeHead(e.ctx, c.ps, c.headDue)
 		c.headDue, c.headAt = nil, time.Now()
 	}
-	if keep {
+	if busy && e.last != nil && time.Since(e.lock.taken) < min(maxLockHold, s.opts.lockStaleAfter/4) {
 		// Counted as work in flight until the next cycle takes it or
 		// lead releases it: Close waits for it.
 		s.bg.Add(1)
@@ -345,18 +289,11 @@ func (s *Store) finishCycle(c *committer, e cycleEnd) (idle bool) {
 	return !busy
 }
 
-// mayKeep reports whether a cycle ending now that committed keeps lock
-// for the next: puts are queued (busy) or the leader lingers for one, and
-// the lock was taken less than maxLockHold ago.
-func (s *Store) mayKeep(lock *heldLock, busy bool) bool {
-	return (busy || s.opts.commitLinger > 0) && time.Since(lock.taken) < min(maxLockHold, s.opts.lockStaleAfter/4)
-}
-
 // headWanted reports whether a cycle ending now writes the log head: the
-// lock is released (kept: the next cycle or the release writes it), or
-// the head is due. Only the leader calls it (headAt is the leader's).
-func (c *committer) headWanted(kept bool) bool {
-	return !kept || time.Since(c.headAt) >= headEvery
+// profile is idle (busy: puts are queued), or its head is due. Only the
+// leader calls it (headAt is the leader's).
+func (c *committer) headWanted(busy bool) bool {
+	return !busy || time.Since(c.headAt) >= headEvery
 }
 
 // syncRelease makes the release of an idle profile's lock durable, so
@@ -713,13 +650,13 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 		// told so, and their files stay.
 		var notDurable error
 		// The head is staged with the segment (its sync overlapping the
-		// segment's) when finishCycle is going to write it: the lock is
-		// released, or the head is due (headEvery).
+		// segment's) when finishCycle is going to write it: the profile
+		// is idle, or its head is due (headEvery).
 		c := &ps.commit
 		c.mu.Lock()
 		busy := len(c.queue) > 0
 		c.mu.Unlock()
-		end.head, err = s.commitSegment(ctx, ps, all, stagedDirsOf(batch, accepted), c.headWanted(s.mayKeep(end.lock, busy)), files)
+		end.head, err = s.commitSegment(ctx, ps, all, stagedDirsOf(batch, accepted), c.headWanted(busy), files)
 		files = nil // (committed or aborted)
 		var nd *notDurableError
 		if errors.As(err, &nd) {

@@ -109,7 +109,6 @@ func newProfileState(p profile) *profileState {
 		nextIndex: map[int]int{}, lists: map[int]dirList{}, loaded: map[int]loadedVersion{},
 		schemas: map[string]schemaFact{}, csvAppend: make(chan struct{}, 1)}
 	ps.commit.ps = ps
-	ps.commit.arrived = make(chan struct{}, 1)
 	return ps
 }
 

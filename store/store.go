@@ -73,7 +73,6 @@ type options struct {
 	maxPutBytes    int64
 	putMemory      int64
 	lockStaleAfter time.Duration
-	commitLinger   time.Duration
 	signer         ed25519.PrivateKey
 	verifyReads    bool
 	compression    codec.Compression
@@ -101,15 +100,6 @@ const SpillOff = "off"
 // WithLockTimeout sets how long a writer waits for the manifest lock
 // (default 10 s, as pyrosome's LOCK_TIMEOUT).
 func WithLockTimeout(d time.Duration) Option { return func(o *options) { o.lockTimeout = d } }
-
-// WithCommitLinger sets how long a commit cycle that left its profile
-// idle keeps the profile's manifest lock for the next put (default 0:
-// released before the put returns). Other writers of the profile wait
-// for it as for a cycle. A process that lingers must Close the store
-// before it exits: a lock it leaves behind is taken over at once by
-// writers on its host (its owner is gone) but waits for the stale limit
-// on others. The server lingers DefaultCommitLinger.
-func WithCommitLinger(d time.Duration) Option { return func(o *options) { o.commitLinger = d } }
 
 // WithClock replaces time.Now, for tests.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }

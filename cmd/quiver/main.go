@@ -77,7 +77,6 @@ type serveConfig struct {
 	cacheSize    string
 	readAhead    int
 	lockStale    time.Duration
-	linger       time.Duration
 	grace        time.Duration
 	stopTimeout  time.Duration
 	lockTimeout  time.Duration
@@ -230,7 +229,6 @@ environment. Once listening, serve prints "quiver: serving <data-dir> on
 	f.StringVar(&c.cacheSize, "cache-size", env("QUIVER_CACHE_SIZE", "10GiB"), "most bytes the IPC cache holds; least recently used files are evicted (env QUIVER_CACHE_SIZE)")
 	f.IntVar(&c.readAhead, "read-ahead", 0, "files a read decodes at once, ahead of sending (0: GOMAXPROCS)")
 	f.DurationVar(&c.lockStale, "lock-stale-after", 10*time.Minute, "a manifest lock older than this is taken over even when its owner cannot be proven gone (another host)")
-	f.DurationVar(&c.linger, "commit-linger", store.DefaultCommitLinger, "how long a commit keeps a profile's manifest lock for the same writer's next put once no other put waits (0: released before the put is answered); other writers of the profile wait for it as for a commit")
 	f.DurationVar(&c.grace, "grace", flightserver.DefaultGrace, "default grace period of remove-old-versions")
 	f.DurationVar(&c.stopTimeout, "stop-timeout", 30*time.Second, "on SIGTERM, how long in-flight RPCs may finish before they are cancelled")
 	f.DurationVar(&c.lockTimeout, "lock-timeout", 10*time.Second, "how long a writer waits for a manifest lock")
@@ -286,10 +284,6 @@ func storeOptions(c serveConfig) ([]store.Option, error) {
 		return nil, errors.New("--lock-stale-after must be positive")
 	}
 	opts = append(opts, store.WithLockStaleAfter(c.lockStale))
-	if c.linger < 0 || c.linger > 100*time.Millisecond {
-		return nil, errors.New("--commit-linger must be between 0 and 100ms")
-	}
-	opts = append(opts, store.WithCommitLinger(c.linger))
 	if c.groupAppend != "" {
 		var n int64
 		var err error
@@ -444,8 +438,9 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 		return fmt.Errorf("open data dir %s: %w", c.dataDir, err)
 	}
 	defer func() {
-		// After the RPCs: a lock a commit kept for the next put
-		// (--commit-linger) is released, and released durably.
+		// After the RPCs: the work commits leave behind once their puts
+		// are answered (releasing a lock kept between back-to-back
+		// cycles, syncing an idle profile's release) ends before exit.
 		if err := st.Close(); err != nil {
 			log.Warn().Err(err).Msg("close the data dir")
 		}

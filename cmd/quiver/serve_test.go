@@ -52,26 +52,3 @@ func TestLimitOptions(t *testing.T) {
 		}
 	}
 }
-
-// TestStoreOptionsBounds: the store flags the serve command checks.
-func TestStoreOptionsBounds(t *testing.T) {
-	base := serveConfig{lockStale: time.Minute, linger: 5 * time.Millisecond, compression: "zstd"}
-	for _, c := range []struct {
-		name string
-		edit func(*serveConfig)
-		ok   bool
-	}{
-		{"defaults", func(*serveConfig) {}, true},
-		{"no linger", func(c *serveConfig) { c.linger = 0 }, true},
-		{"longest linger", func(c *serveConfig) { c.linger = 100 * time.Millisecond }, true},
-		{"negative linger", func(c *serveConfig) { c.linger = -time.Millisecond }, false},
-		{"linger past the lock hold", func(c *serveConfig) { c.linger = 101 * time.Millisecond }, false},
-		{"zero stale limit", func(c *serveConfig) { c.lockStale = 0 }, false},
-	} {
-		cfg := base
-		c.edit(&cfg)
-		if _, err := storeOptions(cfg); (err == nil) != c.ok {
-			t.Errorf("%s: %v", c.name, err)
-		}
-	}
-}
