@@ -288,7 +288,10 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 			return held(), nil
 		}
 		if !time.Now().Before(deadline) {
-			return nil, fmt.Errorf("%w: %s is locked by another writer for more than %s (%s)", ErrLockTimeout, p, s.opts.lockTimeout, ls.reason)
+			// The last holder seen may have held it for a moment only:
+			// several writers taking it in turn keep it held as long as
+			// one that never lets go (red team round 40's f05).
+			return nil, fmt.Errorf("%w: %s is locked by another writer: it was held by other writers for all of the %s this put waited; last seen: %s", ErrLockTimeout, p, s.opts.lockTimeout, ls.reason)
 		}
 		t := time.NewTimer(poll)
 		select {

@@ -22,6 +22,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/arrow/util"
 
 	"github.com/quiverdb/quiver/internal/par"
@@ -369,6 +371,9 @@ type staged struct {
 	// make strings (an append's; codec.CheckCSVValues).
 	csvText []string
 	schema  *arrow.Schema // the version's full schema
+	// in is the schema the client sent: a re-targeted append's rows are
+	// given its types back (asSent).
+	in      *arrow.Schema
 	by      []string
 	schemaV string
 	files   []FileRecord
@@ -713,7 +718,7 @@ func (s *Store) stageAppend(ctx context.Context, ps *profileState, rdr array.Rec
 		return nil, err
 	}
 	plan := ap.conf
-	st := &staged{p: p, mode: ModeAppend, version: latest, format: vs.Format, schema: ap.schema, by: vs.PartitionBy, schemaV: ap.schemaV, o: o,
+	st := &staged{p: p, mode: ModeAppend, version: latest, format: vs.Format, schema: ap.schema, in: rdr.Schema(), by: vs.PartitionBy, schemaV: ap.schemaV, o: o,
 		evolves: ap.evolves, base: vs.Schema, baseV: vs.SchemaVersion}
 	if vs.Format == FormatCSV {
 		st.csvText = textColumns(vs.Schema, vs.CSVUntyped)
@@ -1100,10 +1105,113 @@ func (s *Store) retarget(ctx context.Context, ps *profileState, st *staged, atte
 	// Reading back files that vanish meanwhile (retention of their
 	// version) is not the client's fault: retry.
 	rdr = &unavailableOnError{RecordReader: rdr, p: st.p}
+	if st.mode == ModeAppend && st.in != nil {
+		rdr = newAsSent(rdr, st.in, s.opts.mem, st.p)
+	}
 	// The put keeps what its client asked for: an append (also one that
 	// meant to create the profile and found another had) goes to the
 	// latest version; a write gets a new version above it.
 	return s.put(ctx, ps, rdr, st.o, attempt+1)
+}
+
+// asSent gives a re-targeted append's rows, read back as its old version
+// stored them, the types its client sent them with: conformed to that
+// version's schema (string widened to large_string, say), they would be
+// judged against the new latest version by types the client never sent,
+// and refused where the client's own would pass (red team round 40's f03:
+// a pyrosome version of large_string, a write of string committed while a
+// string append streamed). The casts back are safe ones (codec.ConformArray)
+// of values that came in as those types; one that fails all the same
+// fails the put as not committed: retry.
+type asSent struct {
+	array.RecordReader
+	out  *arrow.Schema
+	cast bool // some column's type differs from what was sent
+	mem  memory.Allocator
+	p    profile
+	cur  arrow.RecordBatch
+	err  error
+}
+
+func newAsSent(rdr array.RecordReader, in *arrow.Schema, mem memory.Allocator, p profile) *asSent {
+	stored := rdr.Schema()
+	fields := make([]arrow.Field, stored.NumFields())
+	cast := false
+	for i, f := range stored.Fields() {
+		fields[i] = f
+		if j := in.FieldIndices(f.Name); len(j) == 1 && !arrow.TypeEqual(in.Field(j[0]).Type, f.Type) {
+			fields[i] = in.Field(j[0])
+			cast = true
+		}
+	}
+	md := stored.Metadata()
+	return &asSent{RecordReader: rdr, out: arrow.NewSchema(fields, &md), cast: cast, mem: mem, p: p}
+}
+
+// Schema implements array.RecordReader.
+func (r *asSent) Schema() *arrow.Schema {
+	if !r.cast {
+		return r.RecordReader.Schema()
+	}
+	return r.out
+}
+
+// Next implements array.RecordReader.
+func (r *asSent) Next() bool {
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+	if r.err != nil || !r.RecordReader.Next() {
+		return false
+	}
+	rec := r.RecordReader.RecordBatch()
+	if !r.cast {
+		rec.Retain()
+		r.cur = rec
+		return true
+	}
+	ctx := compute.WithAllocator(context.Background(), r.mem)
+	cols := make([]arrow.Array, rec.NumCols())
+	for i := range cols {
+		a, err := codec.ConformArray(ctx, rec.Column(i), r.out.Field(i).Type)
+		if err != nil {
+			for _, c := range cols[:i] {
+				c.Release()
+			}
+			r.err = fmt.Errorf("%w: %s: the put's rows could not be given back the types they were sent with (column %q): %v", ErrUnavailable, r.p, r.out.Field(i).Name, err)
+			return false
+		}
+		cols[i] = a
+	}
+	r.cur = array.NewRecordBatch(r.out, cols, rec.NumRows())
+	for _, c := range cols {
+		c.Release()
+	}
+	return true
+}
+
+// RecordBatch implements array.RecordReader.
+func (r *asSent) RecordBatch() arrow.RecordBatch { return r.cur }
+
+// Record is RecordBatch (arrow-go's interface still has it).
+func (r *asSent) Record() arrow.RecordBatch { return r.cur }
+
+// Err implements array.RecordReader.
+func (r *asSent) Err() error {
+	if r.err != nil {
+		return r.err
+	}
+	return r.RecordReader.Err()
+}
+
+// Release implements array.RecordReader.
+func (r *asSent) Release() {
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+	r.RecordReader.Release()
 }
 
 // unavailableOnError turns a failure to read back a put's own files into

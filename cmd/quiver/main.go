@@ -197,10 +197,11 @@ func newServe(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Serve the data directory over Arrow Flight",
 		Long: `Serve the data directory over Arrow Flight until SIGTERM or SIGINT.
 
-Every flag can also be set with its QUIVER_* environment variable
-(--data-dir: QUIVER_DATA_DIR, --addr: QUIVER_ADDR, --log-level:
-QUIVER_LOG_LEVEL, --log-format: QUIVER_LOG_FORMAT); a flag wins over the
-environment. Once listening, serve prints "quiver: serving <data-dir> on
+The flags whose help names an environment variable ("env QUIVER_…")
+can also be set with it (--data-dir: QUIVER_DATA_DIR, --addr:
+QUIVER_ADDR, --log-level: QUIVER_LOG_LEVEL, --log-format:
+QUIVER_LOG_FORMAT, …); a flag wins over the environment, and the others
+are set by flag only. Once listening, serve prints "quiver: serving <data-dir> on
 <host:port>" on stdout (useful with --addr 127.0.0.1:0).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -231,7 +232,7 @@ environment. Once listening, serve prints "quiver: serving <data-dir> on
 	f.DurationVar(&c.lockStale, "lock-stale-after", 10*time.Minute, "a manifest lock older than this is taken over even when its owner cannot be proven gone (another host)")
 	f.DurationVar(&c.grace, "grace", flightserver.DefaultGrace, "default grace period of remove-old-versions")
 	f.DurationVar(&c.stopTimeout, "stop-timeout", 30*time.Second, "on SIGTERM, how long in-flight RPCs may finish before they are cancelled")
-	f.DurationVar(&c.lockTimeout, "lock-timeout", 10*time.Second, "how long a writer waits for a manifest lock")
+	f.DurationVar(&c.lockTimeout, "lock-timeout", 10*time.Second, "how long a writer waits for a manifest lock (0: not at all)")
 	f.Int64Var(&c.endpointSize, "endpoint-bytes", 256<<20, "target size of one GetFlightInfo endpoint, bytes")
 	f.StringVar(&c.authFile, "auth-file", env("QUIVER_AUTH_FILE", ""), "JSON file of users and tokens (docs/security.md); reloaded on SIGHUP (env QUIVER_AUTH_FILE)")
 	f.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "serve a non-loopback address without --auth-file (everyone is an anonymous admin)")
@@ -282,6 +283,9 @@ func storeOptions(c serveConfig) ([]store.Option, error) {
 		store.WithVerifyReads(c.verifyReads)}
 	if c.lockStale <= 0 {
 		return nil, errors.New("--lock-stale-after must be positive")
+	}
+	if c.lockTimeout < 0 {
+		return nil, errors.New("--lock-timeout must not be negative")
 	}
 	opts = append(opts, store.WithLockStaleAfter(c.lockStale))
 	if c.groupAppend != "" {

@@ -52,3 +52,26 @@ func TestLimitOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreOptionsBounds: the store flags serve checks (red team round
+// 40's f06: a negative --lock-timeout was taken without a word).
+func TestStoreOptionsBounds(t *testing.T) {
+	base := serveConfig{lockStale: time.Minute, lockTimeout: 10 * time.Second, compression: "zstd"}
+	for _, c := range []struct {
+		name string
+		edit func(*serveConfig)
+		ok   bool
+	}{
+		{"defaults", func(*serveConfig) {}, true},
+		{"no lock wait", func(c *serveConfig) { c.lockTimeout = 0 }, true},
+		{"negative lock wait", func(c *serveConfig) { c.lockTimeout = -time.Second }, false},
+		{"zero stale limit", func(c *serveConfig) { c.lockStale = 0 }, false},
+		{"negative stale limit", func(c *serveConfig) { c.lockStale = -time.Minute }, false},
+	} {
+		cfg := base
+		c.edit(&cfg)
+		if _, err := storeOptions(cfg); (err == nil) != c.ok {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+}
