@@ -102,6 +102,9 @@ type PutOptions struct {
 	// logSynced: the put brought its profile's log view up to date
 	// just before (replay).
 	logSynced bool
+	// sent: a re-targeted append's, the schema its client sent (its rows
+	// come read back as its old version stored them; asSent).
+	sent *arrow.Schema
 }
 
 // errCSVAppend: the append goes to a CSV version and must first take its
@@ -713,12 +716,20 @@ func (s *Store) stageAppend(ctx context.Context, ps *profileState, rdr array.Rec
 		return nil, fmt.Errorf("%w: %s %s is partitioned by %s; an append cannot change that (write a new version)", ErrInvalidArgument, p, VersionName(latest), codec.QuoteNames(vs.PartitionBy))
 	}
 	what := fmt.Sprintf("%s %s", p, VersionName(latest))
+	in := rdr.Schema()
+	if o.sent != nil {
+		in = o.sent
+		if as := newAsSent(rdr, o.sent, vs.Schema, vs.Format == FormatParquet, s.opts.mem, p); as != nil {
+			defer as.Release()
+			rdr = as
+		}
+	}
 	ap, err := planAppend(rdr.Schema(), vs, o, what)
 	if err != nil {
 		return nil, err
 	}
 	plan := ap.conf
-	st := &staged{p: p, mode: ModeAppend, version: latest, format: vs.Format, schema: ap.schema, in: rdr.Schema(), by: vs.PartitionBy, schemaV: ap.schemaV, o: o,
+	st := &staged{p: p, mode: ModeAppend, version: latest, format: vs.Format, schema: ap.schema, in: in, by: vs.PartitionBy, schemaV: ap.schemaV, o: o,
 		evolves: ap.evolves, base: vs.Schema, baseV: vs.SchemaVersion}
 	if vs.Format == FormatCSV {
 		st.csvText = textColumns(vs.Schema, vs.CSVUntyped)
@@ -1105,56 +1116,67 @@ func (s *Store) retarget(ctx context.Context, ps *profileState, st *staged, atte
 	// Reading back files that vanish meanwhile (retention of their
 	// version) is not the client's fault: retry.
 	rdr = &unavailableOnError{RecordReader: rdr, p: st.p}
-	if st.mode == ModeAppend && st.in != nil {
-		rdr = newAsSent(rdr, st.in, s.opts.mem, st.p)
+	o := st.o
+	if st.mode == ModeAppend {
+		o.sent = st.in
 	}
 	// The put keeps what its client asked for: an append (also one that
 	// meant to create the profile and found another had) goes to the
 	// latest version; a write gets a new version above it.
-	return s.put(ctx, ps, rdr, st.o, attempt+1)
+	return s.put(ctx, ps, rdr, o, attempt+1)
 }
 
 // asSent gives a re-targeted append's rows, read back as its old version
-// stored them, the types its client sent them with: conformed to that
-// version's schema (string widened to large_string, say), they would be
-// judged against the new latest version by types the client never sent,
-// and refused where the client's own would pass (red team round 40's f03:
-// a pyrosome version of large_string, a write of string committed while a
-// string append streamed). The casts back are safe ones (codec.ConformArray)
-// of values that came in as those types; one that fails all the same
-// fails the put as not committed: retry.
+// stored them, the types its client sent them with where the stored ones
+// would not conform to the version it now goes to but the sent ones do:
+// conformed to the old version's schema (string widened to large_string,
+// say), they were judged against the new latest version by types the
+// client never sent, and refused where the client's own would pass (red
+// team round 40's f03: a pyrosome version of large_string, a write of
+// string committed while a string append streamed). Other columns stay as
+// stored, as before. The casts back are safe ones (codec.ConformArray) of
+// values that came in as those types; one that fails all the same fails
+// the put as not committed: retry. It does not own its reader.
 type asSent struct {
 	array.RecordReader
 	out  *arrow.Schema
-	cast bool // some column's type differs from what was sent
+	cast []bool // by column: given back the sent type
 	mem  memory.Allocator
 	p    profile
 	cur  arrow.RecordBatch
 	err  error
 }
 
-func newAsSent(rdr array.RecordReader, in *arrow.Schema, mem memory.Allocator, p profile) *asSent {
+// newAsSent returns rdr's rows with the sent types given back where
+// needed to conform to target (castTypes as codec.PlanConform's), or nil
+// if no column needs it.
+func newAsSent(rdr array.RecordReader, sent, target *arrow.Schema, castTypes bool, mem memory.Allocator, p profile) *asSent {
+	conforms := func(from, to arrow.DataType) bool {
+		return arrow.TypeEqual(from, to) || !castTypes || codec.SameLayout(from, to) || codec.LosslessWidening(from, to)
+	}
 	stored := rdr.Schema()
-	fields := make([]arrow.Field, stored.NumFields())
-	cast := false
-	for i, f := range stored.Fields() {
-		fields[i] = f
-		if j := in.FieldIndices(f.Name); len(j) == 1 && !arrow.TypeEqual(in.Field(j[0]).Type, f.Type) {
-			fields[i] = in.Field(j[0])
-			cast = true
+	fields := slices.Clone(stored.Fields())
+	cast := make([]bool, len(fields))
+	needed := false
+	for i, f := range fields {
+		t, sf := target.FieldIndices(f.Name), sent.FieldIndices(f.Name)
+		if len(t) != 1 || len(sf) != 1 || arrow.TypeEqual(f.Type, sent.Field(sf[0]).Type) {
+			continue
 		}
+		if tt := target.Field(t[0]).Type; !conforms(f.Type, tt) {
+			fields[i].Type = sent.Field(sf[0]).Type
+			cast[i], needed = true, true
+		}
+	}
+	if !needed {
+		return nil
 	}
 	md := stored.Metadata()
 	return &asSent{RecordReader: rdr, out: arrow.NewSchema(fields, &md), cast: cast, mem: mem, p: p}
 }
 
 // Schema implements array.RecordReader.
-func (r *asSent) Schema() *arrow.Schema {
-	if !r.cast {
-		return r.RecordReader.Schema()
-	}
-	return r.out
-}
+func (r *asSent) Schema() *arrow.Schema { return r.out }
 
 // Next implements array.RecordReader.
 func (r *asSent) Next() bool {
@@ -1166,14 +1188,14 @@ func (r *asSent) Next() bool {
 		return false
 	}
 	rec := r.RecordReader.RecordBatch()
-	if !r.cast {
-		rec.Retain()
-		r.cur = rec
-		return true
-	}
 	ctx := compute.WithAllocator(context.Background(), r.mem)
 	cols := make([]arrow.Array, rec.NumCols())
 	for i := range cols {
+		if !r.cast[i] {
+			cols[i] = rec.Column(i)
+			cols[i].Retain()
+			continue
+		}
 		a, err := codec.ConformArray(ctx, rec.Column(i), r.out.Field(i).Type)
 		if err != nil {
 			for _, c := range cols[:i] {
@@ -1205,13 +1227,13 @@ func (r *asSent) Err() error {
 	return r.RecordReader.Err()
 }
 
-// Release implements array.RecordReader.
+// Release releases the current batch (not the reader: it does not own
+// it).
 func (r *asSent) Release() {
 	if r.cur != nil {
 		r.cur.Release()
 		r.cur = nil
 	}
-	r.RecordReader.Release()
 }
 
 // unavailableOnError turns a failure to read back a put's own files into
