@@ -719,7 +719,11 @@ func (s *Store) stageAppend(ctx context.Context, ps *profileState, rdr array.Rec
 	in := rdr.Schema()
 	if o.sent != nil {
 		in = o.sent
-		if as := newAsSent(rdr, o.sent, vs.Schema, vs.Format == FormatParquet, s.opts.mem, p); as != nil {
+		as, err := newAsSent(rdr, o.sent, vs.Schema, vs.Format == FormatParquet, s.opts.mem, p)
+		if err != nil {
+			return nil, err
+		}
+		if as != nil {
 			defer as.Release()
 			rdr = as
 		}
@@ -1136,7 +1140,11 @@ func (s *Store) retarget(ctx context.Context, ps *profileState, st *staged, atte
 // string committed while a string append streamed). Other columns stay as
 // stored, as before. The casts back are safe ones (codec.ConformArray) of
 // values that came in as those types; one that fails all the same fails
-// the put as not committed: retry. It does not own its reader.
+// the put as not committed: retry. Floating-point columns are never cast
+// back: widening float32 to float64 quiets a signalling NaN, so the bits
+// would not be the client's (red team round 41's g01), and float16 has no
+// cast back at all (g02); such a put is not committed: its retry sends the
+// client's own bits. It does not own its reader.
 type asSent struct {
 	array.RecordReader
 	out  *arrow.Schema
@@ -1149,8 +1157,9 @@ type asSent struct {
 
 // newAsSent returns rdr's rows with the sent types given back where
 // needed to conform to target (castTypes as codec.PlanConform's), or nil
-// if no column needs it.
-func newAsSent(rdr array.RecordReader, sent, target *arrow.Schema, castTypes bool, mem memory.Allocator, p profile) *asSent {
+// if no column needs it; ErrUnavailable if a column that needs it holds
+// floating-point values.
+func newAsSent(rdr array.RecordReader, sent, target *arrow.Schema, castTypes bool, mem memory.Allocator, p profile) (*asSent, error) {
 	conforms := func(from, to arrow.DataType) bool {
 		return arrow.TypeEqual(from, to) || !castTypes || codec.SameLayout(from, to) || codec.LosslessWidening(from, to)
 	}
@@ -1164,15 +1173,38 @@ func newAsSent(rdr array.RecordReader, sent, target *arrow.Schema, castTypes boo
 			continue
 		}
 		if tt := target.Field(t[0]).Type; !conforms(f.Type, tt) {
-			fields[i].Type = sent.Field(sf[0]).Type
+			st := sent.Field(sf[0]).Type
+			if holdsFloats(st) {
+				return nil, fmt.Errorf("%w: %s: a write committed while this append streamed, and its column %q (sent as %s, held as %s) cannot be given back exactly as sent to be checked against the new version; nothing was committed: retry", ErrUnavailable, p, f.Name, st, f.Type)
+			}
+			fields[i].Type = st
 			cast[i], needed = true, true
 		}
 	}
 	if !needed {
-		return nil
+		return nil, nil
 	}
 	md := stored.Metadata()
-	return &asSent{RecordReader: rdr, out: arrow.NewSchema(fields, &md), cast: cast, mem: mem, p: p}
+	return &asSent{RecordReader: rdr, out: arrow.NewSchema(fields, &md), cast: cast, mem: mem, p: p}, nil
+}
+
+// holdsFloats reports whether dt is, or nests, a floating-point type.
+func holdsFloats(dt arrow.DataType) bool {
+	switch t := dt.(type) {
+	case *arrow.Float16Type, *arrow.Float32Type, *arrow.Float64Type:
+		return true
+	case *arrow.DictionaryType:
+		return holdsFloats(t.ValueType)
+	case arrow.ExtensionType:
+		return holdsFloats(t.StorageType())
+	case arrow.NestedType:
+		for _, f := range t.Fields() {
+			if holdsFloats(f.Type) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Schema implements array.RecordReader.
@@ -1201,7 +1233,9 @@ func (r *asSent) Next() bool {
 			for _, c := range cols[:i] {
 				c.Release()
 			}
-			r.err = fmt.Errorf("%w: %s: the put's rows could not be given back the types they were sent with (column %q): %v", ErrUnavailable, r.p, r.out.Field(i).Name, err)
+			// (err is Arrow's wording, kernel names and all: not for
+			// the client.)
+			r.err = fmt.Errorf("%w: %s: a write committed while this append streamed, and its column %q could not be given back as sent (%s) to be checked against the new version; nothing was committed: retry", ErrUnavailable, r.p, r.out.Field(i).Name, r.out.Field(i).Type)
 			return false
 		}
 		cols[i] = a
