@@ -1131,20 +1131,21 @@ func (s *Store) retarget(ctx context.Context, ps *profileState, st *staged, atte
 }
 
 // asSent gives a re-targeted append's rows, read back as its old version
-// stored them, the types its client sent them with where the stored ones
-// would not conform to the version it now goes to but the sent ones do:
-// conformed to the old version's schema (string widened to large_string,
-// say), they were judged against the new latest version by types the
-// client never sent, and refused where the client's own would pass (red
-// team round 40's f03: a pyrosome version of large_string, a write of
-// string committed while a string append streamed). Other columns stay as
-// stored, as before. The casts back are safe ones (codec.ConformArray) of
+// stored them, the types its client sent them with wherever the stored
+// ones would not conform to the version it now goes to: conformed to the
+// old version's schema (string widened to large_string, say), they were
+// judged against the new latest version by types the client never sent,
+// and refused where the client's own would pass (red team round 40's f03:
+// a pyrosome version of large_string, a write of string committed while a
+// string append streamed) — or refused naming types the client never
+// sent. Other columns stay as stored, as before. The casts back are safe ones (codec.ConformArray) of
 // values that came in as those types; one that fails all the same fails
 // the put as not committed: retry. Floating-point columns are never cast
 // back: widening float32 to float64 quiets a signalling NaN, so the bits
 // would not be the client's (red team round 41's g01), and float16 has no
 // cast back at all (g02); such a put is not committed: its retry sends the
-// client's own bits. It does not own its reader.
+// client's own bits (and is refused then, if they do not conform either).
+// It does not own its reader.
 type asSent struct {
 	array.RecordReader
 	out  *arrow.Schema
