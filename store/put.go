@@ -1161,9 +1161,6 @@ type asSent struct {
 // if no column needs it; ErrUnavailable if a column that needs it holds
 // floating-point values.
 func newAsSent(rdr array.RecordReader, sent, target *arrow.Schema, castTypes bool, mem memory.Allocator, p profile) (*asSent, error) {
-	conforms := func(from, to arrow.DataType) bool {
-		return arrow.TypeEqual(from, to) || !castTypes || codec.SameLayout(from, to) || codec.LosslessWidening(from, to)
-	}
 	stored := rdr.Schema()
 	fields := slices.Clone(stored.Fields())
 	cast := make([]bool, len(fields))
@@ -1173,9 +1170,9 @@ func newAsSent(rdr array.RecordReader, sent, target *arrow.Schema, castTypes boo
 		if len(t) != 1 || len(sf) != 1 || arrow.TypeEqual(f.Type, sent.Field(sf[0]).Type) {
 			continue
 		}
-		if tt := target.Field(t[0]).Type; !conforms(f.Type, tt) {
+		if !codec.TypeConforms(f.Type, target.Field(t[0]).Type, castTypes) {
 			st := sent.Field(sf[0]).Type
-			if holdsFloats(st) {
+			if codec.HasType(st, func(t arrow.DataType) bool { return arrow.IsFloating(t.ID()) }) {
 				return nil, fmt.Errorf("%w: %s: a write committed while this append streamed, and its column %q (sent as %s, held as %s) cannot be given back exactly as sent to be checked against the new version; nothing was committed: retry", ErrUnavailable, p, f.Name, st, f.Type)
 			}
 			fields[i].Type = st
@@ -1187,25 +1184,6 @@ func newAsSent(rdr array.RecordReader, sent, target *arrow.Schema, castTypes boo
 	}
 	md := stored.Metadata()
 	return &asSent{RecordReader: rdr, out: arrow.NewSchema(fields, &md), cast: cast, mem: mem, p: p}, nil
-}
-
-// holdsFloats reports whether dt is, or nests, a floating-point type.
-func holdsFloats(dt arrow.DataType) bool {
-	switch t := dt.(type) {
-	case *arrow.Float16Type, *arrow.Float32Type, *arrow.Float64Type:
-		return true
-	case *arrow.DictionaryType:
-		return holdsFloats(t.ValueType)
-	case arrow.ExtensionType:
-		return holdsFloats(t.StorageType())
-	case arrow.NestedType:
-		for _, f := range t.Fields() {
-			if holdsFloats(f.Type) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // Schema implements array.RecordReader.

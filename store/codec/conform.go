@@ -63,7 +63,7 @@ func PlanConform(in, target *arrow.Schema, castTypes bool, what string) (*Confor
 			continue
 		}
 		c.same = false
-		if !castTypes || SameLayout(it, f.Type) || LosslessWidening(it, f.Type) {
+		if TypeConforms(it, f.Type, castTypes) {
 			continue
 		}
 		bad = append(bad, fmt.Sprintf("%q is %s, not %s", f.Name, it, f.Type))
@@ -73,6 +73,35 @@ func PlanConform(in, target *arrow.Schema, castTypes bool, what string) (*Confor
 			ErrSchemaMismatch, what, strings.Join(bad, "; "))
 	}
 	return c, nil
+}
+
+// TypeConforms reports whether a column of type in is taken into one of
+// type target as PlanConform plans (castTypes as its): the same type, the
+// same layout under other names, or a lossless widening — or any type
+// when types are not cast.
+func TypeConforms(in, target arrow.DataType, castTypes bool) bool {
+	return arrow.TypeEqual(in, target) || !castTypes || SameLayout(in, target) || LosslessWidening(in, target)
+}
+
+// HasType reports whether dt, or any type it nests (fields, dictionary
+// values, extension storage), satisfies is.
+func HasType(dt arrow.DataType, is func(arrow.DataType) bool) bool {
+	if is(dt) {
+		return true
+	}
+	switch t := dt.(type) {
+	case *arrow.DictionaryType:
+		return HasType(t.ValueType, is)
+	case arrow.ExtensionType:
+		return HasType(t.StorageType(), is)
+	case arrow.NestedType:
+		for _, f := range t.Fields() {
+			if HasType(f.Type, is) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Target is the schema Apply produces.

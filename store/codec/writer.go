@@ -596,21 +596,7 @@ func needsDictRebase(d arrow.ArrayData) bool {
 }
 
 func hasFixedSizeList(dt arrow.DataType) bool {
-	switch t := dt.(type) {
-	case *arrow.FixedSizeListType:
-		return true
-	case *arrow.DictionaryType:
-		return hasFixedSizeList(t.ValueType)
-	case arrow.ExtensionType:
-		return hasFixedSizeList(t.StorageType())
-	case arrow.NestedType:
-		for _, f := range t.Fields() {
-			if hasFixedSizeList(f.Type) {
-				return true
-			}
-		}
-	}
-	return false
+	return HasType(dt, func(t arrow.DataType) bool { return t.ID() == arrow.FIXED_SIZE_LIST })
 }
 
 // sliced reports whether d or any array data under it has an offset.
