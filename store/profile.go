@@ -95,6 +95,10 @@ type fileFacts struct {
 	size int64
 	rows int64
 	ours bool
+	// gone: the file was listed but is no more (not kept): an
+	// uncommitted file its failed put removed, as nothing else removes one
+	// file of a version.
+	gone bool
 }
 
 // versionHead is what a version is, without its files: from .version.json,
