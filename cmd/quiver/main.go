@@ -80,6 +80,7 @@ type serveConfig struct {
 	grace        time.Duration
 	stopTimeout  time.Duration
 	lockTimeout  time.Duration
+	sweepEvery   time.Duration
 	endpointSize int64
 
 	authFile       string
@@ -233,6 +234,7 @@ are set by flag only. Once listening, serve prints "quiver: serving <data-dir> o
 	f.DurationVar(&c.grace, "grace", flightserver.DefaultGrace, "default grace period of remove-old-versions")
 	f.DurationVar(&c.stopTimeout, "stop-timeout", 30*time.Second, "on SIGTERM, how long in-flight RPCs may finish before they are cancelled")
 	f.DurationVar(&c.lockTimeout, "lock-timeout", 10*time.Second, "how long a writer waits for a manifest lock (0: not at all)")
+	f.DurationVar(&c.sweepEvery, "sweep-every", maint.DefaultStaleAfter, "sweep the data dir (what killed writers left, older than an hour) at start-up and then this often (0: at start-up only)")
 	f.Int64Var(&c.endpointSize, "endpoint-bytes", 256<<20, "target size of one GetFlightInfo endpoint, bytes")
 	f.StringVar(&c.authFile, "auth-file", env("QUIVER_AUTH_FILE", ""), "JSON file of users and tokens (docs/security.md); reloaded on SIGHUP (env QUIVER_AUTH_FILE)")
 	f.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "serve a non-loopback address without --auth-file (everyone is an anonymous admin)")
@@ -286,6 +288,9 @@ func storeOptions(c serveConfig) ([]store.Option, error) {
 	}
 	if c.lockTimeout < 0 {
 		return nil, errors.New("--lock-timeout must not be negative")
+	}
+	if c.sweepEvery < 0 {
+		return nil, errors.New("--sweep-every must not be negative")
 	}
 	opts = append(opts, store.WithLockStaleAfter(c.lockStale))
 	if c.groupAppend != "" {
@@ -450,15 +455,43 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 		}
 	}()
 	// Clean what killed writers left behind (stale temps, uncommitted
-	// orphans older than the threshold), once, in the background so a large
-	// data dir does not delay serving. It never touches a committed file.
+	// orphans older than the threshold), at start-up and then every
+	// --sweep-every, in the background so a large data dir does not delay
+	// serving. It never touches a committed file. What a killed put left
+	// in a version is a file pyrosome, pyarrow and DuckDB reading the
+	// directory take for data (format.md "Visibility"): swept only at
+	// start-up, it stayed as long as the server ran. The sweeps stop
+	// before the store closes (deferred after its Close: run before it).
+	sweepCtx, stopSweeps := context.WithCancel(ctx)
+	sweepsDone := make(chan struct{})
+	defer func() {
+		stopSweeps()
+		<-sweepsDone
+	}()
 	go func() {
-		rep, err := maint.Sweep(ctx, st, maint.DefaultStaleAfter)
-		switch {
-		case err != nil:
-			log.Warn().Err(err).Msg("start-up sweep failed")
-		case len(rep.Removed)+len(rep.Settled)+len(rep.Skipped) > 0:
-			log.Info().Int("removed", len(rep.Removed)).Strs("paths", rep.Removed).Strs("settled", rep.Settled).Int("skipped", len(rep.Skipped)).Msg("start-up sweep")
+		defer close(sweepsDone)
+		sweep := func(what string) {
+			rep, err := maint.Sweep(sweepCtx, st, maint.DefaultStaleAfter)
+			switch {
+			case err != nil && sweepCtx.Err() == nil:
+				log.Warn().Err(err).Msg(what + " failed")
+			case err == nil && len(rep.Removed)+len(rep.Settled)+len(rep.Skipped) > 0:
+				log.Info().Int("removed", len(rep.Removed)).Strs("paths", rep.Removed).Strs("settled", rep.Settled).Int("skipped", len(rep.Skipped)).Msg(what)
+			}
+		}
+		sweep("start-up sweep")
+		if c.sweepEvery <= 0 {
+			return
+		}
+		t := time.NewTicker(c.sweepEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-sweepCtx.Done():
+				return
+			case <-t.C:
+				sweep("sweep")
+			}
 		}
 	}()
 	sec, err := setupSecurity(c, log)

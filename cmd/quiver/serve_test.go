@@ -67,6 +67,8 @@ func TestStoreOptionsBounds(t *testing.T) {
 		{"negative lock wait", func(c *serveConfig) { c.lockTimeout = -time.Second }, false},
 		{"zero stale limit", func(c *serveConfig) { c.lockStale = 0 }, false},
 		{"negative stale limit", func(c *serveConfig) { c.lockStale = -time.Minute }, false},
+		{"sweep at start-up only", func(c *serveConfig) { c.sweepEvery = 0 }, true},
+		{"negative sweep interval", func(c *serveConfig) { c.sweepEvery = -time.Hour }, false},
 	} {
 		cfg := base
 		c.edit(&cfg)
