@@ -328,6 +328,44 @@ def settle_disk():
     log(f"sync before the case: {time.time() - t0:.1f} s")
 
 
+def disk_probe(n=100):
+    """The latency of a durable create on the data dir's disk, as an
+    append makes one: a new 40 KB file written, fdatasync, and an fsync of
+    its directory, n times in a row; (p50, p99) in ms. An append's commit
+    is three rounds of such syncs, so what the small-append cases reach
+    follows this figure, which moves several-fold from hour to hour on a
+    shared VM (a 2026-12-03 session saw a p50 of 0.8 to 2 ms, and one
+    writer's appends at a third of the day before's). The files are kept
+    (beside the data dir, on its file system) until the next run's
+    settle_deletions: freeing inodes here would slow the next case's
+    creates."""
+    d = probe_dir()
+    os.makedirs(d, exist_ok=True)
+    dfd = os.open(d, os.O_RDONLY)
+    try:
+        data = os.urandom(40 << 10)
+        tag = f"{os.getpid()}-{time.monotonic_ns()}"
+        ts = []
+        for i in range(n):
+            t0 = time.perf_counter()
+            fd = os.open(os.path.join(d, f"{tag}-{i}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            try:
+                os.write(fd, data)
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+            os.fsync(dfd)
+            ts.append((time.perf_counter() - t0) * 1000)
+    finally:
+        os.close(dfd)
+    ts.sort()
+    return ts[len(ts) // 2], ts[min(len(ts) - 1, int(len(ts) * 0.99))]
+
+
+def probe_dir():
+    return os.path.join(WORK, "disk-probe")
+
+
 def wait_idle(pid, timeout=120):
     """Waits until a freshly started server has gone idle: quiver sweeps
     the data dir in the background at start (10,000 profiles here), which
@@ -855,6 +893,9 @@ def settle_deletions():
     then remove nothing (each has a profile of its own). What the appends
     free themselves (the log head replaced) still counts."""
     removed = False
+    if os.path.exists(probe_dir()):
+        shutil.rmtree(probe_dir(), ignore_errors=True)
+        removed = True
     for writers, shared in APPEND_CASES:
         d = os.path.join(data_dir(), append_path(writers, shared))
         if os.path.exists(d):
@@ -877,6 +918,7 @@ def append_cases():
     for writers, shared in APPEND_CASES:
         def once(attempt):
             settle_disk()
+            disk = disk_probe()
             q = start_quiver() if shared else start_quiver("--group-append-bytes", "0")
             try:
                 q.sampler.start()
@@ -890,10 +932,10 @@ def append_cases():
             finally:
                 q.stop()
             r = json.loads(out)
-            log(f"appends x{writers}: {r} ({w.steal_pct:.0f}% steal)")
-            return (r, peak), w
+            log(f"appends x{writers}: {r} ({w.steal_pct:.0f}% steal; disk sync p50 {disk[0]:.2f} ms, p99 {disk[1]:.2f} ms)")
+            return (r, peak, disk), w
 
-        (r, peak), w, retries = least_steal(f"appends x{writers}", once)
+        (r, peak, disk), w, retries = least_steal(f"appends x{writers}", once)
         steal, cpu_s = w.steal_pct, w.cpu_s
         RESULTS.append({
             "case": "small appends (1,000 rows)",
@@ -902,7 +944,7 @@ def append_cases():
             "rows_per_s": r["rows"] / r["seconds"], "mib_per_s": None, "appends_per_s": r["per_s"],
             "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "errors": r["errors"], "appends": r["appends"],
             "server_peak_rss_mib": peak / MiB, "steal_pct": [steal], "steal_retries": retries,
-            "server_cpu_s": cpu_s,
+            "server_cpu_s": cpu_s, "disk_sync_p50_ms": disk[0], "disk_sync_p99_ms": disk[1],
         })
 
 
@@ -1118,7 +1160,9 @@ def markdown(meta):
         if "appends_per_s" in r:
             lines.append(
                 f"| {r['case']} | {r['variant']} | {r['appends_per_s']:,.0f} appends/s | {r['rows_per_s']:,.0f} | "
-                f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms | — | — | — | {fmt(r['server_peak_rss_mib'], '.0f')} | — | "
+                f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms"
+                + (f"; disk sync p50 {r['disk_sync_p50_ms']:.2f} ms" if r.get("disk_sync_p50_ms") is not None else "")
+                + f" | — | — | — | {fmt(r['server_peak_rss_mib'], '.0f')} | — | "
                 f"{fmt(steal, '.0f')}{retries} |")
             continue
         lines.append(
