@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -75,5 +77,74 @@ func TestOrphanGoneWhileListedIsNotData(t *testing.T) {
 	}
 	if rows != `[{"id":1},{"id":2},{"id":3}]` {
 		t.Fatalf("rows %s, want the three committed", rows)
+	}
+}
+
+// TestClaimOwnerGone: a claim this store makes names its process; an
+// orphan's claim is judged gone only when it names a process of this host
+// and boot that is not alive (or whose pid a later process took), never
+// when nothing sure is known.
+func TestClaimOwnerGone(t *testing.T) {
+	procs := fakeProcs{boot: "boot-a", alive: map[int]uint64{1: 500, 7: 900}}
+	s, dir := newTestStore(t, WithHost("h"), WithPID(1), withProcs(procs))
+	k := []string{"claims"}
+	put(t, s, ModeWrite, k, ids(1), PutOptions{})
+	put(t, s, ModeAppend, k, ids(2), PutOptions{})
+	vdir := filepath.Join(dir, "claims", "v0")
+	// This store's own claims hold its identity.
+	b, err := os.ReadFile(filepath.Join(vdir, ".1.parquet.claim"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var own Owner
+	if err := json.Unmarshal(b, &own); err != nil || own.Host != "h" || own.PID != 1 || own.Boot != "boot-a" || own.Start != 500 {
+		t.Fatalf("own claim %q: %+v %v", b, own, err)
+	}
+	if s.ClaimOwnerGone(context.Background(), k, 0, "claims/v0/1.parquet") {
+		t.Fatal("a live process's claim judged gone")
+	}
+	owner := func(o Owner) []byte { b, _ := json.Marshal(o); return b }
+	for i, c := range []struct {
+		name  string
+		claim []byte
+		file  string // the orphan's name in the version (default: <i>.parquet)
+		gone  bool
+	}{
+		{"dead pid", owner(Owner{Host: "h", Boot: "boot-a", PID: 42, Start: 10}), "", true},
+		{"pid reused", owner(Owner{Host: "h", Boot: "boot-a", PID: 7, Start: 800}), "", true},
+		{"partition file", owner(Owner{Host: "h", Boot: "boot-a", PID: 42}), "region=eu/%d.parquet", true},
+		{"alive", owner(Owner{Host: "h", Boot: "boot-a", PID: 7, Start: 900}), "", false},
+		{"another host", owner(Owner{Host: "other", Boot: "boot-a", PID: 42}), "", false},
+		{"another boot", owner(Owner{Host: "h", Boot: "boot-b", PID: 42}), "", false},
+		{"empty (pyrosome, older claims)", nil, "", false},
+		{"not JSON", []byte("quiver\n"), "", false},
+		{"two owners", append(owner(Owner{Host: "h", PID: 42}), owner(Owner{Host: "h", PID: 43})...), "", false},
+		{"no pid", owner(Owner{Host: "h", Boot: "boot-a"}), "", false},
+		{"too large", append(owner(Owner{Host: "h", Boot: "boot-a", PID: 42}), make([]byte, maxClaimBytes)...), "", false},
+		{"a CSV file", owner(Owner{Host: "h", Boot: "boot-a", PID: 42}), "%d.csv", false},
+	} {
+		idx := 10 + i
+		file := fmt.Sprintf("%d.parquet", idx)
+		if c.file != "" {
+			file = fmt.Sprintf(c.file, idx)
+		}
+		ext := path.Ext(file)
+		claim := filepath.Join(vdir, fmt.Sprintf(".%d%s.claim", idx, ext))
+		if err := os.WriteFile(claim, c.claim, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.ClaimOwnerGone(context.Background(), k, 0, path.Join("claims/v0", file)); got != c.gone {
+			t.Errorf("%s: gone %v, want %v", c.name, got, c.gone)
+		}
+	}
+	// No claim at all, and a claim that is a directory.
+	if s.ClaimOwnerGone(context.Background(), k, 0, "claims/v0/99.parquet") {
+		t.Error("no claim: judged gone")
+	}
+	if err := os.Mkdir(filepath.Join(vdir, ".98.parquet.claim"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if s.ClaimOwnerGone(context.Background(), k, 0, "claims/v0/98.parquet") {
+		t.Error("a directory claim: judged gone")
 	}
 }

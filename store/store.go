@@ -216,6 +216,11 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		s.readMem = newPoolAllocator()
 	}
 	s.id = newIdentity(o.host, o.pid, o.procs, o.writer)
+	defer func() {
+		if s.fs != nil {
+			s.markClaims()
+		}
+	}()
 	if o.fs != nil {
 		s.fs, s.root = o.fs, dir
 		if s.opts.spillDir == "" {

@@ -4,27 +4,46 @@ package fsys
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
-// markerInode is the empty inode Local links under the names of markers:
+// markerInode is the inode Local links under the names of markers:
 // an unnamed temporary file (O_TMPFILE) in the root, or nothing where the
 // system cannot make or link one (then markers are created as files).
 type markerInode struct {
 	mu       sync.Mutex
 	fd       int // -1: none yet
 	disabled bool
-	links    int // links made from fd
+	links    int    // links made from fd
+	content  []byte // what each marker holds (SetMarkerContent)
+}
+
+// SetMarkerContent makes every marker created from now on hold b (synced
+// with it) rather than nothing: the store writes its process's identity
+// there, so that a claim says which process made it. Markers are still
+// never written after they are made.
+func (l *Local) SetMarkerContent(b []byte) {
+	m := &l.marker
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.content = slices.Clone(b)
+	if m.fd >= 0 {
+		// A marker inode made with the old content: the next link makes
+		// a fresh one.
+		m.links = maxMarkerLinks
+	}
 }
 
 // maxMarkerLinks is how many names one marker inode gets before a fresh
 // one is made (ext4 allows 65,000 links to an inode).
 const maxMarkerLinks = 60_000
 
-// CreateMarker creates the empty marker name exclusively (see Marker): a
-// hard link to the shared empty inode, or, where links fail, a file.
+// CreateMarker creates the marker name exclusively (see Marker): a hard
+// link to the shared inode (empty, or holding SetMarkerContent's bytes),
+// or, where links fail, a file of its own with the same content.
 func (l *Local) CreateMarker(ctx context.Context, name string) error {
 	const op = "create exclusive"
 	if err := l.enter(ctx, name); err != nil {
@@ -35,7 +54,7 @@ func (l *Local) CreateMarker(ctx context.Context, name string) error {
 	err := l.inDir(ctx, dir, func(d *dirRef) error {
 		err := l.linkMarker(d.fd, base)
 		if err == errNoMarker {
-			err = createIn(ctx, d.fd, base, nil, SyncContent)
+			err = createIn(ctx, d.fd, base, l.markerContent(), SyncContent)
 		}
 		return err
 	})
@@ -83,7 +102,15 @@ func (l *Local) linkMarker(dirfd int, base string) error {
 	}
 }
 
-// renew replaces the marker inode with a fresh unnamed file in the root.
+// markerContent is what markers hold (SetMarkerContent).
+func (l *Local) markerContent() []byte {
+	l.marker.mu.Lock()
+	defer l.marker.mu.Unlock()
+	return l.marker.content
+}
+
+// renew replaces the marker inode with a fresh unnamed file in the root,
+// holding the markers' content, synced before any name links to it.
 func (m *markerInode) renew(rootFD int) error {
 	if m.fd >= 0 {
 		unix.Close(m.fd)
@@ -92,6 +119,15 @@ func (m *markerInode) renew(rootFD int) error {
 	fd, err := ignoringEINTR2(func() (int, error) { return openTmpFile(rootFD) })
 	if err != nil {
 		return err
+	}
+	if len(m.content) > 0 {
+		if err := writeFull(fd, m.content); err == nil {
+			err = ignoringEINTR(func() error { return unix.Fdatasync(fd) })
+		}
+		if err != nil {
+			unix.Close(fd)
+			return err
+		}
 	}
 	m.fd, m.links = fd, 0
 	return nil

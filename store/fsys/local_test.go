@@ -354,6 +354,49 @@ func TestLocalMarkersShareAnInode(t *testing.T) {
 	}
 }
 
+// TestLocalMarkerContent: with SetMarkerContent every marker made after
+// it holds the bytes (a link to one inode holding them, or a file of its
+// own where links fail); markers made before keep theirs.
+func TestLocalMarkerContent(t *testing.T) {
+	root := t.TempDir()
+	l, err := fsys.NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := t.Context()
+	read := func(name string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	mk := func(name string) {
+		t.Helper()
+		if err := fsys.CreateMarker(ctx, l, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("v0/.0.parquet.claim")
+	l.SetMarkerContent([]byte(`{"pid":1}`))
+	mk("v0/.1.parquet.claim")
+	mk("v1/.0.parquet.claim")
+	l.SetMarkerContent([]byte(`{"pid":2}`))
+	mk("v0/.2.parquet.claim")
+	fsys.DisableMarkers(l)
+	mk("v0/.3.parquet.claim")
+	for name, want := range map[string]string{
+		"v0/.0.parquet.claim": "", "v0/.1.parquet.claim": `{"pid":1}`, "v1/.0.parquet.claim": `{"pid":1}`,
+		"v0/.2.parquet.claim": `{"pid":2}`, "v0/.3.parquet.claim": `{"pid":2}`,
+	} {
+		if got := read(name); got != want {
+			t.Errorf("%s holds %q, want %q", name, got, want)
+		}
+	}
+}
+
 // TestLocalCreateWhileEmptyDirsGo: directories are implicit, so a name
 // made in a directory that another caller removes (empty; only local
 // disks delete directories) at the same moment is still made: every way

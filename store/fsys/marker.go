@@ -11,16 +11,18 @@ import (
 // directory entry instead of a new inode (creating an inode made most of
 // the CPU of many concurrent small appends).
 type Marker interface {
-	// CreateMarker creates the empty object name exclusively, with
+	// CreateMarker creates the object name exclusively, with
 	// CreateExclusive's visibility and SyncContent's durability (the name
 	// is durable after a SyncDir of its directory): fs.ErrExist when
-	// name exists. Markers must not be written: several may be one
-	// object.
+	// name exists. It is empty, or holds what every marker of this
+	// storage holds (Local's SetMarkerContent). Markers must not be
+	// written: several may be one object.
 	CreateMarker(ctx context.Context, name string) error
 }
 
-// CreateMarker creates the empty marker name exclusively: through f's
-// Marker where it has one, else CreateExclusiveSync with SyncContent.
+// CreateMarker creates the marker name exclusively: through f's Marker
+// where it has one, else an empty file (CreateExclusiveSync with
+// SyncContent).
 func CreateMarker(ctx context.Context, f FS, name string) error {
 	if m, ok := f.(Marker); ok {
 		return m.CreateMarker(ctx, name)

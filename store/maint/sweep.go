@@ -30,9 +30,11 @@ type SweepReport struct {
 // is older than olderThan:
 //   - hidden temp files (*.tmp) not written to for olderThan;
 //   - data files Quiver wrote that no commit record lists (a put killed
-//     before its commit), judged by modification time, and only while no
-//     record lists them (checked again holding the profile's lock, so no
-//     commit can slip in between);
+//     before its commit), judged by modification time — or at any age
+//     when their claim names a process of this host that is provably gone
+//     (Store.ClaimOwnerGone) — and only while no record lists them
+//     (checked again holding the profile's lock, so no commit can slip in
+//     between);
 //   - version directories a write abandoned before its commit, once their
 //     .version.json creation time and every file in them are older than
 //     olderThan, and pyrosome writes abandoned before their manifest move;
@@ -302,7 +304,11 @@ func sweepProfile(ctx context.Context, st *store.Store, keys []string, uncommitt
 			return err
 		}
 		for _, e := range vs.Orphans {
-			if e.ModTime.Before(cutoff) {
+			// Old, or its put's process is gone (its claim says which
+			// process made it): nothing will ever commit it, and until
+			// it goes pyrosome, pyarrow and DuckDB reading the directory
+			// take it for data.
+			if e.ModTime.Before(cutoff) || st.ClaimOwnerGone(ctx, keys, vs.Version, e.Name) {
 				orphans = append(orphans, e.Name)
 			}
 		}

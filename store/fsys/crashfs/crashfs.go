@@ -272,17 +272,22 @@ func (f *FS) CreateExclusiveSync(ctx context.Context, name string, data []byte, 
 	return nil
 }
 
-// CreateMarker implements fsys.Marker: an empty object whose name is
-// durable after a SyncDir.
+// CreateMarker implements fsys.Marker: an object whose content is durable
+// with it (empty, or what the inner storage puts in its markers: a local
+// disk's SetMarkerContent) and whose name is durable after a SyncDir.
 func (f *FS) CreateMarker(ctx context.Context, name string) error {
 	dir, _ := split(name)
 	defer f.enter(false, true, dir)()
 	if err := fsys.CreateMarker(ctx, f.inner, name); err != nil {
 		return err
 	}
+	data, _, err := f.inner.ReadFile(ctx, name)
+	if err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.created(name, nil, fsys.SyncContent, filePerm)
+	f.created(name, data, fsys.SyncContent, filePerm)
 	return nil
 }
 
