@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -56,7 +58,7 @@ func TestServeSweepsAtStart(t *testing.T) {
 // operator's sweep removed it, and a killed put's uncommitted file stayed
 // visible to readers of the directory as long as the server ran).
 func TestServeSweepsPeriodically(t *testing.T) {
-	s := startServer(t, "--sweep-every", "200ms")
+	s := startServer(t, "--sweep-every", "1s")
 	rec := batch(0, 3)
 	defer rec.Release()
 	mustPut(t, s.client, "swept/again", client.PutOptions{}, rec)
@@ -174,4 +176,98 @@ func rootParquet(t *testing.T, vdir string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Two servers on one data dir and one host, one of them in a pid
+// namespace of its own (a container sharing the host's name and kernel):
+// neither takes the other's pids for its own. The other server's periodic
+// sweep judged the claim of a put waiting for its commit (pid 1 there) by
+// this namespace's pid 1 — alive, started at another time: "gone" — and
+// removed the file; as both also took each other's locks, a put was
+// acknowledged whose file the sweep then removed (red team round 42's
+// h05b). Needs unshare(1) and the right to make namespaces (root).
+func TestPidNamespaceServersKeepEachOthersPuts(t *testing.T) {
+	if quivertest.OnS3() {
+		t.Skip("claims on S3 hold no process")
+	}
+	if err := exec.Command("unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "true").Run(); err != nil {
+		t.Skipf("cannot make a pid namespace here: %v", err)
+	}
+	b := startServer(t, "--sweep-every", "1s")
+	rec := batch(0, 3)
+	defer rec.Release()
+	mustPut(t, b.client, "ns/p", client.PutOptions{}, rec)
+	wrapper := filepath.Join(t.TempDir(), "quiver-in-pidns")
+	script := "#!/bin/sh\nexec unshare --pid --fork --kill-child --mount-proc " + binary + ` "$@"` + "\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pa := quivertest.MustStart(t, wrapper, quivertest.FromEnv(t), "--data-dir", b.dataDir, "--lock-timeout", "60s")
+	defer pa.Kill() // (unshare may not pass SIGTERM on)
+	a := connect(t, pa.Addr)
+	pdir := filepath.Join(b.dataDir, "ns", "p")
+	vdir := filepath.Join(pdir, "v0")
+	committed := rootParquet(t, vdir)
+	lock := filepath.Join(pdir, "manifest.json.write_lock")
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := batch(100, 200_000)
+	defer big.Release()
+	done := make(chan error, 1)
+	go func() { _, err := put(ctxT(t), a, "ns/p", client.PutOptions{}, big); done <- err }()
+	var waiting string
+	deadline := time.Now().Add(30 * time.Second)
+	for waiting == "" {
+		for _, f := range rootParquet(t, vdir) {
+			if !slices.Contains(committed, f) {
+				waiting = f
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the append's file never got its name before its commit")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	claim, err := os.ReadFile(filepath.Join(vdir, "."+waiting+".claim"))
+	var owner struct {
+		Host  string `json:"host"`
+		Boot  string `json:"boot"`
+		PID   int    `json:"pid"`
+		Start uint64 `json:"start"`
+	}
+	if err == nil {
+		err = json.Unmarshal(claim, &owner)
+	}
+	if err != nil || owner.PID != 1 || owner.Start == 0 {
+		t.Fatalf("the put's claim %q (%v): want pid 1 of its namespace, and its start", claim, err)
+	}
+	// The lock now names that process as its owner, without a namespace
+	// (as a lock written before namespaces were recorded): the put's own
+	// server sees it alive and waits; the other server, whose pid 1 is
+	// another process, sees it gone — so its sweep may take the lock, and
+	// would remove the waiting put's file if it judged the claim so too.
+	lockJSON, _ := json.Marshal(map[string]any{"host": owner.Host, "boot": owner.Boot, "pid": 1, "start": owner.Start, "time": time.Now().UTC()})
+	if err := os.WriteFile(lock+".new", lockJSON, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(lock+".new", lock); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // the other server's periodic sweeps run
+	if _, err := os.Stat(filepath.Join(vdir, waiting)); err != nil {
+		t.Fatalf("the other server's sweep removed a live put's file: %v\n%s", err, quivertest.Tail(b.Logs(), 2000))
+	}
+	// (The lock is gone if the other server took it over and released
+	// it: its sweep had nothing to remove then.)
+	if err := os.Remove(lock); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the put: %v", err)
+	}
+	time.Sleep(2 * time.Second) // and more sweeps after its commit
+	if got := ints(t, mustGet(t, b.client, "ns/p"), "id"); len(got) != 3+200_000 {
+		t.Fatalf("%d rows, want %d", len(got), 3+200_000)
+	}
 }

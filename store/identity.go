@@ -29,7 +29,13 @@ type Owner struct {
 	// Start is the process start time in clock ticks after boot
 	// (/proc/PID/stat field 22): a restarted process that got the same pid
 	// has another start time.
-	Start  uint64    `json:"start,omitempty"`
+	Start uint64 `json:"start,omitempty"`
+	// PidNS is the process's pid namespace (the target of
+	// /proc/self/ns/pid, "pid:[4026531836]"): two containers on one host
+	// may share its name and boot id, and a pid means nothing in another
+	// namespace (red team round 42's h05b: each server took the other's
+	// lock as its owner's pid was not running in its own namespace).
+	PidNS  string    `json:"pidns,omitempty"`
 	Time   time.Time `json:"time"`
 	Writer string    `json:"writer,omitempty"`
 }
@@ -46,6 +52,8 @@ type procs interface {
 	bootID() string
 	// bootTime is when this machine booted (the zero time if unknown).
 	bootTime() time.Time
+	// pidNS names this process's pid namespace ("" if unknown).
+	pidNS() string
 }
 
 type linuxProcs struct{}
@@ -56,6 +64,14 @@ func (linuxProcs) bootID() string {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
+}
+
+func (linuxProcs) pidNS() string {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return ""
+	}
+	return ns
 }
 
 func (linuxProcs) bootTime() time.Time {
@@ -116,7 +132,7 @@ func (s *Store) self() Owner {
 
 func newIdentity(host string, pid int, p procs, writer string) Owner {
 	st, _ := p.startTime(pid)
-	return Owner{Host: host, Boot: p.bootID(), PID: pid, Start: st, Writer: writer}
+	return Owner{Host: host, Boot: p.bootID(), PID: pid, Start: st, PidNS: p.pidNS(), Writer: writer}
 }
 
 // ownerState says what is known of a lock owner from here.
@@ -138,6 +154,11 @@ func (s *Store) judge(o Owner) ownerState {
 	if o.Boot != "" && s.id.Boot != "" && o.Boot != s.id.Boot {
 		// Same host name, another boot: a rebooted machine, or another
 		// machine with the same name. The pid says nothing either way.
+		return ownerUnknown
+	}
+	if o.PidNS != "" && s.id.PidNS != "" && o.PidNS != s.id.PidNS {
+		// Another pid namespace (a container sharing the host's name
+		// and kernel): its pid is not one of ours.
 		return ownerUnknown
 	}
 	st, alive := s.opts.procs.startTime(o.PID)
@@ -180,7 +201,8 @@ const maxClaimBytes = 4 << 10
 
 // ClaimOwnerGone reports whether the data file name (relative to the data
 // directory, as Inspection lists orphans) of version v of keys has a claim
-// naming a process of this host and boot that is provably gone (judge):
+// naming a process of this host, boot and pid namespace that is provably
+// gone (judge):
 // its put can never commit the file. False whenever that is not known — an
 // empty claim (pyrosome's, a CSV append's, one from before claims held
 // their maker, one on S3), an unreadable or foreign one, an owner on
@@ -206,6 +228,13 @@ func (s *Store) ClaimOwnerGone(ctx context.Context, keys []string, v int, name s
 	var o Owner
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&o); err != nil || dec.More() {
+		return false
+	}
+	// Only a claim that says which pid namespace its pid belongs to,
+	// ours: every claim that holds its maker does, where the namespace
+	// can be read (a lock made before the namespace was recorded is
+	// judged without it, as it was; a claim never).
+	if o.PidNS == "" || o.PidNS != s.id.PidNS {
 		return false
 	}
 	return s.judge(o) == ownerGone

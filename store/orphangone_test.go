@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/quiverdb/quiver/store/fsys"
@@ -85,7 +86,7 @@ func TestOrphanGoneWhileListedIsNotData(t *testing.T) {
 // and boot that is not alive (or whose pid a later process took), never
 // when nothing sure is known.
 func TestClaimOwnerGone(t *testing.T) {
-	procs := fakeProcs{boot: "boot-a", alive: map[int]uint64{1: 500, 7: 900}}
+	procs := fakeProcs{boot: "boot-a", alive: map[int]uint64{1: 500, 7: 900}, ns: "pid:[1]"}
 	s, dir := newTestStore(t, WithHost("h"), WithPID(1), withProcs(procs))
 	k := []string{"claims"}
 	put(t, s, ModeWrite, k, ids(1), PutOptions{})
@@ -97,7 +98,7 @@ func TestClaimOwnerGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	var own Owner
-	if err := json.Unmarshal(b, &own); err != nil || own.Host != "h" || own.PID != 1 || own.Boot != "boot-a" || own.Start != 500 {
+	if err := json.Unmarshal(b, &own); err != nil || own.Host != "h" || own.PID != 1 || own.Boot != "boot-a" || own.Start != 500 || own.PidNS != "pid:[1]" {
 		t.Fatalf("own claim %q: %+v %v", b, own, err)
 	}
 	if s.ClaimOwnerGone(context.Background(), k, 0, "claims/v0/1.parquet") {
@@ -110,18 +111,22 @@ func TestClaimOwnerGone(t *testing.T) {
 		file  string // the orphan's name in the version (default: <i>.parquet)
 		gone  bool
 	}{
-		{"dead pid", owner(Owner{Host: "h", Boot: "boot-a", PID: 42, Start: 10}), "", true},
-		{"pid reused", owner(Owner{Host: "h", Boot: "boot-a", PID: 7, Start: 800}), "", true},
-		{"partition file", owner(Owner{Host: "h", Boot: "boot-a", PID: 42}), "region=eu/%d.parquet", true},
-		{"alive", owner(Owner{Host: "h", Boot: "boot-a", PID: 7, Start: 900}), "", false},
-		{"another host", owner(Owner{Host: "other", Boot: "boot-a", PID: 42}), "", false},
-		{"another boot", owner(Owner{Host: "h", Boot: "boot-b", PID: 42}), "", false},
+		{"dead pid", owner(Owner{Host: "h", Boot: "boot-a", PID: 42, Start: 10, PidNS: "pid:[1]"}), "", true},
+		{"pid reused", owner(Owner{Host: "h", Boot: "boot-a", PID: 7, Start: 800, PidNS: "pid:[1]"}), "", true},
+		{"partition file", owner(Owner{Host: "h", Boot: "boot-a", PID: 42, PidNS: "pid:[1]"}), "region=eu/%d.parquet", true},
+		{"alive", owner(Owner{Host: "h", Boot: "boot-a", PID: 7, Start: 900, PidNS: "pid:[1]"}), "", false},
+		{"another host", owner(Owner{Host: "other", Boot: "boot-a", PID: 42, PidNS: "pid:[1]"}), "", false},
+		{"another boot", owner(Owner{Host: "h", Boot: "boot-b", PID: 42, PidNS: "pid:[1]"}), "", false},
+		// A container sharing the host's name and kernel (red team
+		// round 42's h05b): its pid 1 is not ours.
+		{"another pid namespace", owner(Owner{Host: "h", Boot: "boot-a", PID: 42, PidNS: "pid:[2]"}), "", false},
+		{"no pid namespace", owner(Owner{Host: "h", Boot: "boot-a", PID: 42}), "", false},
 		{"empty (pyrosome, older claims)", nil, "", false},
 		{"not JSON", []byte("quiver\n"), "", false},
 		{"two owners", append(owner(Owner{Host: "h", PID: 42}), owner(Owner{Host: "h", PID: 43})...), "", false},
 		{"no pid", owner(Owner{Host: "h", Boot: "boot-a"}), "", false},
-		{"too large", append(owner(Owner{Host: "h", Boot: "boot-a", PID: 42}), make([]byte, maxClaimBytes)...), "", false},
-		{"a CSV file", owner(Owner{Host: "h", Boot: "boot-a", PID: 42}), "%d.csv", false},
+		{"too large", append(owner(Owner{Host: "h", Boot: "boot-a", PID: 42, PidNS: "pid:[1]"}), make([]byte, maxClaimBytes)...), "", false},
+		{"a CSV file", owner(Owner{Host: "h", Boot: "boot-a", PID: 42, PidNS: "pid:[1]"}), "%d.csv", false},
 	} {
 		idx := 10 + i
 		file := fmt.Sprintf("%d.parquet", idx)
@@ -146,5 +151,48 @@ func TestClaimOwnerGone(t *testing.T) {
 	}
 	if s.ClaimOwnerGone(context.Background(), k, 0, "claims/v0/98.parquet") {
 		t.Error("a directory claim: judged gone")
+	}
+	// A symbolic link to a dead owner's claim (never followed), and a
+	// FIFO (never read: it would block).
+	target := filepath.Join(t.TempDir(), "claim")
+	if err := os.WriteFile(target, owner(Owner{Host: "h", Boot: "boot-a", PID: 42, PidNS: "pid:[1]"}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(vdir, ".97.parquet.claim")); err != nil {
+		t.Fatal(err)
+	}
+	if s.ClaimOwnerGone(context.Background(), k, 0, "claims/v0/97.parquet") {
+		t.Error("a linked claim: judged gone")
+	}
+	if err := syscall.Mkfifo(filepath.Join(vdir, ".96.parquet.claim"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s.ClaimOwnerGone(context.Background(), k, 0, "claims/v0/96.parquet") {
+		t.Error("a FIFO claim: judged gone")
+	}
+}
+
+// TestJudgeOtherPidNamespace: an owner in another pid namespace (a lock or
+// a version's creator of a server in another container of this host) is
+// never judged gone by its pid: each of two such servers took the other's
+// live lock (red team round 42's h05b). Identities without a namespace
+// (older locks) are judged as before.
+func TestJudgeOtherPidNamespace(t *testing.T) {
+	procs := fakeProcs{boot: "boot-a", alive: map[int]uint64{1: 500}, ns: "pid:[1]"}
+	s, _ := newTestStore(t, WithHost("h"), WithPID(1), withProcs(procs))
+	for _, c := range []struct {
+		name string
+		o    Owner
+		want ownerState
+	}{
+		{"dead, our namespace", Owner{Host: "h", Boot: "boot-a", PID: 42, PidNS: "pid:[1]"}, ownerGone},
+		{"dead, no namespace recorded", Owner{Host: "h", Boot: "boot-a", PID: 42}, ownerGone},
+		{"dead, another namespace", Owner{Host: "h", Boot: "boot-a", PID: 42, PidNS: "pid:[2]"}, ownerUnknown},
+		{"our pid, another namespace", Owner{Host: "h", Boot: "boot-a", PID: 1, Start: 9, PidNS: "pid:[2]"}, ownerUnknown},
+		{"alive, our namespace", Owner{Host: "h", Boot: "boot-a", PID: 1, Start: 500, PidNS: "pid:[1]"}, ownerAlive},
+	} {
+		if got := s.judge(c.o); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }

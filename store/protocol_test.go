@@ -303,8 +303,10 @@ type fakeProcs struct {
 	boot   string
 	booted time.Time
 	alive  map[int]uint64
+	ns     string // the pid namespace ("" unknown)
 }
 
+func (f fakeProcs) pidNS() string       { return f.ns }
 func (f fakeProcs) bootID() string      { return f.boot }
 func (f fakeProcs) bootTime() time.Time { return f.booted }
 func (f fakeProcs) startTime(pid int) (uint64, bool) {

@@ -480,7 +480,9 @@ func newSweep(stdout, stderr io.Writer) *cobra.Command {
 hidden temp files, data files Quiver wrote that no commit lists (at a version's
 root or under its partition directories), version directories never committed,
 and pyrosome writes abandoned before their manifest move; and, at any age, what is
-left of retired versions. Committed data is never touched, nor anything sweep
+left of retired versions and the uncommitted data files of puts whose process
+(named in their index's claim: this host, boot and pid namespace) is gone.
+Committed data is never touched, nor anything sweep
 cannot classify, nor a profile whose commit log is damaged (see docs/format.md,
 "Sweep").`,
 		Args: cobra.NoArgs,

@@ -69,6 +69,8 @@ func TestStoreOptionsBounds(t *testing.T) {
 		{"negative stale limit", func(c *serveConfig) { c.lockStale = -time.Minute }, false},
 		{"sweep at start-up only", func(c *serveConfig) { c.sweepEvery = 0 }, true},
 		{"negative sweep interval", func(c *serveConfig) { c.sweepEvery = -time.Hour }, false},
+		{"sweeps back to back", func(c *serveConfig) { c.sweepEvery = time.Nanosecond }, false},
+		{"a sweep a second", func(c *serveConfig) { c.sweepEvery = time.Second }, true},
 	} {
 		cfg := base
 		c.edit(&cfg)
