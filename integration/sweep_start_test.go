@@ -117,22 +117,7 @@ func TestSweepRemovesAKilledPutsFileAtOnce(t *testing.T) {
 	if err := os.WriteFile(lock, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	big := batch(100, 200_000) // more than --group-append-bytes: a file of its own
-	defer big.Release()
-	go func() { _, _ = put(ctxT(t), s1.client, "killed/p", client.PutOptions{}, big) }()
-	var orphan string
-	deadline := time.Now().Add(30 * time.Second)
-	for orphan == "" {
-		for _, f := range rootParquet(t, vdir) {
-			if !slices.Contains(committed, f) {
-				orphan = f
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the append's file never got its name before its commit")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	orphan, _ := appendWaitingForLock(t, s1.client, "killed/p", vdir, committed)
 	s1.Kill()
 	if err := os.Remove(lock); err != nil {
 		t.Fatal(err)
@@ -143,7 +128,7 @@ func TestSweepRemovesAKilledPutsFileAtOnce(t *testing.T) {
 	// A server started on the same data dir sweeps it at start: its
 	// process is gone, however young the file.
 	s2 := startServer(t, "--data-dir", s1.dataDir)
-	deadline = time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if _, err := os.Stat(filepath.Join(vdir, orphan)); os.IsNotExist(err) {
 			break
@@ -158,6 +143,33 @@ func TestSweepRemovesAKilledPutsFileAtOnce(t *testing.T) {
 	}
 	if got := ints(t, mustGet(t, s2.client, "killed/p"), "id"); len(got) != 3 {
 		t.Fatalf("committed rows after the sweep: %v", got)
+	}
+}
+
+// appendWaitingForLock sends an append of 200,000 rows (more than
+// --group-append-bytes: a file of its own, named before its commit) to
+// path while its manifest lock is held, and returns the name its file got
+// in vdir's root (one not in committed) and the put's answer to come.
+func appendWaitingForLock(t *testing.T, c *client.Client, path, vdir string, committed []string) (string, <-chan error) {
+	t.Helper()
+	big := batch(100, 200_000)
+	done := make(chan error, 1)
+	go func() {
+		defer big.Release()
+		_, err := put(ctxT(t), c, path, client.PutOptions{}, big)
+		done <- err
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		for _, f := range rootParquet(t, vdir) {
+			if !slices.Contains(committed, f) {
+				return f, done
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the append's file never got its name before its commit")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -212,23 +224,7 @@ func TestPidNamespaceServersKeepEachOthersPuts(t *testing.T) {
 	if err := os.WriteFile(lock, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	big := batch(100, 200_000)
-	defer big.Release()
-	done := make(chan error, 1)
-	go func() { _, err := put(ctxT(t), a, "ns/p", client.PutOptions{}, big); done <- err }()
-	var waiting string
-	deadline := time.Now().Add(30 * time.Second)
-	for waiting == "" {
-		for _, f := range rootParquet(t, vdir) {
-			if !slices.Contains(committed, f) {
-				waiting = f
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the append's file never got its name before its commit")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waiting, done := appendWaitingForLock(t, a, "ns/p", vdir, committed)
 	claim, err := os.ReadFile(filepath.Join(vdir, "."+waiting+".claim"))
 	var owner struct {
 		Host  string `json:"host"`
