@@ -202,11 +202,10 @@ const maxClaimBytes = 4 << 10
 // ClaimOwnerGone reports whether the data file name (relative to the data
 // directory, as Inspection lists orphans) of version v of keys has a claim
 // naming a process of this host, boot and pid namespace that is provably
-// gone (judge):
-// its put can never commit the file. False whenever that is not known — an
-// empty claim (pyrosome's, a CSV append's, one from before claims held
-// their maker, one on S3), an unreadable or foreign one, an owner on
-// another host or alive.
+// gone (judge): its put can never commit the file. False whenever that is
+// not known — an empty claim (pyrosome's, a CSV append's, one from before
+// claims held their maker, one on S3), an unreadable or foreign one, an
+// owner on another host, in another pid namespace or alive.
 func (s *Store) ClaimOwnerGone(ctx context.Context, keys []string, v int, name string) bool {
 	p, err := s.resolve(keys)
 	if err != nil {
