@@ -9,9 +9,11 @@ client scripts c*.py and e*.py, f*.py the CSV round trip after them, round
 docs/reliability.md, "Bugs found"."""
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,27 @@ def free_port() -> int:
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_redteam(script, quiver_bin):
+def test_redteam(script, quiver_bin, tmp_path):
     env = dict(os.environ, QUIVER=str(quiver_bin), PORT=str(free_port()))
-    r = subprocess.run([sys.executable, str(HERE / script)], env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, f"{script} exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    with open(out, "w") as o, open(err, "w") as e:
+        # In a process group of its own, killed whole when the script
+        # ends: a script that fails before it stops its server (an
+        # exception on the way) left the server running.
+        p = subprocess.Popen([sys.executable, str(HERE / script)], env=env, stdout=o, stderr=e, text=True,
+                             start_new_session=True)
+        try:
+            # Waited for without reaping it (WNOWAIT): until it is reaped
+            # its pid, the group's id, cannot be another's.
+            deadline = time.monotonic() + 600
+            while os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"{script} ran for more than 600 s")
+                time.sleep(0.05)
+        finally:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            rc = p.wait()
+    assert rc == 0, f"{script} exit {rc}\n{out.read_text()[-3000:]}\n{err.read_text()[-3000:]}"
