@@ -121,7 +121,8 @@ func (m *markerInode) renew(rootFD int) error {
 		return err
 	}
 	if len(m.content) > 0 {
-		if err := writeFull(fd, m.content); err == nil {
+		err := writeFull(fd, m.content)
+		if err == nil {
 			err = ignoringEINTR(func() error { return unix.Fdatasync(fd) })
 		}
 		if err != nil {
