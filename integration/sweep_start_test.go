@@ -267,3 +267,41 @@ func TestPidNamespaceServersKeepEachOthersPuts(t *testing.T) {
 		t.Fatalf("%d rows, want %d", len(got), 3+200_000)
 	}
 }
+
+// A server in a pid namespace without a /proc of its own (unshare --pid
+// without --mount-proc; a container given the host's /proc) records no
+// start time in its claims and locks: the host's /proc entry under its pid
+// is another process, whose start time made the server look gone to a
+// server of its namespace reading the right /proc (red team round 43's
+// F1).
+func TestForeignProcIdentityHasNoStart(t *testing.T) {
+	if quivertest.OnS3() {
+		t.Skip("claims on S3 hold no process")
+	}
+	if err := exec.Command("unshare", "--pid", "--fork", "--kill-child", "true").Run(); err != nil {
+		t.Skipf("cannot make a pid namespace here: %v", err)
+	}
+	wrapper := filepath.Join(t.TempDir(), "quiver-in-pidns")
+	script := "#!/bin/sh\nexec unshare --pid --fork --kill-child " + binary + ` "$@"` + "\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := quivertest.MustStart(t, wrapper, quivertest.FromEnv(t))
+	defer p.Kill()
+	c := connect(t, p.Addr)
+	rec := batch(0, 3)
+	defer rec.Release()
+	mustPut(t, c, "foreign/p", client.PutOptions{}, rec)
+	mustPut(t, c, "foreign/p", client.PutOptions{}, rec)
+	claim, err := os.ReadFile(filepath.Join(p.Storage.Dir, "foreign", "p", "v0", ".1.parquet.claim"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var owner map[string]any
+	if err := json.Unmarshal(claim, &owner); err != nil {
+		t.Fatalf("claim %q: %v", claim, err)
+	}
+	if _, ok := owner["start"]; ok || owner["pid"] != 1.0 || owner["pidns"] == nil {
+		t.Fatalf("claim %q: want pid 1 of its namespace, the namespace, and no start", claim)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/quiverdb/quiver/store/fsys"
 )
@@ -193,6 +194,68 @@ func TestJudgeOtherPidNamespace(t *testing.T) {
 	} {
 		if got := s.judge(c.o); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestForeignProc: in a pid namespace whose /proc is another's (unshare
+// --pid without --mount-proc, a container given the host's /proc) the
+// entry under a pid is another process: this server records no start time
+// (which made it look gone to a server reading the right /proc, that took
+// its live lock over) and judges no owner by its pid (red team round 43's
+// F1).
+func TestForeignProc(t *testing.T) {
+	procs := fakeProcs{boot: "boot-a", alive: map[int]uint64{1: 500}, ns: "pid:[1]", foreignProc: true}
+	s, _ := newTestStore(t, WithHost("h"), WithPID(1), withProcs(procs))
+	if s.id.Start != 0 {
+		t.Errorf("start %d recorded from another namespace's /proc", s.id.Start)
+	}
+	for _, o := range []Owner{
+		{Host: "h", Boot: "boot-a", PID: 42, PidNS: "pid:[1]"},
+		{Host: "h", Boot: "boot-a", PID: 1, Start: 9, PidNS: "pid:[1]"},
+		{Host: "h", Boot: "boot-a", PID: 42},
+	} {
+		if got := s.judge(o); got != ownerUnknown {
+			t.Errorf("%+v judged %v through another namespace's /proc", o, got)
+		}
+	}
+	// What it writes is judged alive by a server of its namespace that
+	// has the right /proc: its pid, no start.
+	right := fakeProcs{boot: "boot-a", alive: map[int]uint64{1: 777, 2: 800}, ns: "pid:[1]"}
+	other, _ := newTestStore(t, WithHost("h"), WithPID(2), withProcs(right))
+	if got := other.judge(s.id); got != ownerAlive {
+		t.Errorf("its identity judged %v by a server of its namespace", got)
+	}
+}
+
+// TestLockOfAnotherShape: a lock whose JSON has a field of another type
+// (a pidns that is a number) is no owner Quiver wrote: it is judged by age,
+// not by the pid parsed before the field that failed, which broke it at
+// once from any namespace (red team round 43's F2).
+func TestLockOfAnotherShape(t *testing.T) {
+	procs := fakeProcs{boot: "boot-a", alive: map[int]uint64{1: 500}, ns: "pid:[1]"}
+	s, dir := newTestStore(t, WithHost("h"), WithPID(1), withProcs(procs), WithLockStaleAfter(time.Hour))
+	k := []string{"shaped"}
+	put(t, s, ModeWrite, k, ids(1), PutOptions{})
+	lock := filepath.Join(dir, "shaped", lockName)
+	for _, raw := range []string{
+		`{"host":"h","boot":"boot-a","pid":42,"pidns":5,"time":"` + time.Now().UTC().Format(time.RFC3339) + `"}`,
+		`{"host":"h","boot":"boot-a","pid":42,"pidns":{"x":1}}`,
+		`{"host":"h","boot":"boot-a","pid":"42"}`,
+	} {
+		if err := os.WriteFile(lock, []byte(raw), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.resolve(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls, err := s.inspectLock(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ls.stale || ls.state != ownerUnknown || ls.known {
+			t.Errorf("%s: stale %v, state %v, known %v (%s); want an unknown owner, judged by age", raw, ls.stale, ls.state, ls.known, ls.reason)
 		}
 	}
 }

@@ -304,8 +304,11 @@ type fakeProcs struct {
 	booted time.Time
 	alive  map[int]uint64
 	ns     string // the pid namespace ("" unknown)
+	// foreignProc: /proc is another pid namespace's.
+	foreignProc bool
 }
 
+func (f fakeProcs) ownProc() bool       { return !f.foreignProc }
 func (f fakeProcs) pidNS() string       { return f.ns }
 func (f fakeProcs) bootID() string      { return f.boot }
 func (f fakeProcs) bootTime() time.Time { return f.booted }
