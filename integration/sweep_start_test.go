@@ -146,6 +146,19 @@ func TestSweepRemovesAKilledPutsFileAtOnce(t *testing.T) {
 	}
 }
 
+// inPidNamespace writes a script that runs the quiver binary in a pid
+// namespace of its own (unshare, with extra flags) and returns its path.
+func inPidNamespace(t *testing.T, extra ...string) string {
+	t.Helper()
+	wrapper := filepath.Join(t.TempDir(), "quiver-in-pidns")
+	args := append([]string{"unshare", "--pid", "--fork", "--kill-child"}, extra...)
+	script := "#!/bin/sh\nexec " + strings.Join(args, " ") + " " + binary + ` "$@"` + "\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return wrapper
+}
+
 // appendWaitingForLock sends an append of 200,000 rows (more than
 // --group-append-bytes: a file of its own, named before its commit) to
 // path while its manifest lock is held, and returns the name its file got
@@ -209,12 +222,7 @@ func TestPidNamespaceServersKeepEachOthersPuts(t *testing.T) {
 	rec := batch(0, 3)
 	defer rec.Release()
 	mustPut(t, b.client, "ns/p", client.PutOptions{}, rec)
-	wrapper := filepath.Join(t.TempDir(), "quiver-in-pidns")
-	script := "#!/bin/sh\nexec unshare --pid --fork --kill-child --mount-proc " + binary + ` "$@"` + "\n"
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	pa := quivertest.MustStart(t, wrapper, quivertest.FromEnv(t), "--data-dir", b.dataDir, "--lock-timeout", "60s")
+	pa := quivertest.MustStart(t, inPidNamespace(t, "--mount-proc"), quivertest.FromEnv(t), "--data-dir", b.dataDir, "--lock-timeout", "60s")
 	defer pa.Kill() // (unshare may not pass SIGTERM on)
 	a := connect(t, pa.Addr)
 	pdir := filepath.Join(b.dataDir, "ns", "p")
@@ -281,12 +289,7 @@ func TestForeignProcIdentityHasNoStart(t *testing.T) {
 	if err := exec.Command("unshare", "--pid", "--fork", "--kill-child", "true").Run(); err != nil {
 		t.Skipf("cannot make a pid namespace here: %v", err)
 	}
-	wrapper := filepath.Join(t.TempDir(), "quiver-in-pidns")
-	script := "#!/bin/sh\nexec unshare --pid --fork --kill-child " + binary + ` "$@"` + "\n"
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	p := quivertest.MustStart(t, wrapper, quivertest.FromEnv(t))
+	p := quivertest.MustStart(t, inPidNamespace(t), quivertest.FromEnv(t))
 	defer p.Kill()
 	c := connect(t, p.Addr)
 	rec := batch(0, 3)

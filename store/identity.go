@@ -12,8 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/quiverdb/quiver/store/fsys"
 )
 
 // Owner names the process holding a lock: enough to tell, from the same
@@ -199,21 +197,15 @@ func (s *Store) judge(o Owner) ownerState {
 // whose process is gone (ClaimOwnerGone) without waiting for its age.
 // Claims made elsewhere (S3), by pyrosome, or before this stay empty.
 func (s *Store) markClaims() {
-	for f := s.fs; f != nil; {
-		switch x := f.(type) {
-		case *fsys.Local:
-			o := s.id
-			o.Writer = ""
-			o.Time = s.opts.now().UTC()
-			if b, err := json.Marshal(o); err == nil {
-				x.SetMarkerContent(b)
-			}
-			return
-		case interface{ Inner() fsys.FS }:
-			f = x.Inner()
-		default:
-			return
-		}
+	l := localOf(s.fs)
+	if l == nil {
+		return
+	}
+	o := s.id
+	o.Writer = ""
+	o.Time = s.opts.now().UTC()
+	if b, err := json.Marshal(o); err == nil {
+		l.SetMarkerContent(b)
 	}
 }
 

@@ -579,15 +579,18 @@ func (vs *VersionState) clone() *VersionState {
 
 // isLocal reports whether f is a local directory, or a wrapper of one
 // (faultfs: anything with an Inner method).
-func isLocal(f fsys.FS) bool {
+func isLocal(f fsys.FS) bool { return localOf(f) != nil }
+
+// localOf is the local directory f is or wraps, or nil.
+func localOf(f fsys.FS) *fsys.Local {
 	for {
 		switch x := f.(type) {
 		case *fsys.Local:
-			return true
+			return x
 		case interface{ Inner() fsys.FS }:
 			f = x.Inner()
 		default:
-			return false
+			return nil
 		}
 	}
 }

@@ -216,13 +216,9 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		s.readMem = newPoolAllocator()
 	}
 	s.id = newIdentity(o.host, o.pid, o.procs, o.writer)
-	defer func() {
-		if s.fs != nil {
-			s.markClaims()
-		}
-	}()
 	if o.fs != nil {
 		s.fs, s.root = o.fs, dir
+		s.markClaims()
 		if s.opts.spillDir == "" {
 			s.opts.spillDir = os.TempDir()
 		}
@@ -236,6 +232,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("open data dir: %w", err)
 	}
 	s.fs, s.root = l, l.Root()
+	s.markClaims()
 	if s.opts.spillDir == "" {
 		s.opts.spillDir = l.Root()
 	}
