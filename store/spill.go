@@ -44,8 +44,11 @@ import (
 // batch the put accepts is read back as it was.
 type spill struct {
 	f       *os.File
+	fd      int // f's descriptor (punch)
 	bw      *bufio.Writer
-	end     int64 // bytes written
+	end     int64   // bytes written
+	live    []int64 // bytes of blocks not yet replayed, per spillChunk of the file
+	noPunch bool    // the file system cannot punch holes (or failed to once)
 	mem     memory.Allocator
 	parts   []*spillPart // in order of first appearance
 	byDir   map[string]*spillPart
@@ -108,7 +111,7 @@ func openSpill(dir string, mem memory.Allocator) (*spill, error) {
 		}
 	}
 	f := os.NewFile(uintptr(fd), spillName)
-	return &spill{f: f, bw: bufio.NewWriterSize(f, 1<<20), mem: mem, byDir: map[string]*spillPart{}}, nil
+	return &spill{f: f, fd: fd, bw: bufio.NewWriterSize(f, 1<<20), mem: mem, byDir: map[string]*spillPart{}}, nil
 }
 
 // spillFail is err, of the spill file: ErrSpillFull too if the spill
@@ -321,7 +324,52 @@ func (sp *spill) write(rec arrow.RecordBatch) (spillBlock, error) {
 	}
 	b := spillBlock{off: sp.end, n: cw.n, rows: rec.NumRows()}
 	sp.end += cw.n
+	sp.count(b, 1)
 	return b, nil
+}
+
+// spillChunk is the span of the spill file whose space (and page cache)
+// is given back at once, once every block in it has been replayed.
+var spillChunk int64 = 4 << 20 // (a variable for tests)
+
+// count adds b's bytes (sign 1) to, or takes them (-1) from, the live
+// bytes of the chunks it spans; a chunk left with none, and wholly
+// written, is punched out of the file (punch).
+//
+// Without it the spill's page cache grew with the put, to the put's
+// whole size, and every page of it was memory the machine had not used
+// for seconds: on a virtual machine that hands free pages back to its
+// host (a balloon's free page reporting, as here), each such page costs a
+// fault in the host when first written, and writing 1 GiB into a new file
+// took 2.5–3.7 s of CPU where rewriting pages just freed took 0.3 s
+// (docs/benchmarks.md, twenty-first session). Replayed chunks punched out,
+// the spill's pages are the ones it freed a moment before.
+func (sp *spill) count(b spillBlock, sign int64) {
+	for off, n := b.off, b.n; n > 0; {
+		c := off / spillChunk
+		end := min(off+n, (c+1)*spillChunk)
+		for int64(len(sp.live)) <= c {
+			sp.live = append(sp.live, 0)
+		}
+		sp.live[c] += sign * (end - off)
+		if sign < 0 && sp.live[c] == 0 && (c+1)*spillChunk <= sp.end {
+			sp.punch(c)
+		}
+		n -= end - off
+		off = end
+	}
+}
+
+// punch gives back chunk c's space. The spill is a scratch file and the
+// chunk's blocks are replayed: a file system that cannot punch holes
+// keeps the space until the put ends, as it did before.
+func (sp *spill) punch(c int64) {
+	if sp.noPunch {
+		return
+	}
+	if err := unix.Fallocate(sp.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, c*spillChunk, spillChunk); err != nil {
+		sp.noPunch = true
+	}
 }
 
 // read returns the rows of block b.
@@ -398,6 +446,7 @@ func (sp *spill) replayPart(ctx context.Context, p *spillPart, batch spillSize, 
 			releaseBatches(pending)
 			return err
 		}
+		sp.count(b, -1)
 		p.rows -= b.rows
 		p.bytes -= b.n
 		pending = append(pending, rec)
