@@ -2,8 +2,10 @@
 full", and the server log names no other cause.
 
 What is wrong: serve with `--spill-dir` on its own small file system (here a 16 MiB tmpfs; the data
-directory is on a disk with gigabytes free). A partitioned write of ~45 MiB of Arrow data into 8
-partitions fails (as documented: it needs as much spill space as its Arrow bytes) with
+directory is on a disk with gigabytes free). A partitioned write of ~45 MiB of Arrow data into 64
+partitions fails (as documented: it needs spill space for the rows not yet encoded; 64 partitions
+of under 32 Ki rows each are all held until the end, where 8 partitions would have been encoded,
+and their space given back, as they came) with
 RESOURCE_EXHAUSTED "the server's data directory is full; nothing was committed", and the server's
 log line for the RPC carries only that same text. The data directory is not full; the spill
 directory is. An operator following the message looks at (and frees space on) the wrong file
@@ -58,7 +60,7 @@ def main():
         c = fl.connect(f"grpc://127.0.0.1:{port}")
         n = 100_000
         ids = pa.array(range(n), pa.int64())
-        part = pa.array([str(i % 8) for i in range(n)])
+        part = pa.array([str(i % 64) for i in range(n)])
         rnd = pa.array([os.urandom(16) for _ in range(n)])
         cmd = {"path": "tmp/full", "mode": "write", "partition_by": ["p"]}
         schema = pa.schema([("id", pa.int64()), ("p", pa.string()), ("r", pa.binary())])
