@@ -6,8 +6,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -114,3 +117,45 @@ func TestSpillPunchKeepsLiveRows(t *testing.T) {
 
 // pad is a row's string: long enough that blocks span chunks.
 func pad(v int64) string { return fmt.Sprintf("%d-%0*d", v, 8+int(v%23), v) }
+
+// TestSpillDamageIsNotTheClients: a block the spill cannot read back (here
+// punched out while it waits, as a bug would) fails the put as the
+// server's: its error names the spill and carries no io.EOF, which the
+// Flight server takes for the client's stream ending early
+// (INVALID_ARGUMENT, and no cause in the log).
+func TestSpillDamageIsNotTheClients(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	sp, err := openSpill(t.TempDir(), mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	sc := arrow.NewSchema([]arrow.Field{{Name: "v", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	b := array.NewInt64Builder(mem)
+	for i := range 100_000 {
+		b.Append(int64(i))
+	}
+	col := b.NewArray()
+	b.Release()
+	rec := array.NewRecordBatch(sc, []arrow.Array{col}, int64(col.Len()))
+	col.Release()
+	err = sp.block(codec.Part{Dir: "k=1"}, rec)
+	rec.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.bw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fallocate(sp.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, 1<<20); err != nil {
+		t.Skipf("cannot punch a hole here: %v", err)
+	}
+	err = sp.replayPart(context.Background(), sp.parts[0], spillSize{rows: 1 << 20, bytes: 1 << 30}, func(g *codec.Grouped) error {
+		g.Data.Release()
+		return nil
+	})
+	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), "spill") {
+		t.Fatalf("replaying a damaged block: %v; want a spill error without io.EOF in its chain", err)
+	}
+	mem.AssertSize(t, 0)
+}
