@@ -304,10 +304,21 @@ func (s *Server) streamError(err error, what string) error {
 			"%s: a message exceeds the server's limit of %d bytes (%s); send smaller batches or raise --max-recv-msg-size",
 			what, s.opts.maxRecv, st.Message())
 	}
-	if errors.Is(err, io.EOF) && !storeDamage(err) {
+	if errors.Is(err, io.EOF) && clientStream(err) {
 		return fmt.Errorf("%w: %s", catalog.ErrInvalid, what)
 	}
 	return err
+}
+
+// clientStream reports whether err's io.EOF is the client's: its stream
+// ended where a message was due (the store's ErrBadStream). An io.EOF
+// from anything else on the put's path — a file of the store read back,
+// the spill — is the server's, and answered as its (Internal, the cause
+// in the log): blamed on the client, it was INVALID_ARGUMENT "put p"
+// with no cause anywhere (red team round 44). Damage on storage is never
+// the client's, whatever it wraps.
+func clientStream(err error) bool {
+	return errors.Is(err, store.ErrBadStream) && !storeDamage(err)
 }
 
 // storeDamage reports whether err is the store's report of damage on

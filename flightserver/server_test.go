@@ -195,11 +195,18 @@ func TestStatusOf(t *testing.T) {
 	if msg := status.Convert(statusOf(errors.New("open /srv/secret/data: boom"))).Message(); msg != "internal error (see server log)" {
 		t.Errorf("internal message leaks: %q", msg)
 	}
-	// The end of a client's stream is a bad request; an io.EOF inside
-	// the store's report of a damaged file is not one.
+	// The end of a client's stream is a bad request; an io.EOF of the
+	// server's own reading (a file read back, the spill) or inside the
+	// store's report of a damaged file is not one.
 	s := &Server{}
-	if got := status.Code(statusOf(s.streamError(fmt.Errorf("put a: %w", io.EOF), "put a"))); got != codes.InvalidArgument {
+	if got := status.Code(statusOf(s.streamError(fmt.Errorf("%w: put to a: %w", store.ErrBadStream, io.EOF), "put a"))); got != codes.InvalidArgument {
 		t.Errorf("stream ended: %v, want InvalidArgument", got)
+	}
+	if got := status.Code(statusOf(s.streamError(fmt.Errorf("put a: read back x: %w", io.ErrUnexpectedEOF), "put a"))); got != codes.Internal {
+		t.Errorf("the server's own short read: %v, want Internal", got)
+	}
+	if got := status.Code(statusOf(s.streamError(fmt.Errorf("put a: read back x: %w", io.EOF), "put a"))); got != codes.Internal {
+		t.Errorf("the server's own io.EOF: %v, want Internal", got)
 	}
 	damaged := fmt.Errorf("put a: %w", &store.CorruptionError{Path: "a/.log/00000000000000000003.ndjson", Err: fmt.Errorf("line 2: %w", io.EOF)})
 	if got := statusOf(s.streamError(damaged, "put a")); status.Code(got) != codes.DataLoss || !strings.Contains(status.Convert(got).Message(), "a/.log/") {
