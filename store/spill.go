@@ -35,9 +35,10 @@ import (
 // (docs/benchmarks.md). Rows replayed partition by partition fill one
 // file's row groups at a time, as a one-file put does (and the open files
 // hold no rows between them). What it costs is a
-// write and a read of the put's Arrow bytes through the page cache, and as
-// much temporary disk space (given back as the put ends, however it ends:
-// the file has no name).
+// write and a read of the put's Arrow bytes through the page cache, and
+// temporary disk space for the rows not yet encoded (given back 4 MiB at
+// a time as they are, within bound's limit, and wholly as the put ends,
+// however it ends: the file has no name).
 //
 // Each block is one partition's rows of one received batch, written as an
 // Arrow IPC stream of its own (schema, dictionaries, batch), so that any
@@ -48,6 +49,8 @@ type spill struct {
 	bw      *bufio.Writer
 	end     int64   // bytes written
 	live    []int64 // bytes of blocks not yet replayed, per spillChunk of the file
+	waiting int64   // bytes of blocks not yet replayed, in all
+	punched int64   // bytes punched out of the file
 	noPunch bool    // the file system cannot punch holes (or failed to once)
 	mem     memory.Allocator
 	parts   []*spillPart // in order of first appearance
@@ -275,6 +278,12 @@ func (sp *spill) start(ctx context.Context, by []string, workers, limit int, ear
 						err = sp.replayPart(ctx, p, early, to.early)
 					}
 				}
+				if err == nil {
+					err = sp.bound(ctx, early, to.early)
+				}
+				if spillHeldHook != nil {
+					spillHeldHook(sp.held(), sp.waiting, sp.end)
+				}
 				if err == nil && sp.nblocks > maxSpillBlocks {
 					if err = sp.replay(ctx, batch, to.rows, to.end); err == nil {
 						sp.parts, sp.byDir, sp.nblocks = nil, map[string]*spillPart{}, 0
@@ -354,6 +363,7 @@ var spillChunk int64 = 4 << 20 // (a variable for tests)
 // (docs/benchmarks.md, twenty-first session). Replayed chunks punched out,
 // the spill's pages are the ones it freed a moment before.
 func (sp *spill) count(b spillBlock, sign int64) {
+	sp.waiting += sign * b.n
 	for off, n := b.off, b.n; n > 0; {
 		c := off / spillChunk
 		end := min(off+n, (c+1)*spillChunk)
@@ -378,7 +388,57 @@ func (sp *spill) punch(c int64) {
 	}
 	if err := unix.Fallocate(sp.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, c*spillChunk, spillChunk); err != nil {
 		sp.noPunch = true
+		return
 	}
+	sp.punched += spillChunk
+}
+
+// spillSlack is the space a spill may hold before bound looks at what
+// holds it, and spillHeldRatio how many times the bytes of its rows not
+// yet replayed it may hold past that.
+var (
+	spillSlack     int64 = 256 << 20 // (a variable for tests)
+	spillHeldRatio int64 = 4
+)
+
+// spillHeldHook, if set, sees the space a spill holds, the bytes of its
+// blocks not yet replayed and the bytes it has written, after each batch
+// (tests).
+var spillHeldHook func(held, waiting, written int64)
+
+// held is the space of the file not punched out.
+func (sp *spill) held() int64 { return sp.end - sp.punched }
+
+// bound keeps the file's space within spillHeldRatio times the bytes of
+// the rows it waits to replay (or spillSlack): past it, the partition
+// whose oldest block keeps the oldest chunk from being punched has its
+// rows replayed at once, as row groups of its file (early, to fn), and
+// so on until the chunks come free.
+//
+// A chunk is given back only once every block in it is replayed, and a
+// partition's rows are replayed once early of them have come: a
+// partition that gets a few rows of every batch (a skewed put: one large
+// partition and many small ones) kept every chunk of the file, and the
+// spill held as much space (and page cache) as the whole put, however
+// little of it waited to be encoded. Such small partitions now end a row
+// group of their own each time the bound is reached, and the file holds
+// about spillSlack (docs/reliability.md, red team round 44's follow-up).
+func (sp *spill) bound(ctx context.Context, early spillSize, fn func(g *codec.Grouped) error) error {
+	for !sp.noPunch && sp.held() > max(spillSlack, spillHeldRatio*sp.waiting) {
+		var oldest *spillPart
+		for _, p := range sp.parts {
+			if p.next < len(p.blocks) && (oldest == nil || p.blocks[p.next].off < oldest.blocks[oldest.next].off) {
+				oldest = p
+			}
+		}
+		if oldest == nil {
+			return nil
+		}
+		if err := sp.replayPart(ctx, oldest, early, fn); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // read returns the rows of block b.

@@ -24,16 +24,19 @@ import (
 
 // TestSpillPunchKeepsLiveRows: blocks of random sizes for random
 // partitions, written and replayed (a partition at a time, early or at
-// the end) in a random interleaving, with chunks of a few KiB: every
-// partition's rows come back as written, in order, and once all are
-// replayed the file holds no more than its last, partly written chunk.
+// the end, or as the spill's bound picks them) in a random interleaving,
+// with chunks of a few KiB: every partition's rows come back as written,
+// in order; after each block the file holds no more than its bound; and
+// once all are replayed it holds no more than its last, partly written
+// chunk.
 func TestSpillPunchKeepsLiveRows(t *testing.T) {
-	orig := spillChunk
-	t.Cleanup(func() { spillChunk = orig })
+	orig, origSlack := spillChunk, spillSlack
+	t.Cleanup(func() { spillChunk, spillSlack = orig, origSlack })
 	dir := t.TempDir()
 	sc := arrow.NewSchema([]arrow.Field{{Name: "v", Type: arrow.PrimitiveTypes.Int64}, {Name: "s", Type: arrow.BinaryTypes.String}}, nil)
 	rapid.Check(t, func(rt *rapid.T) {
 		spillChunk = int64(rapid.SampledFrom([]int{4096, 8192, 65536}).Draw(rt, "chunk"))
+		spillSlack = int64(rapid.SampledFrom([]int{0, 16 << 10, 1 << 30}).Draw(rt, "slack"))
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		sp, err := openSpill(dir, mem)
 		if err != nil {
@@ -45,24 +48,29 @@ func TestSpillPunchKeepsLiveRows(t *testing.T) {
 		var replayed [][]int64 = make([][]int64, nparts)
 		var want [][]int64 = make([][]int64, nparts)
 		next := int64(0)
+		// collect takes the rows of a replayed batch (its one part's).
+		collect := func(g *codec.Grouped) error {
+			defer g.Data.Release()
+			var i int
+			if _, err := fmt.Sscanf(g.Parts[0].Dir, "k=%d", &i); err != nil {
+				return err
+			}
+			v := g.Data.Column(0).(*array.Int64)
+			s := g.Data.Column(1).(*array.String)
+			for j := 0; j < v.Len(); j++ {
+				if s.Value(j) != pad(v.Value(j)) {
+					return fmt.Errorf("partition %d: row %d: %q beside %d", i, j, s.Value(j), v.Value(j))
+				}
+				replayed[i] = append(replayed[i], v.Value(j))
+			}
+			return nil
+		}
 		replay := func(i int) {
 			p := sp.byDir[fmt.Sprintf("k=%d", i)]
 			if p == nil {
 				return
 			}
-			err := sp.replayPart(context.Background(), p, spillSize{rows: int64(rapid.IntRange(1, 500).Draw(rt, "batch")), bytes: 1 << 30}, func(g *codec.Grouped) error {
-				defer g.Data.Release()
-				v := g.Data.Column(0).(*array.Int64)
-				s := g.Data.Column(1).(*array.String)
-				for j := 0; j < v.Len(); j++ {
-					if s.Value(j) != pad(v.Value(j)) {
-						return fmt.Errorf("partition %d: row %d: %q beside %d", i, j, s.Value(j), v.Value(j))
-					}
-					replayed[i] = append(replayed[i], v.Value(j))
-				}
-				return nil
-			})
-			if err != nil {
+			if err := sp.replayPart(context.Background(), p, spillSize{rows: int64(rapid.IntRange(1, 500).Draw(rt, "batch")), bytes: 1 << 30}, collect); err != nil {
 				rt.Fatal(err)
 			}
 			written[i] = nil
@@ -94,6 +102,14 @@ func TestSpillPunchKeepsLiveRows(t *testing.T) {
 			rec.Release()
 			if err != nil {
 				rt.Fatal(err)
+			}
+			// The spill's bound (after each batch, as start calls it)
+			// replays whole partitions of its own choosing.
+			if err := sp.bound(context.Background(), spillSize{rows: 1 << 20, bytes: 1 << 30}, collect); err != nil {
+				rt.Fatal(err)
+			}
+			if bound := max(spillSlack, spillHeldRatio*sp.waiting) + spillChunk; !sp.noPunch && sp.held() > bound {
+				rt.Fatalf("the spill holds %d bytes, %d waiting: more than %d", sp.held(), sp.waiting, bound)
 			}
 		}
 		for i := range nparts {

@@ -1,0 +1,122 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// skewedPart is the partition of row id of a skewed put: most rows in
+// partition 0, every 16th in one of parts-1 small partitions, so that
+// every batch gives a few rows to each.
+func skewedPart(id int64, parts int) int64 {
+	if id%16 != 0 {
+		return 0
+	}
+	return 1 + (id/16)%int64(parts-1)
+}
+
+// skewed is a reader of batches batches of rows rows (ids from 0, column
+// k by skewedPart, a pad of padBytes).
+func skewed(batches, rows, parts, padBytes int) array.RecordReader {
+	pad := strings.Repeat("p", padBytes)
+	return array.ReaderFromIter(padSchema, func(yield func(arrow.RecordBatch, error) bool) {
+		id := int64(0)
+		for range batches {
+			b := array.NewRecordBuilder(memory.DefaultAllocator, padSchema)
+			for range rows {
+				b.Field(0).(*array.Int64Builder).Append(id)
+				b.Field(1).(*array.Int64Builder).Append(skewedPart(id, parts))
+				b.Field(2).(*array.StringBuilder).Append(pad)
+				id++
+			}
+			rec := b.NewRecordBatch()
+			b.Release()
+			if !yield(rec, nil) {
+				return
+			}
+		}
+	})
+}
+
+// TestSpillBoundedUnderSkew: a partitioned write whose small partitions
+// get a few rows of every batch (they never reach a row group's rows
+// while the large one replays again and again) holds no more spill space
+// than spillSlack or spillHeldRatio times what waits to be encoded,
+// where it held the whole put's (no chunk came free while a small
+// partition's block was in it); every row is written once, in its
+// partition, in the order sent.
+func TestSpillBoundedUnderSkew(t *testing.T) {
+	defer func(c, s int64) { spillChunk, spillSlack = c, s }(spillChunk, spillSlack)
+	spillChunk, spillSlack = 64<<10, 1<<20
+	var maxHeld, written int64
+	spillHeldHook = func(held, waiting, w int64) {
+		maxHeld, written = max(maxHeld, held), w
+		if bound := max(spillSlack, spillHeldRatio*waiting) + spillChunk; held > bound {
+			t.Errorf("after a batch the spill holds %d bytes, %d of them waiting: more than %d", held, waiting, bound)
+		}
+	}
+	defer func() { spillHeldHook = nil }()
+	const batches, rows, parts = 400, 1000, 16
+	s, dir := newTestStore(t)
+	c := put(t, s, ModeWrite, []string{"skew"}, skewed(batches, rows, parts, 100), PutOptions{PartitionBy: []string{"k"}})
+	if written < 40<<20 {
+		t.Fatalf("the spill wrote %d bytes; the test needs more than 40 MiB", written)
+	}
+	// (The large partition waits for up to a row group's rows, 4 MiB
+	// here, and the file may hold spillHeldRatio times what waits.)
+	if maxHeld > written/4 {
+		t.Errorf("the spill held %d bytes of the %d it wrote; want a bound that does not grow with the put", maxHeld, written)
+	}
+	groups := 0
+	for i, rows := range rowGroupRows(t, dir, []string{"skew"}, c) {
+		if !strings.Contains(c.Files[i].Path, "k=0/") {
+			groups += len(rows)
+		}
+	}
+	if groups <= parts-1 {
+		t.Errorf("the small partitions have %d row groups; want more than one each (replayed before they reached a row group's rows)", groups)
+	}
+	// Every row once, in its partition, in order.
+	rdr, err := s.Read(context.Background(), []string{"skew"}, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdr.Release()
+	seen := make([]bool, batches*rows)
+	last := map[int64]int64{}
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		ids := rec.Column(rec.Schema().FieldIndices("id")[0]).(*array.Int64)
+		ks := rec.Column(rec.Schema().FieldIndices("k")[0]).(*array.Int64)
+		for i := range ids.Len() {
+			id, k := ids.Value(i), ks.Value(i)
+			if id < 0 || id >= int64(len(seen)) || seen[id] {
+				t.Fatalf("id %d out of range or read twice", id)
+			}
+			seen[id] = true
+			if want := skewedPart(id, parts); k != want {
+				t.Fatalf("id %d in partition %d, want %d", id, k, want)
+			}
+			if l, ok := last[k]; ok && l > id {
+				t.Fatalf("partition %d: id %d after %d", k, id, l)
+			}
+			last[k] = id
+		}
+	}
+	if err := rdr.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for id, ok := range seen {
+		if !ok {
+			t.Fatalf("id %d lost", id)
+		}
+	}
+	if n := s.PutMemory(); n != 0 {
+		t.Errorf("put memory after the put: %d", n)
+	}
+}
