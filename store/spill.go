@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/arrow/util"
 	"golang.org/x/sys/unix"
 
 	"github.com/quiverdb/quiver/store/codec"
@@ -63,6 +64,7 @@ type spill struct {
 	in        chan arrow.RecordBatch
 	to        spillTo       // where its rows go
 	batch     spillSize     // about the size of a batch drain replays
+	early     spillSize     // a partition's rows replayed while the client sends
 	once      sync.Once     // (finish)
 	streaming atomic.Bool   // the spill gave up (maxSpillBlocks): batches are encoded as they come
 	failed    chan struct{} // closed when the goroutine stopped on an error
@@ -162,6 +164,10 @@ func (c *spillWriter) Write(b []byte) (int, error) {
 // time (gatherParts: at most gatherChunkBytes of rows copied at once) on
 // workers goroutines.
 func (sp *spill) add(ctx context.Context, g *codec.Grouped, workers int) error {
+	var rowBytes int64 // (a part's rows are slices of a gathered chunk: its Arrow size is the chunk's)
+	if n := g.Data.NumRows(); n > 0 {
+		rowBytes = max(1, util.TotalRecordSize(g.Data)/n)
+	}
 	parts := make([]partWrite, len(g.Parts))
 	for i, part := range g.Parts {
 		parts[i] = partWrite{data: g.Data, rows: part.Rows}
@@ -173,7 +179,7 @@ func (sp *spill) add(ctx context.Context, g *codec.Grouped, workers int) error {
 		}
 		for j := i; j < i+n; j++ {
 			if err == nil {
-				err = sp.block(g.Parts[j], parts[j].rec)
+				err = sp.take(ctx, g.Parts[j], parts[j].rec, rowBytes)
 			}
 			parts[j].rec.Release()
 			parts[j].rec = nil
@@ -186,18 +192,47 @@ func (sp *spill) add(ctx context.Context, g *codec.Grouped, workers int) error {
 	return nil
 }
 
-// block writes part's rows (rows) as a block of its partition.
-func (sp *spill) block(part codec.Part, rows arrow.RecordBatch) error {
-	b, err := sp.write(rows)
-	if err != nil {
+// take spills rows (part's rows of a batch, of about rowBytes each) as a
+// block of its partition;
+// or, when they bring the partition's rows not yet replayed to sp.early,
+// hands those rows (read back) and then these (as they are) to the
+// encoder, as one row group (to.rows, then to.early), without writing
+// them to the file. The rows that complete a row group were written and
+// read back for nothing: 1/8 of an even write of 64 partitions (batches
+// of 4 Ki rows each), and most of a skewed write's, whose large partition
+// came in blocks of tens of MiB, each read back whole (its RSS peaked at
+// 300–310 MiB; docs/benchmarks.md).
+func (sp *spill) take(ctx context.Context, part codec.Part, rows arrow.RecordBatch, rowBytes int64) error {
+	p := sp.part(part)
+	if sp.to.early == nil || !sp.early.reached(p.rows+rows.NumRows(), p.bytes+rows.NumRows()*rowBytes) {
+		return sp.block(part, rows)
+	}
+	if err := sp.replayPart(ctx, p, sp.early, sp.to.rows); err != nil {
 		return err
 	}
+	rows.Retain()
+	return sp.to.early(&codec.Grouped{Data: rows, Parts: []codec.Part{{Dir: p.dir, Values: p.values, Rows: rowSeq(rows.NumRows())}}})
+}
+
+// part returns the spill's partition of part, listed (in order of first
+// appearance) if new.
+func (sp *spill) part(part codec.Part) *spillPart {
 	p := sp.byDir[part.Dir]
 	if p == nil {
 		p = &spillPart{dir: part.Dir, values: part.Values}
 		sp.byDir[part.Dir] = p
 		sp.parts = append(sp.parts, p)
 	}
+	return p
+}
+
+// block writes part's rows (rows) as a block of its partition.
+func (sp *spill) block(part codec.Part, rows arrow.RecordBatch) error {
+	b, err := sp.write(rows)
+	if err != nil {
+		return err
+	}
+	p := sp.part(part)
 	p.blocks = append(p.blocks, b)
 	p.rows += b.rows
 	p.bytes += b.n
@@ -243,7 +278,7 @@ const maxSpillFirstParts = 512
 // (streaming reports it).
 func (sp *spill) start(ctx context.Context, by []string, workers, limit int, early, batch spillSize, to spillTo) {
 	sp.in = make(chan arrow.RecordBatch)
-	sp.to, sp.batch = to, batch
+	sp.to, sp.batch, sp.early = to, batch, early
 	sp.failed = make(chan struct{})
 	sp.exited = make(chan struct{})
 	go func() {

@@ -81,13 +81,22 @@ func TestSpillBoundedUnderSkew(t *testing.T) {
 	if groups <= parts-1 {
 		t.Errorf("the small partitions have %d row groups; want more than one each (replayed before they reached a row group's rows)", groups)
 	}
-	// Every row once, in its partition, in order.
-	rdr, err := s.Read(context.Background(), []string{"skew"}, ReadOptions{})
+	checkSkewed(t, s, []string{"skew"}, batches*rows, parts)
+	if n := s.PutMemory(); n != 0 {
+		t.Errorf("put memory after the put: %d", n)
+	}
+}
+
+// checkSkewed checks that profile keys holds ids 0..n-1 once each, every
+// one in its partition (skewedPart), each partition's ids ascending.
+func checkSkewed(t *testing.T, s *Store, keys []string, n, parts int) {
+	t.Helper()
+	rdr, err := s.Read(context.Background(), keys, ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rdr.Release()
-	seen := make([]bool, batches*rows)
+	seen := make([]bool, n)
 	last := map[int64]int64{}
 	for rdr.Next() {
 		rec := rdr.RecordBatch()
@@ -116,7 +125,36 @@ func TestSpillBoundedUnderSkew(t *testing.T) {
 			t.Fatalf("id %d lost", id)
 		}
 	}
-	if n := s.PutMemory(); n != 0 {
-		t.Errorf("put memory after the put: %d", n)
+}
+
+// TestSpillSkipsRowsThatCompleteARowGroup: a partition whose rows of a
+// batch bring its waiting rows to a row group's (spillEarly) has them
+// encoded as they are, after its waiting rows, without writing them to
+// the spill and reading them back: a skewed write whose large partition
+// gets more than a row group's rows in every batch spills little more
+// than its small partitions' rows, and its row groups are as before (the
+// large partition's a batch's rows each); every row once, in order.
+func TestSpillSkipsRowsThatCompleteARowGroup(t *testing.T) {
+	var written int64
+	spillHeldHook = func(_, _, w int64) { written = w }
+	defer func() { spillHeldHook = nil }()
+	rows := int(spillEarly.rows) * 5 / 4 // partition 0: 15/16 of them, more than spillEarly
+	const batches, parts = 8, 16
+	s, dir := newTestStore(t)
+	c := put(t, s, ModeWrite, []string{"skip"}, skewed(batches, rows, parts, 100), PutOptions{PartitionBy: []string{"k"}})
+	total := int64(batches*rows) * 120 // (about: 100 bytes of pad, two int64s, an offset)
+	if written > total/8 {
+		t.Errorf("the spill wrote %d bytes of about %d; want little more than the small partitions' sixteenth", written, total)
 	}
+	for i, groups := range rowGroupRows(t, dir, []string{"skip"}, c) {
+		if strings.Contains(c.Files[i].Path, "k=0/") {
+			for _, n := range groups {
+				if n != int64(rows)*15/16 {
+					t.Errorf("%s: row groups of %v rows; want a batch's rows of partition 0 each (%d)", c.Files[i].Path, groups, rows*15/16)
+					break
+				}
+			}
+		}
+	}
+	checkSkewed(t, s, []string{"skip"}, batches*rows, parts)
 }
