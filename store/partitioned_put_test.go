@@ -31,6 +31,14 @@ var padSchema = arrow.NewSchema([]arrow.Field{
 // (row i goes to partition i % parts), each with a pad of padBytes; ids
 // count up from 0. before(i), if set, runs before the i-th batch is made.
 func spread(batches, parts, perPart, padBytes int, before func(i int)) array.RecordReader {
+	return padRows(batches, parts*perPart, padBytes, func(_ int64, i int) int64 { return int64(i % parts) }, before)
+}
+
+// padRows is a reader of batches batches of rows rows, made one at a
+// time: ids counting up from 0, the partition (column k) of the i-th row
+// of a batch partOf(its id, i), a pad of padBytes. before(i), if set, runs
+// before the i-th batch is made.
+func padRows(batches, rows, padBytes int, partOf func(id int64, i int) int64, before func(i int)) array.RecordReader {
 	pad := strings.Repeat("p", padBytes)
 	return array.ReaderFromIter(padSchema, func(yield func(arrow.RecordBatch, error) bool) {
 		id := int64(0)
@@ -42,9 +50,9 @@ func spread(batches, parts, perPart, padBytes int, before func(i int)) array.Rec
 				return
 			}
 			b := array.NewRecordBuilder(memory.DefaultAllocator, padSchema)
-			for i := range parts * perPart {
+			for i := range rows {
 				b.Field(0).(*array.Int64Builder).Append(id)
-				b.Field(1).(*array.Int64Builder).Append(int64(i % parts))
+				b.Field(1).(*array.Int64Builder).Append(partOf(id, i))
 				b.Field(2).(*array.StringBuilder).Append(pad)
 				id++
 			}
@@ -60,6 +68,13 @@ func spread(batches, parts, perPart, padBytes int, before func(i int)) array.Rec
 // checkSpread checks that profile keys holds ids 0..n-1 once each, every
 // one in its partition (id % parts), each partition's ids ascending.
 func checkSpread(t *testing.T, s *Store, keys []string, n, parts int) {
+	t.Helper()
+	checkPartitioned(t, s, keys, n, func(id int64) int64 { return id % int64(parts) })
+}
+
+// checkPartitioned checks that profile keys holds ids 0..n-1 once each,
+// every one in its partition (partOf), each partition's ids ascending.
+func checkPartitioned(t *testing.T, s *Store, keys []string, n int, partOf func(id int64) int64) {
 	t.Helper()
 	rdr, err := s.Read(context.Background(), keys, ReadOptions{})
 	if err != nil {
@@ -78,8 +93,8 @@ func checkSpread(t *testing.T, s *Store, keys []string, n, parts int) {
 				t.Fatalf("id %d out of range or read twice", id)
 			}
 			seen[id] = true
-			if id%int64(parts) != k {
-				t.Fatalf("id %d in partition %d", id, k)
+			if want := partOf(id); k != want {
+				t.Fatalf("id %d in partition %d, want %d", id, k, want)
 			}
 			if l, ok := last[k]; ok && l > id {
 				t.Fatalf("partition %d: id %d after %d", k, id, l)

@@ -1,13 +1,10 @@
 package store
 
 import (
-	"context"
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // skewedPart is the partition of row id of a skewed put: most rows in
@@ -23,24 +20,7 @@ func skewedPart(id int64, parts int) int64 {
 // skewed is a reader of batches batches of rows rows (ids from 0, column
 // k by skewedPart, a pad of padBytes).
 func skewed(batches, rows, parts, padBytes int) array.RecordReader {
-	pad := strings.Repeat("p", padBytes)
-	return array.ReaderFromIter(padSchema, func(yield func(arrow.RecordBatch, error) bool) {
-		id := int64(0)
-		for range batches {
-			b := array.NewRecordBuilder(memory.DefaultAllocator, padSchema)
-			for range rows {
-				b.Field(0).(*array.Int64Builder).Append(id)
-				b.Field(1).(*array.Int64Builder).Append(skewedPart(id, parts))
-				b.Field(2).(*array.StringBuilder).Append(pad)
-				id++
-			}
-			rec := b.NewRecordBatch()
-			b.Release()
-			if !yield(rec, nil) {
-				return
-			}
-		}
-	})
+	return padRows(batches, rows, padBytes, func(id int64, _ int) int64 { return skewedPart(id, parts) }, nil)
 }
 
 // TestSpillBoundedUnderSkew: a partitioned write whose small partitions
@@ -81,49 +61,9 @@ func TestSpillBoundedUnderSkew(t *testing.T) {
 	if groups <= parts-1 {
 		t.Errorf("the small partitions have %d row groups; want more than one each (replayed before they reached a row group's rows)", groups)
 	}
-	checkSkewed(t, s, []string{"skew"}, batches*rows, parts)
+	checkPartitioned(t, s, []string{"skew"}, batches*rows, func(id int64) int64 { return skewedPart(id, parts) })
 	if n := s.PutMemory(); n != 0 {
 		t.Errorf("put memory after the put: %d", n)
-	}
-}
-
-// checkSkewed checks that profile keys holds ids 0..n-1 once each, every
-// one in its partition (skewedPart), each partition's ids ascending.
-func checkSkewed(t *testing.T, s *Store, keys []string, n, parts int) {
-	t.Helper()
-	rdr, err := s.Read(context.Background(), keys, ReadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdr.Release()
-	seen := make([]bool, n)
-	last := map[int64]int64{}
-	for rdr.Next() {
-		rec := rdr.RecordBatch()
-		ids := rec.Column(rec.Schema().FieldIndices("id")[0]).(*array.Int64)
-		ks := rec.Column(rec.Schema().FieldIndices("k")[0]).(*array.Int64)
-		for i := range ids.Len() {
-			id, k := ids.Value(i), ks.Value(i)
-			if id < 0 || id >= int64(len(seen)) || seen[id] {
-				t.Fatalf("id %d out of range or read twice", id)
-			}
-			seen[id] = true
-			if want := skewedPart(id, parts); k != want {
-				t.Fatalf("id %d in partition %d, want %d", id, k, want)
-			}
-			if l, ok := last[k]; ok && l > id {
-				t.Fatalf("partition %d: id %d after %d", k, id, l)
-			}
-			last[k] = id
-		}
-	}
-	if err := rdr.Err(); err != nil {
-		t.Fatal(err)
-	}
-	for id, ok := range seen {
-		if !ok {
-			t.Fatalf("id %d lost", id)
-		}
 	}
 }
 
@@ -156,5 +96,5 @@ func TestSpillSkipsRowsThatCompleteARowGroup(t *testing.T) {
 			}
 		}
 	}
-	checkSkewed(t, s, []string{"skip"}, batches*rows, parts)
+	checkPartitioned(t, s, []string{"skip"}, batches*rows, func(id int64) int64 { return skewedPart(id, parts) })
 }
