@@ -84,7 +84,7 @@ func statusOfUncapped(err error) error {
 		// (Before ENOSPC, which it wraps: the operator looks at the spill
 		// directory's file system, not the data dir's; red team round
 		// 25's z04.)
-		return status.Error(codes.ResourceExhausted, "the server's spill directory (--spill-dir; the data directory unless set) is full; nothing was committed")
+		return status.Error(codes.ResourceExhausted, "the server's spill directory (--spill-dir; the data directory unless set) is full, or its spill file reached the server's file size limit; nothing was committed")
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return status.Error(codes.ResourceExhausted, "the server's data directory is full; nothing was committed")
 	case errors.Is(err, store.ErrBadStream):

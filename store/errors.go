@@ -54,7 +54,8 @@ var (
 	ErrCacheChanged = errors.New("store: IPC cache entry changed on disk during the read; retry")
 	// ErrSpillFull: the spill directory (WithSpillDir; the data dir by
 	// default) ran out of space while a partitioned write spilled its
-	// rows; nothing was committed. It wraps the ENOSPC or EDQUOT.
+	// rows, or its spill file reached the file size limit; nothing was
+	// committed. It wraps the ENOSPC, EDQUOT or EFBIG.
 	ErrSpillFull = errors.New("store: the spill directory is full")
 )
 

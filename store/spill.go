@@ -129,9 +129,13 @@ func spillReadFail(b spillBlock, err error) error {
 }
 
 // spillFail is err, of the spill file: ErrSpillFull too if the spill
-// directory's file system is full (not the data dir, unless it is that).
+// directory's file system is full (not the data dir, unless it is that),
+// or the file reached the server's file size limit (RLIMIT_FSIZE, systemd's
+// LimitFSIZE=: the file's end grows with the whole put, though its space
+// is given back as it goes; it failed as an internal error, red team round
+// 45's p45_03).
 func spillFail(err error) error {
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EFBIG) {
 		return fmt.Errorf("spill: %w: %w", ErrSpillFull, err)
 	}
 	return fmt.Errorf("spill: %w", err)
@@ -257,6 +261,85 @@ type spillTo struct {
 // partition, and the rest of the put is encoded as it comes.
 var maxSpillBlocks = 1 << 16 // (a variable for tests)
 
+// spillFieldBytes is about the IPC metadata a block carries for each field
+// of its schema (the schema message's field, the batch's field node and
+// buffers).
+const spillFieldBytes = 128
+
+// amplifies reports whether g's batch, spilled, would cost the spill more
+// than spillAmplification times its Arrow bytes (and 1 MiB): every block
+// (one per partition) carries its schema's metadata and every dictionary
+// whole, however few of their rows and values it holds. A batch of a
+// 20,000-value dictionary spread over 500 partitions wrote 1 GB to the
+// spill for 2 MiB sent, and one of 1,000 columns giving a row to each of
+// 64 partitions 100 KB a row (red team round 45's p45_01, p45_02). Such a
+// write is encoded as it comes, as one whose first batch spreads over too
+// many partitions is.
+func amplifies(g *codec.Grouped) bool {
+	per := int64(0)
+	for i, f := range g.Data.Schema().Fields() {
+		per += fieldCount(f.Type)*spillFieldBytes + dictionaryBytes(g.Data.Column(i).Data())
+	}
+	return int64(len(g.Parts))*per > spillAmplification*util.TotalRecordSize(g.Data)+1<<20
+}
+
+// spillAmplification is how many times a batch's Arrow bytes its blocks
+// may come to (amplifies).
+const spillAmplification = 4
+
+// fieldCount is the fields of a column of type t, its own and nested.
+func fieldCount(t arrow.DataType) int64 {
+	n := int64(1)
+	switch t := t.(type) {
+	case arrow.NestedType:
+		for _, f := range t.Fields() {
+			n += fieldCount(f.Type)
+		}
+	case *arrow.DictionaryType:
+		n += fieldCount(t.ValueType)
+	}
+	return n
+}
+
+// dictionaryBytes is the bytes of the dictionaries of d and its children.
+func dictionaryBytes(d arrow.ArrayData) int64 {
+	n := int64(0)
+	if dict := d.Dictionary(); hasData(dict) {
+		n += dataBytes(dict)
+	}
+	for _, c := range d.Children() {
+		n += dictionaryBytes(c)
+	}
+	return n
+}
+
+// hasData reports whether d is there (Dictionary returns a typed nil when
+// there is none).
+func hasData(d arrow.ArrayData) bool {
+	if ad, ok := d.(*array.Data); ok {
+		return ad != nil
+	}
+	return d != nil
+}
+
+// dataBytes is the bytes of d's buffers, its children's and its
+// dictionary's.
+func dataBytes(d arrow.ArrayData) int64 {
+	n := int64(0)
+	for _, b := range d.Buffers() {
+		if b != nil {
+			n += int64(b.Len())
+		}
+	}
+	for _, c := range d.Children() {
+		n += dataBytes(c)
+	}
+	if dict := d.Dictionary(); hasData(dict) {
+		n += dataBytes(dict)
+	}
+	return n
+}
+
 // maxSpillFirstParts is the most partitions a write's first batch may
 // give rows to for the write to spill: a batch spread over more (a few
 // rows each, as a rule) would make a block per partition and batch, and
@@ -293,6 +376,16 @@ func (sp *spill) start(ctx context.Context, by []string, workers, limit int, ear
 			g, err := codec.GroupByPartition(ctx, rec, by)
 			if err == nil && g != nil && !sp.streaming.Load() && sp.nblocks == 0 && len(g.Parts) > maxSpillFirstParts {
 				sp.streaming.Store(true) // (the first batch: nothing spilled yet)
+			}
+			if err == nil && g != nil && !sp.streaming.Load() && amplifies(g) {
+				// What the spill holds goes to the encoder first, in order.
+				if err = sp.replay(ctx, batch, to.rows, to.end); err == nil {
+					sp.parts, sp.byDir, sp.nblocks = nil, map[string]*spillPart{}, 0
+					sp.streaming.Store(true)
+				}
+			}
+			if err != nil && g != nil {
+				g.Release()
 			}
 			switch {
 			case err != nil:
