@@ -50,7 +50,6 @@ type spill struct {
 	bw      *bufio.Writer
 	end     int64   // bytes written
 	live    []int64 // bytes of blocks not yet replayed, per spillChunk of the file
-	waiting int64   // bytes of blocks not yet replayed, in all
 	punched int64   // bytes punched out of the file
 	noPunch bool    // the file system cannot punch holes (or failed to once)
 	mem     memory.Allocator
@@ -304,38 +303,13 @@ func fieldCount(t arrow.DataType) int64 {
 // dictionaryBytes is the bytes of the dictionaries of d and its children.
 func dictionaryBytes(d arrow.ArrayData) int64 {
 	n := int64(0)
-	if dict := d.Dictionary(); hasData(dict) {
-		n += dataBytes(dict)
+	if d.DataType().ID() == arrow.DICTIONARY {
+		dict := array.MakeFromData(d.Dictionary())
+		n += util.TotalArraySize(dict)
+		dict.Release()
 	}
 	for _, c := range d.Children() {
 		n += dictionaryBytes(c)
-	}
-	return n
-}
-
-// hasData reports whether d is there (Dictionary returns a typed nil when
-// there is none).
-func hasData(d arrow.ArrayData) bool {
-	if ad, ok := d.(*array.Data); ok {
-		return ad != nil
-	}
-	return d != nil
-}
-
-// dataBytes is the bytes of d's buffers, its children's and its
-// dictionary's.
-func dataBytes(d arrow.ArrayData) int64 {
-	n := int64(0)
-	for _, b := range d.Buffers() {
-		if b != nil {
-			n += int64(b.Len())
-		}
-	}
-	for _, c := range d.Children() {
-		n += dataBytes(c)
-	}
-	if dict := d.Dictionary(); hasData(dict) {
-		n += dataBytes(dict)
 	}
 	return n
 }
@@ -378,11 +352,7 @@ func (sp *spill) start(ctx context.Context, by []string, workers, limit int, ear
 				sp.streaming.Store(true) // (the first batch: nothing spilled yet)
 			}
 			if err == nil && g != nil && !sp.streaming.Load() && amplifies(g) {
-				// What the spill holds goes to the encoder first, in order.
-				if err = sp.replay(ctx, batch, to.rows, to.end); err == nil {
-					sp.parts, sp.byDir, sp.nblocks = nil, map[string]*spillPart{}, 0
-					sp.streaming.Store(true)
-				}
+				err = sp.giveUp(ctx)
 			}
 			if err != nil && g != nil {
 				g.Release()
@@ -410,13 +380,10 @@ func (sp *spill) start(ctx context.Context, by []string, workers, limit int, ear
 					err = sp.bound(ctx, early, to.early)
 				}
 				if spillHeldHook != nil {
-					spillHeldHook(sp.held(), sp.waiting, sp.end)
+					spillHeldHook(sp.held(), sp.waiting(), sp.end)
 				}
 				if err == nil && sp.nblocks > maxSpillBlocks {
-					if err = sp.replay(ctx, batch, to.rows, to.end); err == nil {
-						sp.parts, sp.byDir, sp.nblocks = nil, map[string]*spillPart{}, 0
-						sp.streaming.Store(true)
-					}
+					err = sp.giveUp(ctx)
 				}
 			}
 			if err != nil {
@@ -449,6 +416,18 @@ func (sp *spill) finish() error {
 		<-sp.exited
 	})
 	return sp.err
+}
+
+// giveUp stops spilling: what the spill holds goes to the encoder first,
+// in order (drain), and the following batches are encoded as they come
+// (streaming).
+func (sp *spill) giveUp(ctx context.Context) error {
+	if err := sp.drain(ctx); err != nil {
+		return err
+	}
+	sp.parts, sp.byDir, sp.nblocks = nil, map[string]*spillPart{}, 0
+	sp.streaming.Store(true)
+	return nil
 }
 
 // drain replays what the spill holds and has not replayed (replay), to the
@@ -491,7 +470,6 @@ var spillChunk int64 = 4 << 20 // (a variable for tests)
 // (docs/benchmarks.md, twenty-first session). Replayed chunks punched out,
 // the spill's pages are the ones it freed a moment before.
 func (sp *spill) count(b spillBlock, sign int64) {
-	sp.waiting += sign * b.n
 	for off, n := b.off, b.n; n > 0; {
 		c := off / spillChunk
 		end := min(off+n, (c+1)*spillChunk)
@@ -537,6 +515,15 @@ var spillHeldHook func(held, waiting, written int64)
 // held is the space of the file not punched out.
 func (sp *spill) held() int64 { return sp.end - sp.punched }
 
+// waiting is the bytes of the blocks not yet replayed.
+func (sp *spill) waiting() int64 {
+	n := int64(0)
+	for _, p := range sp.parts {
+		n += p.bytes
+	}
+	return n
+}
+
 // bound keeps the file's space within spillHeldRatio times the bytes of
 // the rows it waits to replay (or spillSlack): past it, the partition
 // whose oldest block keeps the oldest chunk from being punched has its
@@ -552,7 +539,7 @@ func (sp *spill) held() int64 { return sp.end - sp.punched }
 // group of their own each time the bound is reached, and the file holds
 // about spillSlack (docs/reliability.md, red team round 44's follow-up).
 func (sp *spill) bound(ctx context.Context, early spillSize, fn func(g *codec.Grouped) error) error {
-	for !sp.noPunch && sp.held() > max(spillSlack, spillHeldRatio*sp.waiting) {
+	for !sp.noPunch && sp.held() > max(spillSlack, spillHeldRatio*sp.waiting()) {
 		var oldest *spillPart
 		for _, p := range sp.parts {
 			if p.next < len(p.blocks) && (oldest == nil || p.blocks[p.next].off < oldest.blocks[oldest.next].off) {

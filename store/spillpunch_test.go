@@ -108,8 +108,8 @@ func TestSpillPunchKeepsLiveRows(t *testing.T) {
 			if err := sp.bound(context.Background(), spillSize{rows: 1 << 20, bytes: 1 << 30}, collect); err != nil {
 				rt.Fatal(err)
 			}
-			if bound := max(spillSlack, spillHeldRatio*sp.waiting) + spillChunk; !sp.noPunch && sp.held() > bound {
-				rt.Fatalf("the spill holds %d bytes, %d waiting: more than %d", sp.held(), sp.waiting, bound)
+			if bound := max(spillSlack, spillHeldRatio*sp.waiting()) + spillChunk; !sp.noPunch && sp.held() > bound {
+				rt.Fatalf("the spill holds %d bytes, %d waiting: more than %d", sp.held(), sp.waiting(), bound)
 			}
 		}
 		for i := range nparts {
