@@ -138,6 +138,7 @@ func helperPutLoop(dir, mode string, a helperArgs) error {
 	if err != nil {
 		return err
 	}
+	defer s.Close()
 	helperPrint(helperAck{Writer: a.Writer, Ready: true})
 	if a.WaitGo {
 		helperWaitGo()

@@ -217,7 +217,7 @@ func (o *offline) SetSchemaPolicy(ctx context.Context, profile, policy string) (
 	return catalog.SchemaPolicyResultFrom(keys, sp), nil
 }
 
-func (o *offline) Close() error { return nil }
+func (o *offline) Close() error { return o.st.Close() }
 
 // remote runs admin subcommands on a server, through the client.
 type remote struct {
