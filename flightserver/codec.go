@@ -35,18 +35,31 @@ func (c flightCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return c.Codec.Unmarshal(data, v)
 	}
+	if n := data.Len(); n >= recvPooledMin && n <= recvPooledMax {
+		pooled, err := unmarshalPooled(func(b []byte) { data.CopyTo(b) }, n, fd)
+		if err != nil {
+			markMalformed(fd, err)
+		}
+		if pooled {
+			return nil
+		}
+	}
 	if err := c.Codec.Unmarshal(data, fd); err != nil {
-		// gRPC would answer a failed decode itself, at once and as
-		// INTERNAL, while the put is still cleaning up (red team round
-		// 17's j03, j05): the message is handed over marked instead, and
-		// the stream refuses it (malformedFlightData) when the handler
-		// reads it, so the put answers INVALID_ARGUMENT once it has
-		// removed what it reserved.
-		fd.Reset()
-		fd.DataHeader = malformedMark
-		fd.AppMetadata = []byte(strings.TrimPrefix(err.Error(), flightwire.ErrMalformed.Error()+": "))
+		markMalformed(fd, err)
 	}
 	return nil
+}
+
+// markMalformed marks fd as a message that did not decode (err: why).
+// gRPC would answer a failed decode itself, at once and as INTERNAL, while
+// the put is still cleaning up (red team round 17's j03, j05): the message
+// is handed over marked instead, and the stream refuses it
+// (malformedFlightData) when the handler reads it, so the put answers
+// INVALID_ARGUMENT once it has removed what it reserved.
+func markMalformed(fd *flight.FlightData, err error) {
+	fd.Reset()
+	fd.DataHeader = malformedMark
+	fd.AppMetadata = []byte(strings.TrimPrefix(err.Error(), flightwire.ErrMalformed.Error()+": "))
 }
 
 // recvBox carries a message to decode (m) from decodeStream.RecvMsg

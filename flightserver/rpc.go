@@ -30,7 +30,7 @@ import (
 // rows for the log line. A bad batch ends the stream with
 // catalog.ErrInvalid: the store then commits nothing.
 type validatingReader struct {
-	*flight.Reader
+	*putReader
 	s   *Server
 	ri  *rpcInfo
 	rs  *recvErrStream
@@ -39,10 +39,10 @@ type validatingReader struct {
 }
 
 func (r *validatingReader) Next() bool {
-	if r.err != nil || !r.Reader.Next() {
+	if r.err != nil || !r.putReader.Next() {
 		return false
 	}
-	rec := r.Reader.RecordBatch()
+	rec := r.putReader.RecordBatch()
 	r.n++
 	if err := validateBatch(rec, int64(r.rs.lastBody)+r.rs.decoded.n.Load()); err != nil {
 		r.err = fmt.Errorf("%w: batch %d of the stream is malformed: %v", catalog.ErrInvalid, r.n, err)
@@ -111,7 +111,7 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 		mem = ba
 	}
 	rs.decoded.Allocator = mem
-	rdr, err := flight.NewRecordReader(rs, ipc.WithAllocator(&rs.decoded))
+	rdr, err := newPutReader(rs, ipc.WithAllocator(&rs.decoded))
 	if err != nil {
 		if rs.limit != nil {
 			return fail(ctx, rs.limit)
@@ -146,7 +146,7 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 	// share (a restarted pod, NAT, ::1 vs 127.0.0.1): its ids are matched
 	// by the id alone.
 	opts.WriterUnstable = id.Anonymous
-	vr := &validatingReader{Reader: rdr, s: s, ri: ri, rs: rs}
+	vr := &validatingReader{putReader: rdr, s: s, ri: ri, rs: rs}
 	cr, err := s.st.Put(ctx, req.Keys, vr, opts)
 	if err == nil && vr.Err() != nil {
 		// The store checks the reader itself; this guards the contract.
@@ -233,20 +233,36 @@ func (a *countingAllocator) Reallocate(size int, b []byte) []byte {
 	return a.Allocator.Reallocate(size, b)
 }
 
-func (r *recvErrStream) Recv() (*flight.FlightData, error) {
+// recv receives the next message, and the pooled buffer its fields alias
+// (nil if none: recvPool).
+func (r *recvErrStream) recv() (*flight.FlightData, *recvBuf, error) {
 	if r.limit != nil {
-		return nil, r.limit
+		return nil, nil, r.limit
 	}
-	d, err := r.FlightService_DoPutServer.Recv()
+	fd := &flight.FlightData{}
+	pooledFor.Store(fd, (*recvBuf)(nil))
+	err := r.FlightService_DoPutServer.RecvMsg(fd)
+	v, _ := pooledFor.LoadAndDelete(fd)
+	rb, _ := v.(*recvBuf)
+	if err == nil {
+		err = r.check(fd)
+	} else if !errors.Is(err, io.EOF) && r.err == nil {
+		r.err = err
+	}
 	if err != nil {
-		if !errors.Is(err, io.EOF) && r.err == nil {
-			r.err = err
+		if rb != nil {
+			rb.put()
 		}
-		return d, err
+		return nil, nil, err
 	}
+	return fd, rb, nil
+}
+
+// check checks a received message d before the IPC reader sees it.
+func (r *recvErrStream) check(d *flight.FlightData) error {
 	if err := malformedFlightData(d); err != nil {
 		r.limit = err
-		return nil, err
+		return err
 	}
 	r.ri.bytes.Add(int64(len(d.DataHeader) + len(d.DataBody)))
 	r.lastBody = len(d.DataBody)
@@ -256,22 +272,22 @@ func (r *recvErrStream) Recv() (*flight.FlightData, error) {
 		// cancel its stream (pyarrow) sends app_metadata alone to make
 		// the put fail rather than commit what it sent so far.
 		r.limit = status.Error(codes.Canceled, "the client aborted the put (a message with app_metadata and no data); nothing was committed")
-		return nil, r.limit
+		return r.limit
 	}
 	if err := r.s.checkSchemaMessage(d.DataHeader); err != nil {
 		if status.Code(err) == codes.ResourceExhausted {
 			r.s.metrics.limitRefusals.WithLabelValues(limitName(err)).Inc()
 		}
 		r.limit = err
-		return nil, err
+		return err
 	}
 	// The IPC reader slices the body by the buffers the header declares
 	// without a bound check of its own (codec.CheckBatchBody).
 	if err := codec.CheckBatchBody(d.DataHeader, len(d.DataBody)); err != nil {
 		r.limit = status.Errorf(codes.InvalidArgument, "malformed batch message: %v", err)
-		return nil, r.limit
+		return r.limit
 	}
-	return d, nil
+	return nil
 }
 
 // limitName is the metric label of a schema limit error.
