@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/decimal256"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
 )
 
 // MaxNesting bounds how deeply types may nest (a list of structs of lists
@@ -158,6 +159,9 @@ func ValidateBatch(rec arrow.RecordBatch) error {
 		}
 		if err := validateFull(col); err != nil {
 			return fmt.Errorf("%w: column %q is malformed: %v", ErrInvalid, f.Name, err)
+		}
+		if err := checkPageBytes(col.Data(), f.Name, false); err != nil {
+			return err
 		}
 		if err := checkValues(col, f.Name); err != nil {
 			return err
@@ -325,6 +329,80 @@ func checkOffsets(d arrow.ArrayData, depth int) error {
 		return checkOffsets(dict, depth+1)
 	}
 	return nil
+}
+
+// MaxPageValueBytes bounds the bytes of the string or binary values that
+// one Parquet page may be given: the writer ends a page only between
+// chunks of pageWriteBatch values, and a page's uncompressed body (with its
+// lengths, levels and up to a page of smaller values before the chunk)
+// must stay under the page limit of the readers (arrow-go's, Quiver's own:
+// parquet.DefaultMaxUncompressedPageSize, 256 MiB), or what was
+// acknowledged could not be read (red team round 46's p46_01: one value of
+// 256 MiB + 4 KiB, or 1,024 values of 260 KiB, put with a raised
+// --max-recv-msg-size, and every read of the profile failed DATA_LOSS).
+const MaxPageValueBytes = parquet.DefaultMaxUncompressedPageSize - 4<<20
+
+// maxPageValueBytes is MaxPageValueBytes (a variable for tests).
+var maxPageValueBytes int64 = MaxPageValueBytes
+
+// pageWriteBatch is the values the Parquet writer takes at a time between
+// its checks of a page's size (parquet.DefaultWriteBatchSize; the
+// FileWriter leaves it as it is).
+const pageWriteBatch = int(parquet.DefaultWriteBatchSize)
+
+// checkPageBytes refuses a string or binary array (at any depth, path its
+// column's) in which pageWriteBatch values in a row hold more than
+// MaxPageValueBytes, and a dictionary whose values hold more in all (a
+// dictionary page holds them all: dict). Its offsets are checked already
+// (checkOffsets).
+func checkPageBytes(d arrow.ArrayData, path string, dict bool) error {
+	dt := d.DataType()
+	if ext, ok := dt.(arrow.ExtensionType); ok {
+		dt = ext.StorageType()
+	}
+	var most int64
+	switch dt.ID() {
+	case arrow.STRING, arrow.BINARY:
+		most = windowBytes(arrow.Int32Traits.CastFromBytes(d.Buffers()[1].Bytes())[d.Offset():d.Offset()+d.Len()+1], dict)
+	case arrow.LARGE_STRING, arrow.LARGE_BINARY:
+		most = windowBytes(arrow.Int64Traits.CastFromBytes(d.Buffers()[1].Bytes())[d.Offset():d.Offset()+d.Len()+1], dict)
+	}
+	if most > maxPageValueBytes {
+		what := fmt.Sprintf("%d values in a row", pageWriteBatch)
+		switch {
+		case dict:
+			what = "the values of its dictionary"
+		case d.Len() <= pageWriteBatch:
+			what = "its values in this batch"
+		}
+		return fmt.Errorf("%w: column %q: %s hold %d bytes, more than the %d a Parquet page may be given (readers refuse larger pages): send such values in smaller batches", ErrInvalid, path, what, most, maxPageValueBytes)
+	}
+	for _, c := range d.Children() {
+		if err := checkPageBytes(c, path, false); err != nil {
+			return err
+		}
+	}
+	if dd := d.Dictionary(); present(dd) {
+		return checkPageBytes(dd, path, true)
+	}
+	return nil
+}
+
+// windowBytes is the most bytes pageWriteBatch values in a row hold, given
+// their offsets (n+1 of them); all holds all of them.
+func windowBytes[T int32 | int64](off []T, all bool) int64 {
+	n := len(off) - 1
+	if n <= 0 {
+		return 0
+	}
+	if all || n <= pageWriteBatch {
+		return int64(off[n] - off[0])
+	}
+	var most int64
+	for i := 0; i+pageWriteBatch <= n; i++ {
+		most = max(most, int64(off[i+pageWriteBatch]-off[i]))
+	}
+	return most
 }
 
 // present reports whether d is there, typed nils included.
