@@ -177,12 +177,12 @@ func ValidateBatch(rec arrow.RecordBatch) error {
 func validateFull(col arrow.Array) error {
 	switch c := col.(type) {
 	case *array.String:
-		if err := array.Validate(c); err != nil {
-			return err
+		if err := array.Validate(c); err != nil || c.Len() == 0 {
+			return err // (an empty one may have no offsets: ValueOffsets would panic)
 		}
 		return validateText(c, c.ValueOffsets(), c.ValueBytes())
 	case *array.LargeString:
-		if err := array.Validate(c); err != nil {
+		if err := array.Validate(c); err != nil || c.Len() == 0 {
 			return err
 		}
 		return validateText(c, c.ValueOffsets(), c.ValueBytes())
@@ -361,10 +361,11 @@ func checkPageBytes(d arrow.ArrayData, path string, dict bool) error {
 		dt = ext.StorageType()
 	}
 	var most int64
-	switch dt.ID() {
-	case arrow.STRING, arrow.BINARY:
+	switch id := dt.ID(); {
+	case d.Len() == 0: // (it may have no offsets)
+	case id == arrow.STRING || id == arrow.BINARY:
 		most = windowBytes(arrow.Int32Traits.CastFromBytes(d.Buffers()[1].Bytes())[d.Offset():d.Offset()+d.Len()+1], dict)
-	case arrow.LARGE_STRING, arrow.LARGE_BINARY:
+	case id == arrow.LARGE_STRING || id == arrow.LARGE_BINARY:
 		most = windowBytes(arrow.Int64Traits.CastFromBytes(d.Buffers()[1].Bytes())[d.Offset():d.Offset()+d.Len()+1], dict)
 	}
 	if most > maxPageValueBytes {
