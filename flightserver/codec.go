@@ -36,7 +36,7 @@ func (c flightCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		return c.Codec.Unmarshal(data, v)
 	}
 	if n := data.Len(); n >= recvPooledMin && n <= recvPooledMax {
-		pooled, err := unmarshalPooled(func(b []byte) { data.CopyTo(b) }, n, fd)
+		pooled, err := unmarshalPooled(data, fd)
 		if err != nil {
 			markMalformed(fd, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc/mem"
 
 	"github.com/quiverdb/quiver/internal/flightwire"
 	"github.com/quiverdb/quiver/internal/poison"
@@ -149,15 +150,14 @@ func (rb *recvBuf) Reallocate(size int, b []byte) []byte {
 // Free implements memory.Allocator: the body aliasing rb is released.
 func (rb *recvBuf) Free([]byte) { rb.put() }
 
-// unmarshalPooled decodes data (n bytes, within the pooled sizes) into
-// fd, gathered into a pooled buffer, if fd is a DoPut's (pooledFor); it
-// reports whether it was.
-func unmarshalPooled(gather func([]byte), n int, fd *flight.FlightData) (bool, error) {
+// unmarshalPooled decodes data into fd, gathered into a pooled buffer, if
+// fd is a DoPut's (pooledFor); it reports whether it was.
+func unmarshalPooled(data mem.BufferSlice, fd *flight.FlightData) (bool, error) {
 	if _, ok := pooledFor.Load(fd); !ok {
 		return false, nil
 	}
-	rb := recvPool.get(n)
-	gather(rb.b)
+	rb := recvPool.get(data.Len())
+	data.CopyTo(rb.b)
 	if err := flightwire.Unmarshal(rb.b, fd); err != nil {
 		rb.put()
 		return true, err
