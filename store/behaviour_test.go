@@ -90,9 +90,9 @@ func TestAppendMismatchChangesNothing(t *testing.T) {
 		{"missing column", arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil),
 			`[{"id":1}]`, []string{`missing ["name"]`}},
 		{"lossy type", arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.BinaryTypes.String}, {Name: "name", Type: arrow.BinaryTypes.String}}, nil),
-			`[{"id":"1","name":"x"}]`, []string{`"id" is utf8, not int64`}},
+			`[{"id":"1","name":"x"}]`, []string{`"id" is utf8 in this put but int64 in the profile`}},
 		{"narrowing", arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Float64}, {Name: "name", Type: arrow.BinaryTypes.String}}, nil),
-			`[{"id":1.5,"name":"x"}]`, []string{`"id" is float64, not int64`}},
+			`[{"id":1.5,"name":"x"}]`, []string{`"id" is float64 in this put but int64 in the profile`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -147,7 +147,7 @@ func TestAdditiveAppendRefused(t *testing.T) {
 		{"new non-nullable column", evoSchema(fID, fName, notNullX), `[{"id":3,"name":"c","x":1}]`, "1.1.0", "", []string{`non-nullable`, `declare it nullable`}},
 		{"dropped column", evoSchema(fID), `[{"id":3}]`, "1.1.0", "", []string{`missing`, `never dropped`}},
 		{"renamed column", evoSchema(fID, fY), `[{"id":3,"y":"c"}]`, "1.1.0", "", []string{`never dropped or renamed`}},
-		{"retyped column", evoSchema(idStr, fName, fX), `[{"id":"3","name":"c","x":1}]`, "1.1.0", "", []string{`"id" is utf8, not int64`, `existing columns keep their types`}},
+		{"retyped column", evoSchema(idStr, fName, fX), `[{"id":"3","name":"c","x":1}]`, "1.1.0", "", []string{`"id" is utf8 in this put but int64 in the profile`, `existing columns keep their types`}},
 		{"version bump without columns", evoSchema(fID, fName), `[{"id":3,"name":"c"}]`, "1.1.0", "", []string{`adds no column`}},
 		{"new column differing only in case", evoSchema(fID, fName, arrow.Field{Name: "NAME", Type: arrow.BinaryTypes.String, Nullable: true}), `[{"id":3,"name":"c","NAME":"d"}]`, "1.1.0", "", []string{`only in case`}},
 		{"lower version without columns", evoSchema(fID, fName), `[{"id":3,"name":"c"}]`, "0.1.0", "", []string{`has schema version "1.0.0", not "0.1.0"`}},
@@ -210,7 +210,7 @@ func TestAdditiveAppendRaces(t *testing.T) {
 		wantSc  bool   // its record carries a schema
 	}{
 		{"same evolution converges", evoSchema(fID, fY), "1.1.0", evoSchema(fID, fY), `[{"id":2,"y":"b"}]`, "1.1.0", "", false},
-		{"other type refused", evoSchema(fID, yInt), "1.1.0", evoSchema(fID, fY), `[{"id":2,"y":"b"}]`, "1.1.0", `"y" is utf8, not int64`, false},
+		{"other type refused", evoSchema(fID, yInt), "1.1.0", evoSchema(fID, fY), `[{"id":2,"y":"b"}]`, "1.1.0", `"y" is utf8 in this put but int64 in the profile`, false},
 		{"same version, other column refused", evoSchema(fID, fX), "1.1.0", evoSchema(fID, fY), `[{"id":2,"y":"b"}]`, "1.1.0", `(missing ["x"], unexpected ["y"])`, false},
 		{"higher version, other column refused", evoSchema(fID, fX), "1.1.0", evoSchema(fID, fY), `[{"id":2,"y":"b"}]`, "1.2.0", `(missing ["x"], unexpected ["y"])`, false},
 		{"higher version, superset", evoSchema(fID, fX), "1.1.0", evoSchema(fID, fX, fY), `[{"id":2,"x":1,"y":"b"}]`, "1.2.0", "", true},

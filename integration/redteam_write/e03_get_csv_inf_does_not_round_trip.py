@@ -7,7 +7,7 @@ inf/-inf and reads "+Inf" back as a double). `quiver put`'s CSV inference does
 not take "+Inf", "Inf" or "Infinity" as a float (it takes "inf", "-inf", "NaN",
 "-NaN" but not "nan"), so the column becomes a string column: a new profile gets
 the wrong type, and an append to the source profile is refused with
-`"f" is utf8, not float64`.
+`"f" is utf8 in this put but float64 in the profile`.
 """
 import sys, os
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -3,10 +3,10 @@
 file's own inference differs from the profile's types, though every value fits.
 
 1. Profile with `amount: double`; a CSV whose amounts happen to be whole
-   ("2", "3") is refused: `"amount" is int64, not float64`.
+   ("2", "3") is refused: `"amount" is int64 in this put but float64 in the profile`.
 2. Profile with `amount: int64`; a CSV where the optional column is empty in
-   every row (or NDJSON with "amount": null) is refused: `"amount" is utf8, not
-   int64`. The schema-mismatch message for a missing column says "send them,
+   every row (or NDJSON with "amount": null) is refused: `"amount" is utf8 in this put but
+   int64 in the profile`. The schema-mismatch message for a missing column says "send them,
    with nulls where you have no values" -- which is exactly what was done.
 The put client infers types from the file alone and never looks at the
 profile's schema. Expected: values that fit the profile's column are taken.

@@ -23,8 +23,8 @@ type Conformer struct {
 	same   bool  // same columns in the same order with equal types
 }
 
-// PlanConform checks that in has the same column names as target (in any
-// order) with types equal, equal but for nested field names, nullability
+// PlanConform checks that in (a put's schema) has the same column names
+// as target (the profile's) (in any order) with types equal, equal but for nested field names, nullability
 // and metadata, or (when castTypes) losslessly widenable, and returns how to
 // convert. what names the target in messages ("sales/orders v3"). The error
 // wraps ErrSchemaMismatch and names every column that differs.
@@ -66,7 +66,7 @@ func PlanConform(in, target *arrow.Schema, castTypes bool, what string) (*Confor
 		if TypeConforms(it, f.Type, castTypes) {
 			continue
 		}
-		bad = append(bad, fmt.Sprintf("%q is %s, not %s", f.Name, it, f.Type))
+		bad = append(bad, fmt.Sprintf("%q is %s in this put but %s in the profile", f.Name, it, f.Type))
 	}
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("%w: column types differ from %s: %s; only lossless widening (int32→int64, float32→float64, string→large_string, …) is cast; write a new version to change types",
