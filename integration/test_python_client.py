@@ -303,6 +303,38 @@ def test_filter_is_pushed_to_the_server(q, keys):
         q.read(keys, filter="total > 1")
 
 
+def test_not_in_keeps_nulls_as_the_model_each_form_names(q, keys, tmp_path):
+    """Red team round 47's p01: on x = [1, 5, null, 2], `not in [5]` kept
+    rows 0 and 3 whatever its form. The list form promises pyarrow.parquet's
+    filters=, whose `not in` keeps the null row (pyarrow's is_in is false on
+    a null); a pyarrow expression travels as Substrait, whose in-list is
+    SQL's (null on a null), so it drops the null row as DuckDB and polars
+    do (docs/python.md, "Row filters")."""
+    import pyarrow.parquet as pq
+
+    t = pa.table({"id": pa.array([0, 1, 2, 3], pa.int64()), "x": pa.array([1, 5, None, 2], pa.int64())})
+    q.write(keys, t)
+    pq.write_table(t, tmp_path / "t.parquet")
+
+    def ids(**kw):
+        return sorted(q.read(keys, **kw).column("id").to_pylist())
+
+    model = sorted(pq.read_table(tmp_path / "t.parquet", filters=[("x", "not in", [5])]).column("id").to_pylist())
+    assert model == [0, 2, 3]
+    assert ids(filter=[("x", "not in", [5])]) == model
+    assert ids(filter=("x", "not in", [5, 1])) == [2, 3]
+    # an expression, and the JSON form, are SQL's
+    sql = sorted(r[0] for r in duckdb.sql("select id from t where x not in (5)").fetchall())
+    assert sql == [0, 3]
+    assert ids(filter=~pc.field("x").isin([5])) == sql
+    assert ids(filter={"not": {"col": "x", "op": "in", "value": [5]}}) == sql
+    assert ids(filter=~pc.field("x").isin([5]) | pc.field("x").is_null()) == model
+    # `in` and `!=` agree with pyarrow.parquet already
+    for f in ([("x", "in", [5])], [("x", "!=", 5)]):
+        want = sorted(pq.read_table(tmp_path / "t.parquet", filters=f).column("id").to_pylist())
+        assert ids(filter=f) == want, f
+
+
 def test_limit_is_one_endpoint_and_pushed_into_scans(start_server):
     srv = start_server(extra=["--endpoint-bytes", "1"])
     c = quiver.connect(f"127.0.0.1:{srv.port}")

@@ -51,7 +51,9 @@ FilterTerm = tuple[str, str, Any]
 _T = TypeVar("_T")
 
 # Operators of filter= terms (column, op, value); sent in the JSON form of
-# docs/protocol.md ("not in" as {"not": {... "in" ...}}).
+# docs/protocol.md ("not in" as {"or": [{"not": {... "in" ...}}, is_null]}:
+# pyarrow.parquet's filters= keep the null rows of a "not in", where the
+# server's `in`, as SQL's, is null on a null).
 FILTER_OPS = frozenset({"=", "!=", "<", "<=", ">", ">=", "in", "not in", "is_null", "not_null"})
 _JSON_FORM_KEYS = ({"col", "op"}, {"col", "op", "value"}, {"and"}, {"or"}, {"not"})
 
@@ -149,7 +151,7 @@ def _filter_json(filter: Any) -> dict[str, Any]:
         if op in ("is_null", "not_null"):
             out.append({"col": col, "op": op})
         elif op == "not in":
-            out.append({"not": {"col": col, "op": "in", "value": _json_value(val)}})
+            out.append({"or": [{"not": {"col": col, "op": "in", "value": _json_value(val)}}, {"col": col, "op": "is_null"}]})
         else:
             out.append({"col": col, "op": op, "value": _json_value(val)})
     if not out:
