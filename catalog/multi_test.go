@@ -148,6 +148,7 @@ func TestMultiProfileRead(t *testing.T) {
 		`{"paths": ["s/a"], "read": 1}`:                            "index",
 		`{"paths": ["s/a"], "files": ["v0/0.parquet"]}`:            "needs \"read\"",
 		`{"source_column": "p"}`:                                   "go with",
+		`{"path": "s/a", "read": 0}`:                               `"read" and "source_column" go with "prefix" or "paths" only`,
 		`{"prefix": "s", "filter": {"col": "x", "op": "is_null"}}`: `"x": no such column`,
 	} {
 		r, err := ParseCommand([]byte(cmd))

@@ -410,6 +410,11 @@ func (w *readWire) toRequest(what string) (*Request, error) {
 		r.Limit = &n
 	}
 	if w.multiWire.set() {
+		if r.Keys != nil && w.Prefix == nil && w.Paths == nil {
+			// (red team round 47: a ticket of "path" and "read" was told
+			// about "prefix"/"paths", which it did not hold.)
+			return nil, fmt.Errorf("%w: %s names one profile (\"path\"/\"keys\"): \"versions\", \"read\" and \"source_column\" go with \"prefix\" or \"paths\" only", ErrInvalid, what)
+		}
 		if r.Keys != nil {
 			return nil, fmt.Errorf("%w: %s names a profile (\"path\"/\"keys\") and several (\"prefix\"/\"paths\"); give one", ErrInvalid, what)
 		}

@@ -29,7 +29,9 @@ var (
 	// filter, column name, nulls in a non-nullable column…; the codec's
 	// sentinel).
 	ErrInvalidArgument = codec.ErrInvalid
-	// ErrFormatMismatch: parquet and CSV mixed in one profile.
+	// ErrFormatMismatch: parquet and CSV mixed in one profile, or a file
+	// another writer put in a version whose values do not fit the
+	// version's column types (its first file's).
 	ErrFormatMismatch = errors.New("store: format mismatch")
 	// ErrLockTimeout: the manifest lock was held by someone else for longer
 	// than the lock timeout.

@@ -566,6 +566,8 @@ func (r *SnapshotReader) fail(sg *segment, df DataFile, err error) {
 		switch {
 		case df.Recorded:
 			err = fmt.Errorf("%w: %v", ErrDataLoss, err)
+		case errors.Is(err, ErrFormatMismatch):
+			// (readFile: files that disagree on a column's type.)
 		case !errors.As(err, &ce):
 			// Another writer's file whose pages do not decode.
 			err = &CorruptionError{Path: r.p.join(df.Path), Err: err}
@@ -906,7 +908,15 @@ func (r *SnapshotReader) readFile(of *openFile) (arrow.RecordBatch, error) {
 		} else if of.src[i] < 0 {
 			cols[i], err = r.partitionColumn(of, i, f, n)
 		} else {
-			cols[i], err = codec.ConformArray(r.ctx, in.Column(of.src[i]), f.Type)
+			c := in.Column(of.src[i])
+			if cols[i], err = codec.ConformArray(r.ctx, c, f.Type); err != nil && !of.df.Recorded {
+				// Another writer's file whose values do not fit the
+				// version's type (the schema is its first file's): the
+				// version's files disagree, nothing on disk is damaged
+				// (red team round 47).
+				err = fmt.Errorf("%w: this file (not written by Quiver) holds %s values that do not fit the version's %s (a version's schema is its first file's, and its files must agree): %v",
+					ErrFormatMismatch, c.DataType(), f.Type, err)
+			}
 		}
 		if err != nil {
 			releaseAll(cols)
