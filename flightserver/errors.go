@@ -50,6 +50,11 @@ func statusOfUncapped(err error) error {
 	}
 	var corrupt *store.CorruptionError
 	switch {
+	case errors.Is(err, fsys.ErrUnavailable):
+		// The storage service did not answer, or answered that it is
+		// failing (red team round 48's p01): the client retries (a put
+		// with its request id commits once).
+		return status.Error(codes.Unavailable, PublicMessage(err)+"; the storage service did not answer: retry (a put with the same request_id commits at most once)")
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, PublicMessage(err))
 	case errors.Is(err, context.DeadlineExceeded):

@@ -169,6 +169,10 @@ func TestStatusOf(t *testing.T) {
 		{&store.CorruptionError{Path: "a/v0/.version.json", Err: fmt.Errorf("%w: no schema", store.ErrInvalidArgument)}, codes.DataLoss},
 		{store.ErrDataLoss, codes.DataLoss},
 		{fmt.Errorf("read: %w", fsys.ErrTooLarge), codes.DataLoss},
+		// The storage service did not answer (red team round 48's p01),
+		// wherever the error was wrapped.
+		{fmt.Errorf("read a: %w", fsys.ErrUnavailable), codes.Unavailable},
+		{&store.CorruptionError{Path: "a/manifest.json", Err: fsys.ErrUnavailable}, codes.Unavailable},
 		{errors.New("open /srv/secret/data: boom"), codes.Internal},
 		{context.Canceled, codes.Canceled},
 		{status.Error(codes.ResourceExhausted, "too big"), codes.ResourceExhausted},

@@ -560,7 +560,7 @@ func (r *SnapshotReader) emit(sg *segment, it item) bool {
 
 // fail queues the error that ends the read, as the file's error.
 func (r *SnapshotReader) fail(sg *segment, df DataFile, err error) {
-	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) &&
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, fsys.ErrUnavailable) &&
 		!errors.Is(err, ErrDataLoss) && !errors.Is(err, ErrVersionNotFound) && !errors.Is(err, ErrTooLarge) {
 		var ce *CorruptionError
 		switch {

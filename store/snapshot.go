@@ -421,6 +421,9 @@ func (s *Store) checkRows(p profile, df DataFile, rows int64, columns int) error
 // badFile is the error for a data file that does not decode: a committed
 // one has been altered (its record vouched for it).
 func (s *Store) badFile(p profile, df DataFile, err error) error {
+	if errors.Is(err, fsys.ErrUnavailable) {
+		return err // the storage did not answer: nothing is known of the file
+	}
 	if df.Recorded {
 		return fmt.Errorf("%w: %s: committed file %s does not decode: %v", ErrDataLoss, p, df.Path, err)
 	}

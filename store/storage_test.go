@@ -8,6 +8,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"path"
 	"strings"
 	"sync/atomic"
@@ -190,4 +191,44 @@ func TestWrappedLocalIsLocal(t *testing.T) {
 			t.Errorf("%s: isLocal %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// TestS3OutageIsUnavailable: with the S3 service gone, reads, listings
+// and puts fail as fsys.ErrUnavailable (or the commit's ErrUnavailable),
+// never as damage, absence or an internal error (red team round 48's
+// p01: every RPC answered INTERNAL), and nothing is committed.
+func TestS3OutageIsUnavailable(t *testing.T) {
+	srv := s3test.Start(t)
+	s, err := Open("test", WithFS(srv.FS(t)), WithLockTimeout(2e9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	k := []string{"out", "p"}
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	put(t, s, ModeWrite, k, fromJSON(t, sc, `[{"id":1}]`), PutOptions{})
+	srv.Kill()
+	unavailable := func(what string, err error) {
+		t.Helper()
+		var ce *CorruptionError
+		if !(errors.Is(err, fsys.ErrUnavailable) || errors.Is(err, ErrUnavailable)) ||
+			errors.Is(err, ErrDataLoss) || errors.Is(err, ErrNotFound) || errors.As(err, &ce) {
+			t.Errorf("%s with the service gone: %v, want unavailable", what, err)
+		}
+	}
+	rdr, err := s.Read(ctx, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}})
+	if err == nil {
+		for rdr.Next() {
+		}
+		err = rdr.Err()
+		rdr.Release()
+	}
+	unavailable("read", err)
+	unavailable("list", s.ListProfiles(ctx, nil, func(ProfileSummary) error { return nil }))
+	_, _, err = s.Versions(ctx, k)
+	unavailable("versions", err)
+	in := fromJSON(t, sc, `[{"id":2}]`)
+	_, err = s.Put(ctx, k, in, PutOptions{Mode: ModeAppend, RequestID: "r1"})
+	in.Release()
+	unavailable("append", err)
 }

@@ -29,6 +29,11 @@ var (
 	// ErrTooLarge: ReadFile found an object larger than MaxReadFile.
 	// Nothing of it was read into memory.
 	ErrTooLarge = errors.New("fsys: object too large to read whole")
+	// ErrUnavailable: the storage service did not answer (connection
+	// refused or reset, a timeout) or answered that it is failing (HTTP
+	// 5xx, SlowDown). What the request did is unknown; a retry may
+	// succeed.
+	ErrUnavailable = errors.New("fsys: storage unavailable")
 )
 
 // MaxReadFile bounds what ReadFile reads: metadata (manifests, records,

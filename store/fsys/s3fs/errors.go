@@ -83,6 +83,10 @@ type transportError struct{ msg string }
 
 func (e *transportError) Error() string { return "request failed: " + e.msg }
 
+// Unwrap: a request without an answer is the service being unavailable
+// (red team round 48's p01: it was answered INTERNAL).
+func (e *transportError) Unwrap() error { return fsys.ErrUnavailable }
+
 // errConflict: the service refused a conditional write because another
 // one on the same key was in progress (AWS: 409 ConditionalRequestConflict).
 // The write did not happen and may be retried.
@@ -129,6 +133,8 @@ func clean(err error, redact ...string) error {
 		se.kind = fsys.ErrPrecondition
 	case se.status == 409 && se.code == "ConditionalRequestConflict":
 		se.kind = errConflict
+	case se.status >= 500 || se.code == "SlowDown" || se.code == "ServiceUnavailable" || se.code == "InternalError":
+		se.kind = fsys.ErrUnavailable
 	}
 	return se
 }

@@ -1,10 +1,41 @@
 package s3fs
 
 import (
+	"errors"
+	"net"
+	"syscall"
 	"testing"
+
+	"github.com/aws/smithy-go"
 
 	"github.com/quiverdb/quiver/store/fsys"
 )
+
+// TestCleanClassifiesUnavailable: a request without an answer, and a
+// service that says it is failing, are fsys.ErrUnavailable (red team
+// round 48's p01: they were answered INTERNAL); absence and preconditions
+// keep their classes.
+func TestCleanClassifiesUnavailable(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want error
+	}{
+		{&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, fsys.ErrUnavailable},
+		{&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, fsys.ErrUnavailable},
+		{&smithy.GenericAPIError{Code: "SlowDown", Message: "reduce your rate"}, fsys.ErrUnavailable},
+		{&smithy.GenericAPIError{Code: "InternalError", Message: "oops"}, fsys.ErrUnavailable},
+		{&smithy.GenericAPIError{Code: "NoSuchKey"}, fsys.ErrNotExist},
+		{&smithy.GenericAPIError{Code: "PreconditionFailed"}, fsys.ErrPrecondition},
+	} {
+		got := clean(c.err)
+		if !errors.Is(got, c.want) {
+			t.Errorf("clean(%v) = %v, want %v", c.err, got, c.want)
+		}
+		if c.want != fsys.ErrUnavailable && errors.Is(got, fsys.ErrUnavailable) {
+			t.Errorf("clean(%v) = %v: unavailable", c.err, got)
+		}
+	}
+}
 
 // FuzzUploadTempName: every upload's temp name is a hidden temp that
 // parses back to its object and upload id, and no name makes the parser
