@@ -50,6 +50,12 @@ func statusOfUncapped(err error) error {
 	}
 	var corrupt *store.CorruptionError
 	switch {
+	case errors.Is(err, fsys.ErrDenied):
+		// The storage service refused the server's own credentials or
+		// configuration (red team round 48's p02: it was read as "no
+		// such object"). The client is not at fault and cannot mend it;
+		// it can retry once an operator has.
+		return status.Error(codes.Unavailable, PublicMessage(err)+"; the storage service refused the server's credentials or configuration (an operator must mend them): retry later (a put with the same request_id commits at most once)")
 	case errors.Is(err, fsys.ErrUnavailable):
 		// The storage service did not answer, or answered that it is
 		// failing (red team round 48's p01): the client retries (a put

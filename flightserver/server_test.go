@@ -173,6 +173,7 @@ func TestStatusOf(t *testing.T) {
 		// wherever the error was wrapped.
 		{fmt.Errorf("read a: %w", fsys.ErrUnavailable), codes.Unavailable},
 		{&store.CorruptionError{Path: "a/manifest.json", Err: fsys.ErrUnavailable}, codes.Unavailable},
+		{fmt.Errorf("read a: %w", errors.Join(fsys.ErrDenied, fsys.ErrUnavailable)), codes.Unavailable},
 		{errors.New("open /srv/secret/data: boom"), codes.Internal},
 		{context.Canceled, codes.Canceled},
 		{status.Error(codes.ResourceExhausted, "too big"), codes.ResourceExhausted},

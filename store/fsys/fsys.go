@@ -34,6 +34,12 @@ var (
 	// 5xx, SlowDown). What the request did is unknown; a retry may
 	// succeed.
 	ErrUnavailable = errors.New("fsys: storage unavailable")
+	// ErrDenied: the storage service refused the server's request for
+	// who sent it or where (credentials rejected, no such bucket), never
+	// for what it asked. Nothing was read or written; it lasts until an
+	// operator mends the server's configuration. s3fs errors of this
+	// kind match ErrUnavailable too.
+	ErrDenied = errors.New("fsys: storage refused the server's credentials or configuration")
 )
 
 // MaxReadFile bounds what ReadFile reads: metadata (manifests, records,

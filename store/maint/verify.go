@@ -154,6 +154,8 @@ func Verify(ctx context.Context, st *store.Store, o VerifyOptions) (*VerifyRepor
 				// A manifest that does not parse still gets every other
 				// check (Inspect reports the manifest).
 				return verifyOrReport(ctx, st, ps.Keys, ps.Uncommitted, o, rep)
+			case errors.Is(ps.Err, fsys.ErrUnavailable):
+				return ps.Err
 			case errors.Is(ps.Err, fsys.ErrUnsafePath):
 				rep.add(ProblemLink, ps.Path(), "a symbolic link inside the data directory; Quiver never follows it")
 			case errors.Is(ps.Err, store.ErrDataLoss), errors.Is(ps.Err, fsys.ErrNotRegular):
@@ -182,6 +184,12 @@ func verifyOrReport(ctx context.Context, st *store.Store, keys []string, uncommi
 		return nil // removed meanwhile (a sweep)
 	}
 	if err == nil || ctx.Err() != nil || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidKey) {
+		return err
+	}
+	if errors.Is(err, fsys.ErrUnavailable) {
+		// The storage did not answer or refused the server: nothing is
+		// known of the profile, and an audit that goes on would report
+		// it as damaged (or, with every profile so, find nothing).
 		return err
 	}
 	kind := ProblemUnknown

@@ -87,6 +87,39 @@ func (e *transportError) Error() string { return "request failed: " + e.msg }
 // (red team round 48's p01: it was answered INTERNAL).
 func (e *transportError) Unwrap() error { return fsys.ErrUnavailable }
 
+// errRefused is the kind of a serviceError that refused the server's own
+// request (credentials, bucket): fsys.ErrDenied, and fsys.ErrUnavailable
+// too, since to the server's clients the storage is out of service until
+// an operator mends the configuration, and callers that take care not to
+// read an unavailable service as damage (the read's DATA_LOSS) must take
+// the same care here.
+var errRefused = errors.Join(fsys.ErrDenied, fsys.ErrUnavailable)
+
+// refusalCodes are the error codes of a request refused for who sent it
+// or where, whatever the HTTP status they come with.
+var refusalCodes = map[string]bool{
+	"AccessDenied": true, "AllAccessDisabled": true, "InvalidAccessKeyId": true,
+	"SignatureDoesNotMatch": true, "ExpiredToken": true, "InvalidToken": true,
+	"TokenRefreshRequired": true, "AccountProblem": true, "NoSuchBucket": true,
+	"InvalidBucketName": true, "PermanentRedirect": true, "AuthorizationHeaderMalformed": true,
+	"XAdminUserNotFound": true, "RequestTimeTooSkewed": true,
+}
+
+// absent reports whether a service error means that the object (or the
+// multipart upload) does not exist, and only that: the codes NoSuchKey
+// and NoSuchUpload, and a 404 without a code of its own (a HEAD's answer
+// has no body; the SDK names it "NotFound"). A 404 with any other code
+// (XAdminUserNotFound, NoSuchBucket) is not absence.
+func absent(status int, code string) bool {
+	switch code {
+	case "NoSuchKey", "NoSuchUpload":
+		return true
+	case "NotFound", "":
+		return status == 404
+	}
+	return false
+}
+
 // errConflict: the service refused a conditional write because another
 // one on the same key was in progress (AWS: 409 ConditionalRequestConflict).
 // The write did not happen and may be retried.
@@ -124,11 +157,17 @@ func clean(err error, redact ...string) error {
 		return &transportError{msg: transportText(err, redact)}
 	}
 	switch {
-	case se.code == "NoSuchBucket":
-		// A configuration error, never "no such object": a missing
-		// manifest would read as a missing profile.
-	case se.status == 404 || se.code == "NoSuchKey" || se.code == "NotFound" || se.code == "NoSuchUpload":
+	case absent(se.status, se.code):
 		se.kind = fsys.ErrNotExist
+	case se.status == 401 || se.status == 403 || se.status == 404 || refusalCodes[se.code]:
+		// The service refused the server itself: its credentials (an
+		// unknown or rotated key, a bad signature, an expired token) or
+		// its configuration (no such bucket). Never "no such object",
+		// though the status may be 404 (versitygw answers an unknown
+		// access key 404 XAdminUserNotFound): a missing manifest would
+		// read as a missing profile, an empty listing as an empty store
+		// (red team round 48's p02).
+		se.kind = errRefused
 	case se.status == 412 || se.code == "PreconditionFailed":
 		se.kind = fsys.ErrPrecondition
 	case se.status == 409 && se.code == "ConditionalRequestConflict":

@@ -3,18 +3,22 @@ package s3fs
 import (
 	"errors"
 	"net"
+	"net/http"
 	"syscall"
 	"testing"
 
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/quiverdb/quiver/store/fsys"
 )
 
 // TestCleanClassifiesUnavailable: a request without an answer, and a
 // service that says it is failing, are fsys.ErrUnavailable (red team
-// round 48's p01: they were answered INTERNAL); absence and preconditions
-// keep their classes.
+// round 48's p01: they were answered INTERNAL); a refusal of the server's
+// credentials or bucket is fsys.ErrDenied, never absence (p02); absence
+// and preconditions keep their classes.
 func TestCleanClassifiesUnavailable(t *testing.T) {
 	for _, c := range []struct {
 		err  error
@@ -26,15 +30,46 @@ func TestCleanClassifiesUnavailable(t *testing.T) {
 		{&smithy.GenericAPIError{Code: "InternalError", Message: "oops"}, fsys.ErrUnavailable},
 		{&smithy.GenericAPIError{Code: "NoSuchKey"}, fsys.ErrNotExist},
 		{&smithy.GenericAPIError{Code: "PreconditionFailed"}, fsys.ErrPrecondition},
+		{answered(404, "NoSuchKey"), fsys.ErrNotExist},
+		{answered(404, "NoSuchUpload"), fsys.ErrNotExist},
+		{answered(404, "NotFound"), fsys.ErrNotExist}, // a HEAD: no body
+		{answered(404, ""), fsys.ErrNotExist},
+		{answered(503, "SlowDown"), fsys.ErrUnavailable},
+		// Refusals of the server itself are never absence, whatever
+		// their status (red team round 48's p02).
+		{answered(404, "XAdminUserNotFound"), fsys.ErrDenied},
+		{answered(404, "NoSuchBucket"), fsys.ErrDenied},
+		{answered(404, "SomethingElseNotFound"), fsys.ErrDenied},
+		{answered(403, "AccessDenied"), fsys.ErrDenied},
+		{answered(403, "SignatureDoesNotMatch"), fsys.ErrDenied},
+		{answered(403, "Forbidden"), fsys.ErrDenied}, // a HEAD
+		{answered(400, "ExpiredToken"), fsys.ErrDenied},
+		{answered(400, "InvalidAccessKeyId"), fsys.ErrDenied},
 	} {
 		got := clean(c.err)
 		if !errors.Is(got, c.want) {
 			t.Errorf("clean(%v) = %v, want %v", c.err, got, c.want)
 		}
-		if c.want != fsys.ErrUnavailable && errors.Is(got, fsys.ErrUnavailable) {
+		if c.want != fsys.ErrNotExist && errors.Is(got, fsys.ErrNotExist) {
+			t.Errorf("clean(%v) = %v: absent", c.err, got)
+		}
+		if c.want != fsys.ErrUnavailable && c.want != fsys.ErrDenied && errors.Is(got, fsys.ErrUnavailable) {
 			t.Errorf("clean(%v) = %v: unavailable", c.err, got)
 		}
 	}
+}
+
+// answered is the SDK's error for a service's answer of an HTTP status
+// and an error code ("": none, as in a HEAD's answer).
+func answered(status int, code string) error {
+	var err error = &smithy.GenericAPIError{Code: code}
+	if code == "" {
+		err = errors.New("http response error")
+	}
+	return &awshttp.ResponseError{ResponseError: &smithyhttp.ResponseError{
+		Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}},
+		Err:      err,
+	}}
 }
 
 // FuzzUploadTempName: every upload's temp name is a hidden temp that
