@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -88,6 +89,10 @@ type commitResult struct {
 	// next cycle, as it is (runCycle).
 	deferred bool
 	err      error
+	// unknown: whether it committed is unknown (the storage may have
+	// taken its log segment without answering): its files stay, for a
+	// retry with its request id to be replayed against, or for sweep.
+	unknown bool
 }
 
 // commitStaged commits st (with whatever else is queued) and returns the
@@ -333,6 +338,7 @@ func (s *Store) cycle(ps *profileState, batch []*commitReq) (res []commitResult,
 			res = make([]commitResult, len(batch))
 			for i := range res {
 				res[i].err = fmt.Errorf("%w: %s: the commit failed unexpectedly; whether it committed is unknown: retry with the same request_id: %w", ErrUnavailable, ps.p, pe)
+				res[i].unknown = true
 			}
 		}
 	}()
@@ -404,14 +410,15 @@ func waitCtx(ctx context.Context, batch []*commitReq) (wctx context.Context, sto
 func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*commitReq, end *cycleEnd) []commitResult {
 	p := ps.p
 	res := make([]commitResult, len(batch))
-	fail := func(err error) []commitResult {
+	failAs := func(err error, unknown bool) []commitResult {
 		for i := range res {
 			if res[i].rec == nil && res[i].replayed == nil && !res[i].retarget && res[i].carry == nil {
-				res[i].err = err
+				res[i].err, res[i].unknown = err, unknown
 			}
 		}
 		return res
 	}
+	fail := func(err error) []commitResult { return failAs(err, false) }
 	if ps.commit.logUnsynced.Load() {
 		// An earlier cycle's segment is visible but its name may not be
 		// durable: no put is answered (a replay of that very commit
@@ -674,6 +681,22 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 			}
 			return fail(fmt.Errorf("%w: write %s: %w; nothing was committed: retry", ErrUnavailable, p, fe.err))
 		}
+		if errors.Is(err, fsys.ErrUnavailable) && !errors.Is(err, fsys.ErrDenied) {
+			// The storage did not answer the segment's write (object
+			// storage over a network): it may have taken it all the
+			// same. Had the puts' files been removed on a segment that
+			// landed, the version's committed records would name files
+			// gone: look.
+			switch landed, lerr := s.segmentLanded(ctx, p, all); {
+			case landed:
+				ps.mu.Lock()
+				ps.log.add(all)
+				ps.mu.Unlock()
+				err = nil
+			case lerr != nil:
+				return failAs(fmt.Errorf("%w: %s: the storage did not answer the commit; whether it committed is unknown: retry with the same request_id: %w", ErrUnavailable, p, err), true)
+			}
+		}
 		if err != nil {
 			if errors.Is(err, fsys.ErrExist) {
 				if attempt < 5 {
@@ -887,6 +910,21 @@ func (s *Store) commitSegment(ctx context.Context, ps *profileState, recs []*Com
 		return nil, &notDurableError{err: err}
 	}
 	return stagedHead(false), nil
+}
+
+// segmentLanded reports whether the log segment of recs, whose write got
+// no answer, is there all the same: its name holds its bytes (true), or
+// not (false: absent, or another committer's). An error: still unknown.
+func (s *Store) segmentLanded(ctx context.Context, p profile, recs []*CommitRecord) (bool, error) {
+	name, data := segmentOf(p, recs)
+	got, _, err := s.fs.ReadFile(ctx, name)
+	switch {
+	case err == nil:
+		return bytes.Equal(got, data), nil
+	case isNotExist(err):
+		return false, nil
+	}
+	return false, err
 }
 
 // commitFiles commits files (written data files: synced, linked to their

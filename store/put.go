@@ -513,6 +513,9 @@ func (s *Store) put(ctx context.Context, ps *profileState, rdr array.RecordReade
 	case res.carry != nil:
 		s.discard(ps, st)
 		return nil, fmt.Errorf("%w: %s: appends kept arriving while it was compacted; retry", ErrUnavailable, p)
+	case res.err != nil && res.unknown:
+		s.keep(st)
+		return nil, res.err
 	case res.err != nil:
 		s.discard(ps, st)
 		return nil, res.err
@@ -915,6 +918,20 @@ func (s *Store) discard(ps *profileState, st *staged) {
 		}
 	}
 	s.removeEmptyUnder(ctx, ps.p.vdir(st.version), dirs)
+}
+
+// keep is discard for a put whose commit's outcome is unknown
+// (commitResult.unknown): what it wrote stays on storage, where its
+// committed record may name it (a retry with its request id is then
+// replayed) or sweep removes it (it did not commit). Only what it holds in
+// memory goes.
+func (s *Store) keep(st *staged) {
+	if st.mode != ModeWrite {
+		s.dropPending(st)
+	}
+	if st.share != nil {
+		st.share.refs.Add(-1)
+	}
 }
 
 // discardVersion removes what a failed write created in its version: its

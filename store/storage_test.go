@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path"
 	"strings"
 	"sync/atomic"
@@ -231,4 +232,107 @@ func TestS3OutageIsUnavailable(t *testing.T) {
 	_, err = s.Put(ctx, k, in, PutOptions{Mode: ModeAppend, RequestID: "r1"})
 	in.Release()
 	unavailable("append", err)
+}
+
+// TestS3LostAnswerOfCommit: a commit whose log segment the storage took
+// without its answer reaching the store (object storage over a network:
+// the connection dropped after the request landed) is not "nothing was
+// committed". The put's files were removed then, and the version's
+// committed record named files gone: every read of the version failed
+// DATA_LOSS. Now the store looks: a segment that landed is a commit; one
+// it cannot see either way leaves the put's files in place, and a retry
+// with the request id is replayed or commits once.
+func TestS3LostAnswerOfCommit(t *testing.T) {
+	srv := s3test.Start(t)
+	k := []string{"lost", "p"}
+	seg2 := "lost/p/" + logDir + "/" + segmentName(2) // the append's segment
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	unavailable := fmt.Errorf("request failed: read: connection reset by peer: %w", fsys.ErrUnavailable)
+	for _, c := range []struct {
+		name  string
+		rules []faultfs.Rule
+		// ok: the append is answered committed; else it fails
+		// unavailable, and the retry is replayed (landed) or commits.
+		ok, landed bool
+	}{
+		{"landed, answer lost", []faultfs.Rule{
+			{Op: faultfs.CreateExclusive, Glob: seg2, Err: unavailable, Landed: true, Nth: 1},
+		}, true, true},
+		{"landed, not seen", []faultfs.Rule{
+			{Op: faultfs.CreateExclusive, Glob: seg2, Err: unavailable, Landed: true, Nth: 1},
+		}, false, true},
+		{"not landed, not seen", []faultfs.Rule{
+			{Op: faultfs.CreateExclusive, Glob: seg2, Err: unavailable, Nth: 1},
+		}, false, false},
+		{"not landed, seen absent", []faultfs.Rule{
+			{Op: faultfs.CreateExclusive, Glob: seg2, Err: unavailable, Nth: 1},
+		}, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ffs := faultfs.New(srv.FS(t))
+			fs := &armFS{FS: ffs, name: seg2}
+			if strings.HasSuffix(c.name, "not seen") {
+				// The store's look at the segment once its write failed
+				// gets no answer either.
+				fs.arm = func() { ffs.Add(faultfs.Rule{Op: faultfs.ReadFile, Glob: seg2, Err: unavailable, Nth: 1}) }
+			}
+			s, err := Open("test", WithFS(fs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			put(t, s, ModeWrite, k, fromJSON(t, sc, `[{"id":1}]`), PutOptions{})
+			ffs.Add(c.rules...)
+			in := fromJSON(t, sc, `[{"id":2}]`)
+			rec, err := s.Put(ctx, k, in, PutOptions{Mode: ModeAppend, RequestID: "r1"})
+			in.Release()
+			if c.ok {
+				if err != nil || rec == nil {
+					t.Fatalf("append whose segment landed: %v", err)
+				}
+			} else if !errors.Is(err, ErrUnavailable) && !errors.Is(err, fsys.ErrUnavailable) {
+				t.Fatalf("append: %v, want unavailable", err)
+			}
+			if n := ffs.Injected(faultfs.CreateExclusive); n != 1 {
+				t.Fatalf("%d segment writes failed, want 1 (append: %v)", n, err)
+			}
+			ffs.Clear()
+			want := `[{"id":1}]`
+			if c.landed {
+				want = `[{"id":1},{"id":2}]`
+			}
+			if _, got := readAll(t, s, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}}); got != want {
+				t.Fatalf("after the append: %s, want %s", got, want)
+			}
+			// The client's retry with the same request id.
+			in = fromJSON(t, sc, `[{"id":2}]`)
+			rec, err = s.Put(ctx, k, in, PutOptions{Mode: ModeAppend, RequestID: "r1"})
+			in.Release()
+			if err != nil {
+				t.Fatalf("retry: %v", err)
+			}
+			if rec.Replayed != c.landed {
+				t.Errorf("retry replayed: %v, want %v", rec.Replayed, c.landed)
+			}
+			if _, got := readAll(t, s, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}}); got != `[{"id":1},{"id":2}]` {
+				t.Fatalf("after the retry: %s", got)
+			}
+		})
+	}
+}
+
+// armFS runs arm after a CreateExclusive of name (to add a fault rule for
+// what comes after it).
+type armFS struct {
+	faultfs.FS
+	name string
+	arm  func()
+}
+
+func (f *armFS) CreateExclusive(ctx context.Context, name string, data []byte) error {
+	err := f.FS.CreateExclusive(ctx, name, data)
+	if name == f.name && f.arm != nil {
+		f.arm()
+	}
+	return err
 }

@@ -16,6 +16,7 @@ package faultfs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/bits"
 	"path"
@@ -107,6 +108,11 @@ type Rule struct {
 	After int
 	// Nth, if positive, fails only the Nth matching call.
 	Nth int
+	// Landed makes the call first and returns the error after it
+	// succeeded: a request the storage took whose answer was lost (object
+	// storage over a network). For CreateExclusive and a Writer's Commit;
+	// other operations fail as without it.
+	Landed bool
 }
 
 // InjectedError is the error a rule injected.
@@ -114,6 +120,8 @@ type InjectedError struct {
 	Op   Op
 	Name string
 	Err  error
+	// Landed: the call was made (Rule.Landed).
+	Landed bool
 }
 
 func (e *InjectedError) Error() string {
@@ -240,7 +248,7 @@ func (f *faultFS) fault(op Op, name string) error {
 			fire = r.seen == r.Nth
 		}
 		if fire && err == nil {
-			err = &InjectedError{Op: op, Name: name, Err: r.Err}
+			err = &InjectedError{Op: op, Name: name, Err: r.Err, Landed: r.Landed}
 		}
 	}
 	if err != nil {
@@ -262,10 +270,19 @@ func (r *rule) matches(name string) bool {
 
 // CreateExclusive implements fsys.FS.
 func (f *faultFS) CreateExclusive(ctx context.Context, name string, data []byte) error {
-	if err := f.fault(CreateExclusive, name); err != nil {
-		return err
+	return landed(f.fault(CreateExclusive, name), func() error { return f.inner.CreateExclusive(ctx, name, data) })
+}
+
+// landed runs call unless err (an injected error) fails it, and returns
+// err after the call's success if err is one of Rule.Landed.
+func landed(err error, call func() error) error {
+	var ie *InjectedError
+	if err == nil || errors.As(err, &ie) && ie.Landed {
+		if cerr := call(); cerr != nil || err == nil {
+			return cerr
+		}
 	}
-	return f.inner.CreateExclusive(ctx, name, data)
+	return err
 }
 
 // Create implements fsys.FS; the Writer's Write and Commit are subject to
@@ -389,10 +406,7 @@ func (f *faultFS) StatPair(ctx context.Context, dir, name string) (d, e fsys.Ent
 // CreateExclusiveSync implements fsys.Relaxed (a CreateExclusive for the
 // rules).
 func (f *relaxedFS) CreateExclusiveSync(ctx context.Context, name string, data []byte, sync fsys.Sync) error {
-	if err := f.fault(CreateExclusive, name); err != nil {
-		return err
-	}
-	return f.r.CreateExclusiveSync(ctx, name, data, sync)
+	return landed(f.fault(CreateExclusive, name), func() error { return f.r.CreateExclusiveSync(ctx, name, data, sync) })
 }
 
 // CreateSync implements fsys.Relaxed (a Create for the rules); the
@@ -456,6 +470,10 @@ func (w *writer) Write(p []byte) (int, error) {
 // when a rule says so or a Write was failed.
 func (w *writer) Commit(ctx context.Context) error {
 	err := w.f.fault(Commit, w.name)
+	var ie *InjectedError
+	if err != nil && errors.As(err, &ie) && ie.Landed && w.err == nil {
+		return landed(err, func() error { return w.w.Commit(ctx) })
+	}
 	if err == nil {
 		err = w.err
 	}
