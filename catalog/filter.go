@@ -64,6 +64,11 @@ func (l *limitField) UnmarshalJSON(b []byte) error {
 	var n json.Number
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
+	// (A json.Number takes a string holding a number too: "5" was a
+	// limit of 5 where 2.0 was refused; red team round 47.)
+	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '"' {
+		return fmt.Errorf("%w: limit %s: want a whole number of rows ≥ 0, not a string", filter.ErrInvalid, truncate(string(b)))
+	}
 	if err := dec.Decode(&n); err != nil {
 		return fmt.Errorf("%w: limit %s: want a whole number of rows ≥ 0", filter.ErrInvalid, truncate(string(b)))
 	}

@@ -157,6 +157,7 @@ func TestPlanFilterAndLimit(t *testing.T) {
 		`{"path": "a/f", "filter": {"substrait": "!!"}}`:                    "base64",
 		`{"path": "a/f", "limit": -1}`:                                      "limit -1",
 		`{"path": "a/f", "limit": 1.5}`:                                     "limit 1.5",
+		`{"path": "a/f", "limit": "5"}`:                                     `limit "5"`,
 		`{"path": "a/f", "version": -1}`:                                    "descriptor: invalid argument: version -1",
 	} {
 		r, err := ParseCommand([]byte(cmd))
