@@ -513,13 +513,7 @@ func TestForeignFileOfAnotherTypeIsAFormatMismatch(t *testing.T) {
 	file("2.parquet", arrow.PrimitiveTypes.Float64, `[{"x":4.5}]`)
 	file("3.parquet", arrow.PrimitiveTypes.Uint64, `[{"x":18446744073709551615}]`)
 	for _, cols := range [][]string{nil, {"x"}} {
-		rdr, err := s.Read(context.Background(), k, ReadOptions{SnapshotOptions: latest.SnapshotOptions, Columns: cols})
-		if err == nil {
-			for rdr.Next() {
-			}
-			err = rdr.Err()
-			rdr.Release()
-		}
+		err := readErr(s, k, ReadOptions{SnapshotOptions: latest.SnapshotOptions, Columns: cols})
 		var ce *CorruptionError
 		if !errors.Is(err, ErrFormatMismatch) || errors.As(err, &ce) || errors.Is(err, ErrDataLoss) {
 			t.Fatalf("columns %v: got %v, want ErrFormatMismatch only", cols, err)
@@ -533,14 +527,7 @@ func TestForeignFileOfAnotherTypeIsAFormatMismatch(t *testing.T) {
 	if err := os.Remove(filepath.Join(vdir, "2.parquet")); err != nil {
 		t.Fatal(err)
 	}
-	rdr, err := s.Read(context.Background(), k, latest)
-	if err == nil {
-		for rdr.Next() {
-		}
-		err = rdr.Err()
-		rdr.Release()
-	}
-	if !errors.Is(err, ErrFormatMismatch) || !strings.Contains(err.Error(), "uint64") {
+	if err := readErr(s, k, latest); !errors.Is(err, ErrFormatMismatch) || !strings.Contains(err.Error(), "uint64") {
 		t.Fatalf("uint64 above int64's range: got %v", err)
 	}
 }

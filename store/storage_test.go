@@ -217,14 +217,7 @@ func TestS3OutageIsUnavailable(t *testing.T) {
 			t.Errorf("%s with the service gone: %v, want unavailable", what, err)
 		}
 	}
-	rdr, err := s.Read(ctx, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}})
-	if err == nil {
-		for rdr.Next() {
-		}
-		err = rdr.Err()
-		rdr.Release()
-	}
-	unavailable("read", err)
+	unavailable("read", readErr(s, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}}))
 	unavailable("list", s.ListProfiles(ctx, nil, func(ProfileSummary) error { return nil }))
 	_, _, err = s.Versions(ctx, k)
 	unavailable("versions", err)

@@ -92,6 +92,19 @@ func readAll(t *testing.T, s *Store, keys []string, o ReadOptions) (*arrow.Schem
 	return rdr.Schema(), string(b)
 }
 
+// readErr reads a profile through and returns the read's error (of the
+// plan or of any batch), for tests of reads that must fail.
+func readErr(s *Store, keys []string, o ReadOptions) error {
+	rdr, err := s.Read(context.Background(), keys, o)
+	if err != nil {
+		return err
+	}
+	defer rdr.Release()
+	for rdr.Next() {
+	}
+	return rdr.Err()
+}
+
 func put(t *testing.T, s *Store, mode Mode, keys []string, rdr array.RecordReader, o PutOptions) *CommitRecord {
 	t.Helper()
 	defer rdr.Release()

@@ -24,10 +24,11 @@ type Conformer struct {
 }
 
 // PlanConform checks that in (a put's schema) has the same column names
-// as target (the profile's) (in any order) with types equal, equal but for nested field names, nullability
-// and metadata, or (when castTypes) losslessly widenable, and returns how to
-// convert. what names the target in messages ("sales/orders v3"). The error
-// wraps ErrSchemaMismatch and names every column that differs.
+// as target (the profile's) (in any order) with types equal, equal but
+// for nested field names, nullability and metadata, or (when castTypes)
+// losslessly widenable, and returns how to convert. what names the target
+// in messages ("sales/orders v3"). The error wraps ErrSchemaMismatch and
+// names every column that differs.
 //
 // Without castTypes (CSV profiles, whose types are inferred on read and so
 // never match what the writer sent) types are not compared at all.

@@ -172,6 +172,10 @@ func clean(err error, redact ...string) error {
 		se.kind = fsys.ErrPrecondition
 	case se.status == 409 && se.code == "ConditionalRequestConflict":
 		se.kind = errConflict
+	case se.status == 501 || se.code == "NotImplemented":
+		// The service lacks what was asked (a header, an operation): a
+		// retry would meet the same answer. (The start-up probe finds
+		// what the commit protocol needs.)
 	case se.status >= 500 || se.code == "SlowDown" || se.code == "ServiceUnavailable" || se.code == "InternalError":
 		se.kind = fsys.ErrUnavailable
 	}
