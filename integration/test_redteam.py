@@ -5,7 +5,8 @@ and 6); redteam_write/ puts, compacts, sweeps and verifies (rounds 7 and
 8; round 10's dictionary scripts are d*.py, rounds 12 and 13's command-line
 client scripts c*.py and e*.py, f*.py the CSV round trip after them, round
 14's shared append files g*.py, round 15's h*.py, round 16's i*.py, round
-17's j*.py and its follow-up k*.py, round 18's s*.py, round 19's t*.py, round 20's u*.py, round 21's v*.py, round 22's w*.py, round 24's y*.py, round 25's z*.py, round 26's a*.py). See
+17's j*.py and its follow-up k*.py, round 18's s*.py, round 19's t*.py, round 20's u*.py, round 21's v*.py, round 22's w*.py, round 24's y*.py, round 25's z*.py, round 26's a*.py). redteam_s3/ holds the attacks on Quiver over S3
+(rounds 48 and on: r48_*.py), which start versitygw themselves. See
 docs/reliability.md, "Bugs found"."""
 
 import os
@@ -17,9 +18,13 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import versitygw_binary
 
 HERE = Path(__file__).parent
 SCRIPTS = [f"{d}/{p.name}" for d in ("redteam_read", "redteam_write") for p in sorted((HERE / d).glob("[abdcefghijklmnopqrstuvwxyz][0-9]*.py"))]
+# Attacks on Quiver over S3 (rounds 48 and 49): each starts its own
+# versitygw ($VERSITYGW) and servers, and may kill and restart them.
+S3_SCRIPTS = [f"redteam_s3/{p.name}" for p in sorted((HERE / "redteam_s3").glob("r[0-9]*.py"))]
 
 
 def free_port() -> int:
@@ -30,7 +35,22 @@ def free_port() -> int:
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_redteam(script, quiver_bin, tmp_path):
-    env = dict(os.environ, QUIVER=str(quiver_bin), PORT=str(free_port()))
+    run_script(script, dict(os.environ, QUIVER=str(quiver_bin), PORT=str(free_port())), tmp_path)
+
+
+@pytest.mark.parametrize("script", S3_SCRIPTS)
+def test_redteam_s3(script, quiver_bin, tmp_path):
+    try:
+        vgw = versitygw_binary()
+    except Exception as e:  # noqa: BLE001 - any reason it cannot be had
+        if os.environ.get("CI"):
+            pytest.fail(f"versitygw unavailable in CI: {e}")
+        pytest.skip(f"versitygw unavailable (CI=true makes this a failure): {e}")
+    run_script(script, dict(os.environ, QUIVER=str(quiver_bin), VERSITYGW=str(vgw), TMPDIR=str(tmp_path)), tmp_path)
+
+
+def run_script(script, env, tmp_path):
+    """Run a red-team script in a process group of its own; it must exit 0."""
     out, err = tmp_path / "stdout", tmp_path / "stderr"
     with open(out, "w") as o, open(err, "w") as e:
         # In a process group of its own, killed whole when the script
