@@ -667,7 +667,7 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 		files = nil // (committed or aborted)
 		var nd *notDurableError
 		if errors.As(err, &nd) {
-			notDurable = fmt.Errorf("%w: %s: committed, but the commit could not be made durable (a machine crash may lose it); retry with the same request_id: %w", ErrUnavailable, p, nd.err)
+			notDurable = notDurableErr(p, nd.err)
 			err = nil
 		}
 		var fe *fileCommitError
@@ -693,6 +693,12 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 				ps.log.add(all)
 				ps.mu.Unlock()
 				err = nil
+				// (Where names need a sync to last, as commitSegment's
+				// own link does.)
+				if serr := fsys.SyncDir(ctx, s.fs, p.join(logDir)); serr != nil {
+					ps.commit.logUnsynced.Store(true)
+					notDurable = notDurableErr(p, serr)
+				}
 			case lerr != nil:
 				return failAs(fmt.Errorf("%w: %s: the storage did not answer the commit; whether it committed is unknown: retry with the same request_id: %w", ErrUnavailable, p, err), true)
 			}
@@ -958,6 +964,12 @@ type fileCommitError struct{ err error }
 
 func (e *fileCommitError) Error() string { return e.err.Error() }
 func (e *fileCommitError) Unwrap() error { return e.err }
+
+// notDurableErr is what the puts of a cycle committed but not known to
+// be durable are told (err: the sync's error).
+func notDurableErr(p profile, err error) error {
+	return fmt.Errorf("%w: %s: committed, but the commit could not be made durable (a machine crash may lose it); retry with the same request_id: %w", ErrUnavailable, p, err)
+}
 
 // notDurableError is commitSegment's error once the segment is linked
 // (its records committed and visible) but the sync that makes its name

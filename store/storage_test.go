@@ -227,15 +227,18 @@ func TestS3OutageIsUnavailable(t *testing.T) {
 	unavailable("append", err)
 }
 
-// TestS3LostAnswerOfCommit: a commit whose log segment the storage took
+// TestLostAnswerOfCommit: a commit whose log segment the storage took
 // without its answer reaching the store (object storage over a network:
 // the connection dropped after the request landed) is not "nothing was
 // committed". The put's files were removed then, and the version's
 // committed record named files gone: every read of the version failed
 // DATA_LOSS. Now the store looks: a segment that landed is a commit; one
 // it cannot see either way leaves the put's files in place, and a retry
-// with the request id is replayed or commits once.
-func TestS3LostAnswerOfCommit(t *testing.T) {
+// with the request id is replayed or commits once. On S3 (versitygw) the
+// segment is a conditional create; on a local disk a written file linked
+// to its name, where the same decisions hold (and a segment found there
+// has its directory synced before the puts are answered).
+func TestLostAnswerOfCommit(t *testing.T) {
 	srv := s3test.Start(t)
 	k := []string{"lost", "p"}
 	seg2 := "lost/p/" + logDir + "/" + segmentName(2) // the append's segment
@@ -260,14 +263,35 @@ func TestS3LostAnswerOfCommit(t *testing.T) {
 		{"not landed, seen absent", []faultfs.Rule{
 			{Op: faultfs.CreateExclusive, Glob: seg2, Err: unavailable, Nth: 1},
 		}, false, false},
+		// A local disk's segment is a written file linked to its name
+		// (Commit): the same decisions, there.
+		{"local: landed, answer lost", []faultfs.Rule{
+			{Op: faultfs.Commit, Glob: seg2, Err: unavailable, Landed: true, Nth: 1},
+		}, true, true},
+		{"local: not landed, seen absent", []faultfs.Rule{
+			{Op: faultfs.Commit, Glob: seg2, Err: unavailable, Nth: 1},
+		}, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ffs := faultfs.New(srv.FS(t))
-			fs := &armFS{FS: ffs, name: seg2}
+			var inner fsys.FS
+			op := faultfs.CreateExclusive
+			if strings.HasPrefix(c.name, "local:") {
+				l, err := fsys.NewLocal(t.TempDir())
+				if err != nil {
+					t.Fatal(err)
+				}
+				inner, op = l, faultfs.Commit
+			} else {
+				inner = srv.FS(t)
+			}
+			ffs := faultfs.New(inner)
+			var fs fsys.FS = ffs // (relaxed where the local disk is)
 			if strings.HasSuffix(c.name, "not seen") {
 				// The store's look at the segment once its write failed
 				// gets no answer either.
-				fs.arm = func() { ffs.Add(faultfs.Rule{Op: faultfs.ReadFile, Glob: seg2, Err: unavailable, Nth: 1}) }
+				fs = &armFS{FS: ffs, name: seg2, arm: func() {
+					ffs.Add(faultfs.Rule{Op: faultfs.ReadFile, Glob: seg2, Err: unavailable, Nth: 1})
+				}}
 			}
 			s, err := Open("test", WithFS(fs))
 			if err != nil {
@@ -286,7 +310,7 @@ func TestS3LostAnswerOfCommit(t *testing.T) {
 			} else if !errors.Is(err, ErrUnavailable) && !errors.Is(err, fsys.ErrUnavailable) {
 				t.Fatalf("append: %v, want unavailable", err)
 			}
-			if n := ffs.Injected(faultfs.CreateExclusive); n != 1 {
+			if n := ffs.Injected(op); n != 1 {
 				t.Fatalf("%d segment writes failed, want 1 (append: %v)", n, err)
 			}
 			ffs.Clear()
@@ -315,7 +339,8 @@ func TestS3LostAnswerOfCommit(t *testing.T) {
 }
 
 // armFS runs arm after a CreateExclusive of name (to add a fault rule for
-// what comes after it).
+// what comes after it). It offers none of the optional interfaces
+// (fsys.Relaxed): over S3 the store sees the same.
 type armFS struct {
 	faultfs.FS
 	name string
