@@ -49,12 +49,43 @@ type committer struct {
 	// answered from the log without a cycle (replay). Only the leader
 	// sets and clears it.
 	logUnsynced atomic.Bool
-	// strandedLock is the content of the profile's manifest lock as this
-	// process took it and then failed to remove (a release that failed):
-	// the lock is still this process's and held by nobody, and this
-	// process's next lockProfile of the profile takes it back
-	// (takeBackLock).
-	strandedLock atomic.Pointer[[]byte]
+	// stranded are the contents of manifest locks of the profile this
+	// process may hold with nobody to release them: one it took and then
+	// failed to remove (a release that failed), or one whose creation got
+	// no answer (it may have been made). This process's next lockProfile
+	// of the profile that finds one of them takes it back (takeBackLock).
+	stranded strandedLocks
+}
+
+// strandedLocks is a set of lock contents (a few at most: each is one
+// failure of the storage, and is dropped once taken back or seen to be
+// another's).
+type strandedLocks struct {
+	mu    sync.Mutex
+	locks [][]byte
+}
+
+// add records a lock's content (the newest few kept).
+func (sl *strandedLocks) add(raw []byte) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if len(sl.locks) >= 4 {
+		sl.locks = sl.locks[1:]
+	}
+	sl.locks = append(sl.locks, raw)
+}
+
+// take removes raw from the set and reports whether it was in it.
+func (sl *strandedLocks) take(raw []byte) bool {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	for i, l := range sl.locks {
+		if bytes.Equal(l, raw) {
+			sl.locks = slices.Delete(sl.locks, i, i+1)
+			return true
+		}
+	}
+	return false
 }
 
 // maxLockHold bounds how long back-to-back cycles of a busy profile keep

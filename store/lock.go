@@ -214,7 +214,7 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 	// the next lockProfile of this process takes it back rather than
 	// wait for it as another writer's until the stale limit.
 	stranded := func(err error) error {
-		s.state(p).commit.strandedLock.Store(&me)
+		s.state(p).commit.stranded.add(me)
 		return fmt.Errorf("release manifest lock of %s: %w", p, err)
 	}
 	unlock := func() error {
@@ -274,6 +274,14 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 			continue
 		}
 		if !errors.Is(err, fsys.ErrExist) {
+			if errors.Is(err, fsys.ErrUnavailable) && !errors.Is(err, fsys.ErrDenied) {
+				// The storage may have taken the create without its
+				// answer reaching us: the lock would then be ours and
+				// nobody's to release, and every writer, this process's
+				// too, would wait for it until it is stale. It is
+				// stranded, as one whose release failed.
+				s.state(p).commit.stranded.add(me)
+			}
 			return nil, fmt.Errorf("lock manifest of %s: %w", p, raced(p, err))
 		}
 		ls, err := s.inspectLock(ctx, p)
@@ -313,19 +321,19 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 }
 
 // takeBackLock takes over the held lock ls (compare-and-swap, with me)
-// when it is one this process failed to release (strandedLock, byte for
-// byte: its owner's time tells one lock of this process from another),
-// which nobody holds. It reports whether it did.
+// when it is one this process failed to release or may have made without
+// knowing (stranded, byte for byte: its owner's time tells one lock of
+// this process from another), which nobody holds. It reports whether it
+// did.
 func (s *Store) takeBackLock(ctx context.Context, p profile, ls *lockState, me []byte) bool {
 	c := &s.state(p).commit
-	sp := c.strandedLock.Load()
-	if sp == nil || !bytes.Equal(*sp, ls.raw) || !c.strandedLock.CompareAndSwap(sp, nil) {
+	if !c.stranded.take(ls.raw) {
 		return false
 	}
 	if err := fsys.ReplaceSync(ctx, s.fs, p.join(lockName), me, ls.token, fsys.SyncNone); err != nil {
 		if !errors.Is(err, fsys.ErrPrecondition) {
 			// Still ours: a later attempt takes it back.
-			c.strandedLock.CompareAndSwap(nil, sp)
+			c.stranded.add(ls.raw)
 		}
 		return false
 	}

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -383,6 +384,11 @@ type staged struct {
 	rows    int64
 	o       PutOptions
 	dirSeqs map[string]int // files started per directory, across stream calls
+	// uncertain are the files whose commit got no answer (object
+	// storage): each may exist, with the content recorded, and is
+	// removed as the put's own if it fails (discard). (Appended to
+	// under uncertainMu: files are committed on several goroutines.)
+	uncertain []FileRecord
 	// carryLocked: a compaction that lost to appends takes in the late
 	// ones inside the commit cycle (holding the lock).
 	carryLocked bool
@@ -900,6 +906,12 @@ func (s *Store) discard(ps *profileState, st *staged) {
 			return // its claims stay: the index must not be reused over a file
 		}
 	}
+	for _, f := range st.uncertain {
+		if !s.removeOwn(ctx, ps.p.join(f.Path), f) {
+			s.opts.log.Error().Str("profile", ps.p.String()).Str("file", f.Path).Msg("could not tell whether a file of a failed put exists; sweep will remove it")
+			return // (as above)
+		}
+	}
 	// Its claims go too, now that no file of it holds their indices: a
 	// refused put leaves the data directory as it found it. (A claim is
 	// never deleted while a file of its index may exist.)
@@ -943,19 +955,8 @@ func (s *Store) keep(st *staged) {
 func (s *Store) discardVersion(ctx context.Context, ps *profileState, st *staged) {
 	p := ps.p
 	own := func(name, sum string, size int64) bool {
-		f, err := s.fs.Open(ctx, name)
-		if err != nil {
-			return false
-		}
-		defer f.Close()
-		if size >= 0 && f.Size() != size {
-			return false
-		}
-		h := sha256.New()
-		if _, err := io.Copy(h, io.NewSectionReader(f, 0, f.Size())); err != nil {
-			return false
-		}
-		return hex.EncodeToString(h.Sum(nil)) == sum
+		ok, err := s.fileIs(ctx, name, sum, size)
+		return ok && err == nil
 	}
 	kept := false
 	dirs := map[string]bool{}
@@ -970,12 +971,21 @@ func (s *Store) discardVersion(ctx context.Context, ps *profileState, st *staged
 			kept = true
 		}
 	}
+	for _, f := range st.uncertain {
+		name := p.join(f.Path)
+		dirs[path.Dir(name)] = true
+		if !s.removeOwn(ctx, name, f) {
+			kept = true
+		}
+	}
 	vdir := p.vdir(st.version)
 	// Partition directories before the .version.json, which goes last: a
 	// version holding partition directories and no .version.json reads as
-	// Quiver's whose metadata was removed (loadVersion).
+	// Quiver's whose metadata was removed (loadVersion). Likewise one
+	// holding a data file: with a file left, the .version.json stays, and
+	// the version reads as an abandoned write, which sweep removes.
 	s.removeEmptyUnder(ctx, vdir, slices.Collect(maps.Keys(dirs)))
-	if st.infoHash != "" {
+	if st.infoHash != "" && !kept {
 		name := path.Join(vdir, versionInfoName)
 		if own(name, st.infoHash, -1) {
 			// The version is still this write's: the claims its split
@@ -995,6 +1005,55 @@ func (s *Store) discardVersion(ctx context.Context, ps *profileState, st *staged
 	if kept {
 		s.opts.log.Error().Str("profile", p.String()).Str("version", VersionName(st.version)).Msg("could not remove all files of a failed write; sweep will")
 	}
+}
+
+// commitUnknown records f as a file whose commit failed with err, when
+// err leaves unknown whether it was made (object storage that took the
+// request without its answer reaching us).
+func (st *staged) commitUnknown(err error, f FileRecord) {
+	if !errors.Is(err, fsys.ErrUnavailable) || errors.Is(err, fsys.ErrDenied) {
+		return
+	}
+	uncertainMu.Lock()
+	st.uncertain = append(st.uncertain, f)
+	uncertainMu.Unlock()
+}
+
+// uncertainMu guards staged.uncertain (a rare path: one lock for all).
+var uncertainMu sync.Mutex
+
+// removeOwn removes the file name if it is f (its size and SHA-256): a
+// file of a failed put whose commit may have been made. It reports
+// whether the file is known gone (absent, or removed); false: it may
+// still be there (it could not be read or removed, or it is not f).
+func (s *Store) removeOwn(ctx context.Context, name string, f FileRecord) bool {
+	ok, err := s.fileIs(ctx, name, f.SHA256, f.Bytes)
+	switch {
+	case isNotExist(err):
+		return true
+	case err != nil || !ok:
+		return false
+	}
+	err = s.fs.Delete(ctx, name)
+	return err == nil || isNotExist(err)
+}
+
+// fileIs reports whether the file name has the SHA-256 sum (and size,
+// unless negative); an error is the storage's (fsys.ErrNotExist: absent).
+func (s *Store) fileIs(ctx context.Context, name, sum string, size int64) (bool, error) {
+	f, err := s.fs.Open(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	if size >= 0 && f.Size() != size {
+		return false, nil
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, f.Size())); err != nil {
+		return false, err
+	}
+	return hex.EncodeToString(h.Sum(nil)) == sum, nil
 }
 
 // removeEmptyUnder deletes the directories dirs, and their parents below
@@ -1724,6 +1783,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		}
 		if err := k.w.Commit(ctx); err != nil {
 			_ = k.w.Abort()
+			st.commitUnknown(err, FileRecord{Path: strings.TrimPrefix(k.name, p.dir+"/"), Bytes: k.fw.Size(), SHA256: k.fw.SHA256()})
 			return fmt.Errorf("write %s: %w", p, err)
 		}
 		return nil
@@ -2141,6 +2201,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		ends = startFileEnds(func(k *sink) error {
 			if err := k.w.Commit(ctx); err != nil {
 				_ = k.w.Abort()
+				st.commitUnknown(err, k.endRec)
 				return fmt.Errorf("write %s: %w", p, err)
 			}
 			return nil

@@ -1,0 +1,138 @@
+package maint_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/fsys"
+	"github.com/quiverdb/quiver/store/fsys/faultfs"
+	"github.com/quiverdb/quiver/store/maint"
+)
+
+// objectFS is a local directory seen as object storage sees it: none of
+// the optional interfaces (fsys.Relaxed: no staged links, no directory
+// syncs), so the store takes the commit path it takes over S3.
+type objectFS struct{ fsys.FS }
+
+// TestLostAnswersRapid: puts through storage that fails one call now and
+// then, some of them after doing what was asked (a request that landed
+// whose answer was lost), with a client that retries every failed put with
+// its request id until it is answered, as clients are told to. Whatever
+// call fails, and whether it landed: each put's rows are in the profile
+// exactly once (a write's replacing what was before, partitioned or
+// not), no read fails, and
+// verify finds nothing wrong once sweep has removed what failed puts left.
+func TestLostAnswersRapid(t *testing.T) {
+	ops := []faultfs.Op{faultfs.CreateExclusive, faultfs.Commit, faultfs.Create, faultfs.Write,
+		faultfs.ReadFile, faultfs.Replace, faultfs.Open, faultfs.Read, faultfs.Stat, faultfs.List,
+		faultfs.Mkdir, faultfs.Delete}
+	unavailable := fmt.Errorf("request failed: read: connection reset by peer: %w", fsys.ErrUnavailable)
+	rapid.Check(t, func(rt *rapid.T) {
+		local, err := fsys.NewLocal(t.TempDir())
+		if err != nil {
+			rt.Fatal(err)
+		}
+		ffs := faultfs.New(objectFS{local})
+		s, err := store.Open("test", store.WithFS(ffs), store.WithLockTimeout(2*time.Second))
+		if err != nil {
+			rt.Fatal(err)
+		}
+		ctx := context.Background()
+		k := []string{"lost", "p"}
+		var model []int64 // the profile's rows, as the client was told
+		n := rapid.IntRange(1, 12).Draw(rt, "puts")
+		for i := range n {
+			mode := store.ModeAppend
+			if i == 0 || rapid.IntRange(0, 4).Draw(rt, "write") == 0 {
+				mode = store.ModeWrite
+			}
+			rows := make([]int64, rapid.IntRange(1, 3).Draw(rt, "rows"))
+			var js []string
+			for j := range rows {
+				rows[j] = int64(i*10 + j)
+				js = append(js, fmt.Sprintf(`{"id":%d,"region":%q}`, rows[j], rapid.SampledFrom([]string{"eu", "us", "jp"}).Draw(rt, "region")))
+			}
+			var by []string
+			if mode == store.ModeWrite && rapid.Bool().Draw(rt, "partitioned") {
+				by = []string{"region"}
+			}
+			id := fmt.Sprintf("r%d", i)
+			var rec *store.CommitRecord
+			for attempt := 0; ; attempt++ {
+				if attempt < 3 && rapid.Bool().Draw(rt, "fault") {
+					ffs.Add(faultfs.Rule{
+						Op:     rapid.SampledFrom(ops).Draw(rt, "op"),
+						Err:    unavailable,
+						Nth:    rapid.IntRange(1, 6).Draw(rt, "nth"),
+						Landed: rapid.Bool().Draw(rt, "landed"),
+					})
+				}
+				in := fromJSON(t, regionSchema, "["+strings.Join(js, ",")+"]")
+				rec, err = s.Put(ctx, k, in, store.PutOptions{Mode: mode, RequestID: id, PartitionBy: by})
+				in.Release()
+				rt.Logf("put %s (%s) attempt %d: %v", id, mode, attempt, err)
+				ffs.Clear()
+				if err == nil {
+					break
+				}
+				if attempt >= 4 {
+					rt.Fatalf("put %s (%s): still failing without faults: %v", id, mode, err)
+				}
+			}
+			if rec.Replayed && rec.Rows != int64(len(rows)) {
+				rt.Fatalf("put %s replayed with %d rows, want %d", id, rec.Rows, len(rows))
+			}
+			if mode == store.ModeWrite {
+				model = nil
+			}
+			model = append(model, rows...)
+			got, err := readRows(s, k)
+			if err != nil {
+				rt.Fatalf("read after put %s: %v", id, err)
+			}
+			slices.Sort(got)
+			want := slices.Sorted(slices.Values(model))
+			if !slices.Equal(got, want) {
+				rt.Fatalf("after put %s (%s): the profile holds %v, want %v", id, mode, got, want)
+			}
+		}
+		sw, err := maint.Sweep(ctx, s, 0)
+		if err != nil {
+			rt.Fatalf("sweep: %v", err)
+		}
+		rt.Logf("sweep: %+v", sw)
+		rep, err := maint.Verify(ctx, s, maint.VerifyOptions{})
+		if err != nil || !rep.OK {
+			rt.Fatalf("verify: %+v, %v", rep, err)
+		}
+	})
+}
+
+// readRows reads the latest version's id column.
+func readRows(s *store.Store, k []string) ([]int64, error) {
+	rdr, err := s.Read(context.Background(), k, store.ReadOptions{SnapshotOptions: store.SnapshotOptions{Version: store.Latest}, Columns: []string{"id"}})
+	if err != nil {
+		return nil, err
+	}
+	defer rdr.Release()
+	var out []int64
+	for rdr.Next() {
+		c := rdr.RecordBatch().Column(0)
+		for j := 0; j < c.Len(); j++ {
+			v, ok := c.(interface{ Value(int) int64 })
+			if !ok {
+				return nil, errors.New("id is not int64")
+			}
+			out = append(out, v.Value(j))
+		}
+	}
+	return out, rdr.Err()
+}
