@@ -214,7 +214,7 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 	// the next lockProfile of this process takes it back rather than
 	// wait for it as another writer's until the stale limit.
 	stranded := func(err error) error {
-		s.state(p).commit.stranded.add(me)
+		s.strand(p, me)
 		return fmt.Errorf("release manifest lock of %s: %w", p, err)
 	}
 	unlock := func() error {
@@ -280,7 +280,7 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 				// nobody's to release, and every writer, this process's
 				// too, would wait for it until it is stale. It is
 				// stranded, as one whose release failed.
-				s.state(p).commit.stranded.add(me)
+				s.strand(p, me)
 			}
 			return nil, fmt.Errorf("lock manifest of %s: %w", p, raced(p, err))
 		}
@@ -318,6 +318,71 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 		}
 		poll = min(2*poll, s.opts.lockPoll)
 	}
+}
+
+// strand records raw as a lock of p this process may hold with nobody to
+// release it (stranded), and removes it in the background once the
+// storage answers: this process takes it back when it next locks p, but
+// another server's writers would wait for it until it is stale (ten
+// minutes by default), should this process not come back to p.
+func (s *Store) strand(p profile, raw []byte) {
+	c := &s.state(p).commit
+	c.stranded.add(raw)
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		for delay := strandedRetry; delay <= 64*strandedRetry; delay *= 2 {
+			t := time.NewTimer(delay)
+			select {
+			case <-s.quit:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			if !c.stranded.take(raw) {
+				return // taken back meanwhile (or forgotten for newer ones)
+			}
+			if s.dropLock(p, raw) {
+				return
+			}
+			c.stranded.add(raw)
+		}
+	}()
+}
+
+// strandedRetry is the first wait of strand's removal (doubled at each
+// attempt, seven in all). A variable for tests.
+var strandedRetry = time.Second
+
+// dropLock removes p's manifest lock if it still holds raw. It reports
+// whether raw is known gone (removed, or the lock is another's or none);
+// false: the storage did not answer.
+func (s *Store) dropLock(p profile, raw []byte) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name := p.join(lockName)
+	got, tok, err := s.fs.ReadFile(ctx, name)
+	switch {
+	case isNotExist(err):
+		return true
+	case err != nil:
+		return false
+	case !bytes.Equal(got, raw):
+		return true
+	}
+	if cd, ok := s.fs.(fsys.ConditionalDeleter); ok {
+		err = cd.DeleteIfMatch(ctx, name, tok)
+		if errors.Is(err, fsys.ErrPrecondition) {
+			return true
+		}
+	} else {
+		err = fsys.DeleteSync(ctx, s.fs, name, fsys.SyncFull)
+	}
+	if err != nil && !isNotExist(err) {
+		return false
+	}
+	s.opts.log.Warn().Str("profile", p.String()).Str("lock", string(raw)).Msg("removed a manifest lock this process had failed to release or could not tell it had taken")
+	return true
 }
 
 // takeBackLock takes over the held lock ls (compare-and-swap, with me)

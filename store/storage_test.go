@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -354,3 +355,53 @@ func (f *armFS) CreateExclusive(ctx context.Context, name string, data []byte) e
 	}
 	return err
 }
+
+// TestStrandedLockRemovedForOthers: a manifest lock this process may have
+// taken without knowing (its create went unanswered) is removed in the
+// background once the storage answers, so that another server's writers
+// do not wait for it until it is stale (ten minutes), should this process
+// not come back to the profile.
+func TestStrandedLockRemovedForOthers(t *testing.T) {
+	defer func(d time.Duration) { strandedRetry = d }(strandedRetry)
+	strandedRetry = 20 * time.Millisecond
+	dir := t.TempDir()
+	local, err := fsys.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ffs := faultfs.New(objectFS{local})
+	a, err := Open("a", WithFS(ffs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(dir, WithLockTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := []string{"stranded", "p"}
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	put(t, a, ModeWrite, k, fromJSON(t, sc, `[{"id":1}]`), PutOptions{})
+	ffs.Add(faultfs.Rule{Op: faultfs.CreateExclusive, Glob: lockName, Err: fmt.Errorf("reset: %w", fsys.ErrUnavailable), Landed: true, Nth: 1})
+	in := fromJSON(t, sc, `[{"id":2}]`)
+	_, err = a.Put(context.Background(), k, in, PutOptions{Mode: ModeAppend})
+	in.Release()
+	if !errors.Is(err, fsys.ErrUnavailable) {
+		t.Fatalf("append whose lock went unanswered: %v", err)
+	}
+	ffs.Clear()
+	if _, err := local.Stat(context.Background(), "stranded/p/"+lockName); err != nil {
+		t.Fatalf("the lock was not made (the test's premise): %v", err)
+	}
+	start := time.Now()
+	put(t, b, ModeAppend, k, fromJSON(t, sc, `[{"id":3}]`), PutOptions{})
+	if _, rows := readAll(t, b, k, ReadOptions{SnapshotOptions: SnapshotOptions{Version: Latest}}); rows != `[{"id":1},{"id":3}]` {
+		t.Fatalf("rows %s", rows)
+	}
+	t.Logf("the other store's append waited %s", time.Since(start).Round(time.Millisecond))
+}
+
+// objectFS is a local directory seen as object storage sees it: none of
+// the optional interfaces (fsys.Relaxed), so the store takes the commit
+// path it takes over S3.
+type objectFS struct{ fsys.FS }

@@ -38,6 +38,9 @@ type Store struct {
 	putsBegun atomic.Uint64
 	budget    *memBudget
 	bg        sync.WaitGroup // background work (automatic compaction, syncs of released locks)
+	// quit is closed by Close: background work that waits stops.
+	quit      chan struct{}
+	closeOnce sync.Once
 	// cache is the IPC cache of decoded files (nil: none; readcache.go).
 	cache *ipccache.Cache
 	// readMem allocates what reads decode: a pool unless WithAllocator
@@ -209,7 +212,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		}
 		o.writer = fmt.Sprintf("%s@%s:%d", user, o.host, o.pid)
 	}
-	s := &Store{opts: o, profiles: map[string]*profileState{}, writing: map[string]int{}, budget: newMemBudget(o.putMemory), cache: o.cache}
+	s := &Store{opts: o, profiles: map[string]*profileState{}, writing: map[string]int{}, budget: newMemBudget(o.putMemory), cache: o.cache, quit: make(chan struct{})}
 	s.readMem = o.mem
 	s.footers = newFooterCache(footerCacheBytes)
 	if !o.memSet {
@@ -266,6 +269,7 @@ func (s *Store) FS() fsys.FS { return s.fs }
 // Close waits for background work (automatic compactions) and releases
 // the storage.
 func (s *Store) Close() error {
+	s.closeOnce.Do(func() { close(s.quit) })
 	s.bg.Wait()
 	if c, ok := s.fs.(interface{ Close() error }); ok {
 		return c.Close()

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -164,4 +168,122 @@ func readRows(s *store.Store, k []string) ([]int64, error) {
 		}
 	}
 	return out, rdr.Err()
+}
+
+// TestLostAnswersConcurrent: two stores (two servers) on one directory,
+// each through storage that fails one call now and then (some after doing
+// it), append concurrently with request ids and retry as clients are
+// told to, while compactions run: every acknowledged append's rows are in
+// the profile exactly once, and sweep and verify leave nothing wrong.
+func TestLostAnswersConcurrent(t *testing.T) {
+	ops := []faultfs.Op{faultfs.CreateExclusive, faultfs.Commit, faultfs.Create, faultfs.Write,
+		faultfs.ReadFile, faultfs.Replace, faultfs.Open, faultfs.Stat, faultfs.List, faultfs.Delete}
+	unavailable := fmt.Errorf("request failed: read: connection reset by peer: %w", fsys.ErrUnavailable)
+	seeds := 4
+	if testing.Short() {
+		seeds = 2
+	}
+	if n, err := strconv.Atoi(os.Getenv("QUIVER_LOST_SEEDS")); err == nil && n > 0 {
+		seeds = n // (longer runs)
+	}
+	for seed := range seeds {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			dir := t.TempDir()
+			k := []string{"lost", "c"}
+			var stores [2]*store.Store
+			var ffss [2]faultfs.FS
+			for i := range stores {
+				local, err := fsys.NewLocal(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var inner fsys.FS = objectFS{local}
+				if (seed+i)%2 == 1 {
+					inner = local
+				}
+				ffss[i] = faultfs.New(inner)
+				if stores[i], err = store.Open(fmt.Sprint("s", i), store.WithFS(ffss[i]), store.WithLockTimeout(5*time.Second)); err != nil {
+					t.Fatal(err)
+				}
+				defer stores[i].Close()
+			}
+			ctx := context.Background()
+			in := ids(-1)
+			if _, err := stores[0].Put(ctx, k, in, store.PutOptions{Mode: store.ModeWrite, RequestID: "w"}); err != nil {
+				t.Fatal(err)
+			}
+			in.Release()
+			const perWriter = 25
+			var (
+				mu   sync.Mutex
+				want = []int64{-1}
+				errs []error
+				wg   sync.WaitGroup
+			)
+			for w := range 4 {
+				wg.Go(func() {
+					rng := rand.New(rand.NewPCG(uint64(seed), uint64(w)))
+					s, ffs := stores[w%2], ffss[w%2]
+					for i := range perWriter {
+						id := fmt.Sprintf("w%d-%d", w, i)
+						row := int64(w*1000 + i)
+						for attempt := 0; ; attempt++ {
+							if attempt < 3 && rng.IntN(3) == 0 {
+								ffs.Add(faultfs.Rule{Op: ops[rng.IntN(len(ops))], Err: unavailable, Nth: 1 + rng.IntN(4), Landed: rng.IntN(2) == 0})
+							}
+							in := ids(row)
+							_, err := s.Put(ctx, k, in, store.PutOptions{Mode: store.ModeAppend, RequestID: id, Writer: fmt.Sprint("writer", w)})
+							in.Release()
+							if err == nil {
+								break
+							}
+							if attempt >= 8 {
+								mu.Lock()
+								errs = append(errs, fmt.Errorf("append %s: still failing: %w", id, err))
+								mu.Unlock()
+								return
+							}
+						}
+						mu.Lock()
+						want = append(want, row)
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Go(func() { // compactions, clean
+				for range 3 {
+					time.Sleep(30 * time.Millisecond)
+					_, _ = stores[1].Compact(ctx, k, store.CompactOptions{})
+				}
+			})
+			wg.Wait()
+			for _, e := range errs {
+				t.Error(e)
+			}
+			injected := 0
+			for _, f := range ffss {
+				f.Clear()
+				for _, op := range ops {
+					injected += f.Injected(op)
+				}
+			}
+			t.Logf("%d calls failed", injected)
+			got, err := readRows(stores[0], k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("the profile holds %d rows %v,\nwant %d %v", len(got), got, len(want), want)
+			}
+			if _, err := maint.Sweep(ctx, stores[0], 0); err != nil {
+				t.Fatalf("sweep: %v", err)
+			}
+			rep, err := maint.Verify(ctx, stores[0], maint.VerifyOptions{})
+			if err != nil || !rep.OK {
+				t.Fatalf("verify: %+v, %v", rep, err)
+			}
+		})
+	}
 }
