@@ -174,7 +174,7 @@ func (c *Catalog) Resolve(ctx context.Context, r *Request) ([][]string, error) {
 	var out [][]string
 	err := c.st.ListProfiles(ctx, m.Prefix, func(ps store.ProfileSummary) error {
 		if ps.Err != nil {
-			return nil
+			return unreadable(ps.Err) // (as List: p08)
 		}
 		if len(out) >= MaxProfiles {
 			return fmt.Errorf("%w: more than %d profiles under %q", ErrInvalid, MaxProfiles, store.ProfilePath(m.Prefix))

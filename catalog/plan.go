@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/quiverdb/quiver/internal/jsonlen"
 	"github.com/quiverdb/quiver/store"
+	"github.com/quiverdb/quiver/store/fsys"
 )
 
 // Catalog plans reads and lists profiles over one store. It keeps only
@@ -307,9 +309,13 @@ func (c *Catalog) groups(files []store.DataFile, t *Request) (out [][]string, ok
 func (c *Catalog) List(ctx context.Context, prefix []string, fn func(*flight.FlightInfo) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	type listedInfo struct {
+		info *flight.FlightInfo
+		err  error
+	}
 	type job struct {
 		keys []string
-		done chan *flight.FlightInfo // buffered: a planner never waits
+		done chan listedInfo // buffered: a planner never waits
 	}
 	// Profiles are planned by n workers, in order of the walk's jobs; the
 	// listing answers them in the walk's order. (A goroutine per profile
@@ -322,7 +328,8 @@ func (c *Catalog) List(ctx context.Context, prefix []string, fn func(*flight.Fli
 	for range n {
 		wg.Go(func() {
 			for j := range work {
-				j.done <- c.listed(ctx, j.keys)
+				info, err := c.listed(ctx, j.keys)
+				j.done <- listedInfo{info, err}
 			}
 		})
 	}
@@ -334,10 +341,12 @@ func (c *Catalog) List(ctx context.Context, prefix []string, fn func(*flight.Fli
 			if ps.Err != nil {
 				// An entry that is not a readable profile (a manifest that
 				// does not parse, a symbolic link): verify reports it; the
-				// listing goes on without it.
-				return nil
+				// listing goes on without it. Not so an entry the storage
+				// did not let the server read: a listing without it would
+				// be an answer, and wrong (red team round 49's p08).
+				return unreadable(ps.Err)
 			}
-			j := &job{keys: ps.Keys, done: make(chan *flight.FlightInfo, 1)}
+			j := &job{keys: ps.Keys, done: make(chan listedInfo, 1)}
 			for _, q := range []chan *job{work, jobs} {
 				select {
 				case q <- j:
@@ -353,11 +362,14 @@ func (c *Catalog) List(ctx context.Context, prefix []string, fn func(*flight.Fli
 		if err != nil {
 			continue // drain: the walk stops at the cancellation
 		}
-		info := <-j.done
-		if info == nil {
+		l := <-j.done
+		switch {
+		case l.err != nil:
+			err = l.err
+		case l.info == nil:
 			err = ctx.Err()
-		} else {
-			err = fn(info)
+		default:
+			err = fn(l.info)
 		}
 		if err != nil {
 			cancel()
@@ -374,15 +386,28 @@ func (c *Catalog) List(ctx context.Context, prefix []string, fn func(*flight.Fli
 }
 
 // listed is a profile's FlightInfo in a listing (nil when ctx ended).
-func (c *Catalog) listed(ctx context.Context, keys []string) *flight.FlightInfo {
+func (c *Catalog) listed(ctx context.Context, keys []string) (*flight.FlightInfo, error) {
 	info, err := c.Plan(ctx, &Request{Keys: keys, Version: Latest}, nil)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil
+			return nil, nil
+		}
+		if err := unreadable(err); err != nil {
+			return nil, err
 		}
 		info = &flight.FlightInfo{FlightDescriptor: PathDescriptor(keys), TotalRecords: -1, TotalBytes: -1, Ordered: true}
 	}
-	return info
+	return info, nil
+}
+
+// unreadable is err when it says that the storage did not answer or
+// refused the server (fsys.ErrUnavailable): a listing or a read of many
+// profiles fails on it rather than leave the profile out. nil otherwise.
+func unreadable(err error) error {
+	if errors.Is(err, fsys.ErrUnavailable) {
+		return err
+	}
+	return nil
 }
 
 // endpointTicket encodes the ticket of an endpoint, refused (ErrInvalid,

@@ -712,10 +712,12 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 			}
 			return fail(fmt.Errorf("%w: write %s: %w; nothing was committed: retry", ErrUnavailable, p, fe.err))
 		}
-		if errors.Is(err, fsys.ErrUnavailable) && !errors.Is(err, fsys.ErrDenied) {
+		var le *segmentLinkError
+		if errors.As(err, &le) && errors.Is(err, fsys.ErrUnavailable) && !errors.Is(err, fsys.ErrDenied) {
 			// The storage did not answer the segment's write (object
 			// storage over a network): it may have taken it all the
-			// same. Had the puts' files been removed on a segment that
+			// same. (Only that write: before it, a failure leaves the
+			// segment unmade, and the files it names perhaps aborted.) Had the puts' files been removed on a segment that
 			// landed, the version's committed records would name files
 			// gone: look.
 			switch landed, lerr := s.segmentLanded(ctx, p, all); {
@@ -853,7 +855,10 @@ func (s *Store) commitSegment(ctx context.Context, ps *profileState, recs []*Com
 		if err := commitFiles(ctx, files); err != nil {
 			return nil, err
 		}
-		return nil, s.writeSegment(ctx, ps, recs)
+		if err := s.writeSegment(ctx, ps, recs); err != nil {
+			return nil, &segmentLinkError{err}
+		}
+		return nil, nil
 	}
 	name, data := segmentOf(ps.p, recs)
 	w, err := fsys.CreateSync(ctx, s.fs, name, fsys.SyncContent)
@@ -931,7 +936,7 @@ func (s *Store) commitSegment(ctx context.Context, ps *profileState, recs []*Com
 	if err := w.Commit(ctx); err != nil {
 		_ = w.Abort()
 		stagedHead(true)
-		return nil, err
+		return nil, &segmentLinkError{err}
 	}
 	// Linked: the records are committed, visible to every reader, whether
 	// or not the sync of their name succeeds.
@@ -949,19 +954,28 @@ func (s *Store) commitSegment(ctx context.Context, ps *profileState, recs []*Com
 	return stagedHead(false), nil
 }
 
-// segmentLanded reports whether the log segment of recs, whose write got
-// no answer, is there all the same: its name holds its bytes (true), or
-// not (false: absent, or another committer's). An error: still unknown.
+// segmentLanded settles the write of the log segment of recs that got no
+// answer: it reports whether the segment is there now with recs' bytes
+// (true), or is not and cannot be (false: another committer's is); an
+// error leaves it unknown. Absence alone proves nothing: the service may
+// yet take the unanswered request (red team round 49's p01, four seconds
+// late, after a read had found nothing). So the segment is created again:
+// made now, it is the commit, and the late request fails on it; found, its
+// bytes tell whose it is.
 func (s *Store) segmentLanded(ctx context.Context, p profile, recs []*CommitRecord) (bool, error) {
 	name, data := segmentOf(p, recs)
-	got, _, err := s.fs.ReadFile(ctx, name)
-	switch {
-	case err == nil:
-		return bytes.Equal(got, data), nil
-	case isNotExist(err):
-		return false, nil
+	err := s.fs.CreateExclusive(ctx, name, data)
+	if err == nil {
+		return true, nil
 	}
-	return false, err
+	if !errors.Is(err, fsys.ErrExist) {
+		return false, err
+	}
+	got, _, err := s.fs.ReadFile(ctx, name)
+	if err != nil {
+		return false, err // (absent after "exists": no answer to trust)
+	}
+	return bytes.Equal(got, data), nil
 }
 
 // commitFiles commits files (written data files: synced, linked to their
@@ -1001,6 +1015,14 @@ func (e *fileCommitError) Unwrap() error { return e.err }
 func notDurableErr(p profile, err error) error {
 	return fmt.Errorf("%w: %s: committed, but the commit could not be made durable (a machine crash may lose it); retry with the same request_id: %w", ErrUnavailable, p, err)
 }
+
+// segmentLinkError is commitSegment's error when the segment's own
+// creation (its link to its name) failed, everything before it done: the
+// one step whose failure may leave the commit made (segmentLanded).
+type segmentLinkError struct{ err error }
+
+func (e *segmentLinkError) Error() string { return e.err.Error() }
+func (e *segmentLinkError) Unwrap() error { return e.err }
 
 // notDurableError is commitSegment's error once the segment is linked
 // (its records committed and visible) but the sync that makes its name

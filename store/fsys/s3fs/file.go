@@ -61,7 +61,7 @@ func (f *FS) Open(ctx context.Context, name string) (fsys.File, error) {
 func (f *FS) openEmpty(ctx context.Context, name, key string) (fsys.File, error) {
 	out, err := f.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &f.bucket, Key: &key})
 	if err != nil {
-		return nil, pathErr("open", name, f.clean(err))
+		return nil, pathErr("open", name, f.cleanHead(err))
 	}
 	if n := aws.ToInt64(out.ContentLength); n != 0 {
 		return nil, pathErr("open", name, fmt.Errorf("range refused on a %d-byte object", n))

@@ -32,9 +32,15 @@ func TestCleanClassifiesUnavailable(t *testing.T) {
 		{&smithy.GenericAPIError{Code: "PreconditionFailed"}, fsys.ErrPrecondition},
 		{answered(404, "NoSuchKey"), fsys.ErrNotExist},
 		{answered(404, "NoSuchUpload"), fsys.ErrNotExist},
-		{answered(404, "NotFound"), fsys.ErrNotExist}, // a HEAD: no body
-		{answered(404, ""), fsys.ErrNotExist},
+		// Without a code, a 404 is absence only in a HEAD's answer
+		// (cleanHead, below): elsewhere an intermediary's (red team round
+		// 49's p03).
+		{answered(404, "NotFound"), fsys.ErrUnavailable},
+		{answered(404, ""), fsys.ErrUnavailable},
 		{answered(503, "SlowDown"), fsys.ErrUnavailable},
+		{answered(400, "RequestTimeout"), fsys.ErrUnavailable},
+		{answered(409, "OperationAborted"), fsys.ErrUnavailable},
+		{answered(400, "KMS.DisabledException"), fsys.ErrDenied},
 		{answered(501, "NotImplemented"), nil}, // a retry would meet the same answer
 		// Refusals of the server itself are never absence, whatever
 		// their status (red team round 48's p02).
@@ -57,6 +63,14 @@ func TestCleanClassifiesUnavailable(t *testing.T) {
 		if c.want != fsys.ErrUnavailable && c.want != fsys.ErrDenied && errors.Is(got, fsys.ErrUnavailable) {
 			t.Errorf("clean(%v) = %v: unavailable", c.err, got)
 		}
+	}
+	for _, err := range []error{answered(404, "NotFound"), answered(404, ""), answered(404, "NoSuchKey")} {
+		if got := cleanHead(err); !errors.Is(got, fsys.ErrNotExist) {
+			t.Errorf("cleanHead(%v) = %v, want absent", err, got)
+		}
+	}
+	if got := cleanHead(answered(404, "XAdminUserNotFound")); errors.Is(got, fsys.ErrNotExist) {
+		t.Errorf("cleanHead of a refusal: %v, absent", got)
 	}
 }
 

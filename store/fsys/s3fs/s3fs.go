@@ -298,6 +298,9 @@ func (f *FS) dirPrefix(dir string) string {
 
 func (f *FS) clean(err error) error { return clean(err, f.redact...) }
 
+// cleanHead is clean for a HEAD's error (cleanHead).
+func (f *FS) cleanHead(err error) error { return cleanHead(err, f.redact...) }
+
 // noRetry turns the SDK's retries off for one request: conditional
 // writes retry in conditional, which knows what a retry means.
 func noRetry(o *s3.Options) { o.RetryMaxAttempts = 1 }
@@ -314,9 +317,33 @@ var cryptoRead = crand.Read
 // retried. A retry after an attempt whose outcome is unknown (no answer, a
 // 5xx) may find the condition failed because that attempt did land; the
 // write id in the object's metadata tells, so the caller gets success
-// rather than a false ErrExist/ErrPrecondition. The error is cleaned.
+// rather than a false ErrExist/ErrPrecondition. Once an attempt went
+// unanswered, no later answer but success tells what became of it (a
+// refusal of the retry, a timeout of the context): unless the object is
+// seen to be this write's (success) or another's (the last answer), the
+// error is one of unknown outcome (fsys.ErrUnavailable, whatever the last
+// answer was: red team round 49's p04, where a refused retry was taken for
+// "nothing written"). The error is cleaned.
 func (f *FS) conditional(ctx context.Context, key, id string, send func(context.Context) error) error {
 	uncertain := false
+	settle := func(err error) error {
+		if !uncertain {
+			return err
+		}
+		lctx := ctx
+		if ctx.Err() != nil {
+			var cancel context.CancelFunc
+			lctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), responseTimeout)
+			defer cancel()
+		}
+		switch f.landed(lctx, key, id) {
+		case writtenHere:
+			return nil
+		case writtenElse:
+			return err
+		}
+		return &unknownError{err: err}
+	}
 	for attempt := 1; ; attempt++ {
 		raw := send(ctx)
 		if raw == nil {
@@ -325,33 +352,55 @@ func (f *FS) conditional(ctx context.Context, key, id string, send func(context.
 		err := f.clean(raw)
 		switch {
 		case ctx.Err() != nil:
-			return ctx.Err()
+			return settle(ctx.Err())
 		case errors.Is(err, fsys.ErrPrecondition), errors.Is(err, fsys.ErrNotExist):
-			if uncertain && f.landed(ctx, key, id) {
-				return nil
-			}
-			return err
+			return settle(err)
 		case errors.Is(err, errConflict):
 			// Refused, nothing written: try again.
 		case f.retryable.IsErrorRetryable(raw) == aws.TrueTernary:
 			uncertain = true
 		default:
-			return err
+			return settle(err)
 		}
 		if attempt >= f.maxAttempts {
-			return err
+			return settle(err)
 		}
 		if err := sleep(ctx, backoff(attempt)); err != nil {
-			return err
+			return settle(err)
 		}
 	}
 }
 
-// landed reports whether key is the object written with id.
-func (f *FS) landed(ctx context.Context, key, id string) bool {
+// What landed found at a key.
+const (
+	writtenUnknown = iota // no answer, or nothing there yet (a request may still land)
+	writtenHere           // the object of this write (its id)
+	writtenElse           // another write's object
+)
+
+// landed tells whether key is the object written with id.
+func (f *FS) landed(ctx context.Context, key, id string) int {
 	out, err := f.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &f.bucket, Key: &key})
-	return err == nil && out.Metadata[writeIDKey] == id
+	switch {
+	case err != nil:
+		return writtenUnknown
+	case out.Metadata[writeIDKey] == id:
+		return writtenHere
+	}
+	return writtenElse
 }
+
+// unknownError is a conditional write's error when an attempt went
+// unanswered and nothing since told what became of it: the object may
+// have been written, or be written yet (a request the service takes
+// late). It matches fsys.ErrUnavailable only.
+type unknownError struct{ err error }
+
+func (e *unknownError) Error() string {
+	return "whether it was written is unknown (an attempt got no answer): " + e.err.Error()
+}
+
+func (e *unknownError) Unwrap() error { return fsys.ErrUnavailable }
 
 func backoff(attempt int) time.Duration {
 	d := 25 * time.Millisecond << min(attempt, 6)
@@ -497,7 +546,7 @@ func (f *FS) Stat(ctx context.Context, name string) (fsys.Entry, error) {
 	if err == nil {
 		return fsys.Entry{Name: name, Size: aws.ToInt64(out.ContentLength), ModTime: aws.ToTime(out.LastModified)}, nil
 	}
-	if err = f.clean(err); !errors.Is(err, fsys.ErrNotExist) {
+	if err = f.cleanHead(err); !errors.Is(err, fsys.ErrNotExist) {
 		return fsys.Entry{}, pathErr(op, name, err)
 	}
 	dir := key + "/"
@@ -596,7 +645,7 @@ func (f *FS) Mkdir(ctx context.Context, name string) error {
 	if err == nil {
 		return pathErr(op, name, fsys.ErrExist)
 	}
-	if err = f.clean(err); !errors.Is(err, fsys.ErrNotExist) {
+	if err = f.cleanHead(err); !errors.Is(err, fsys.ErrNotExist) {
 		return pathErr(op, name, err)
 	}
 	dir := key + "/"

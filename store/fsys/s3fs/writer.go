@@ -234,7 +234,7 @@ func (w *writer) complete(ctx context.Context) error {
 		if err == nil {
 			return fsys.ErrExist
 		}
-		if err = w.fs.clean(err); !errors.Is(err, fsys.ErrNotExist) {
+		if err = w.fs.cleanHead(err); !errors.Is(err, fsys.ErrNotExist) {
 			return err
 		}
 		_, err = w.fs.client.CompleteMultipartUpload(ctx, in())
