@@ -232,6 +232,10 @@ func TestClientErrorIsOneLine(t *testing.T) {
 	if !strings.Contains(err.Error(), "cannot reach a quiver server at localhost:8815") {
 		t.Fatalf("%q", err)
 	}
+	storage := `commit unavailable: p/q: the storage did not answer the commit; whether it committed is unknown: retry with the same request_id: s3fs: create "p/q/.log/1.ndjson": request failed: connection closed before the response was complete`
+	if err = clientError(status.Error(codes.Unavailable, storage), c); err.Error() != storage {
+		t.Fatalf("the server's storage error told as an unreachable server: %q", err)
+	}
 	wrapped := clientError(errors.Join(errors.New("x"), status.Error(codes.InvalidArgument, "bad")), c)
 	if wrapped.Error() != "bad" {
 		t.Fatalf("%q", wrapped)
