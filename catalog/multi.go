@@ -173,7 +173,7 @@ func (c *Catalog) Resolve(ctx context.Context, r *Request) ([][]string, error) {
 	}
 	var out [][]string
 	err := c.st.ListProfiles(ctx, m.Prefix, func(ps store.ProfileSummary) error {
-		if ps.Err != nil {
+		if ps.Err != nil && !listedAnyway(ps.Err) {
 			return unreadable(ps.Err) // (as List: p08)
 		}
 		if len(out) >= MaxProfiles {

@@ -338,7 +338,7 @@ func (c *Catalog) List(ctx context.Context, prefix []string, fn func(*flight.Fli
 		defer close(jobs)
 		defer close(work)
 		walkErr = c.st.ListProfiles(ctx, prefix, func(ps store.ProfileSummary) error {
-			if ps.Err != nil {
+			if ps.Err != nil && !listedAnyway(ps.Err) {
 				// An entry that is not a readable profile (a manifest that
 				// does not parse, a symbolic link): verify reports it; the
 				// listing goes on without it. Not so an entry the storage
@@ -399,6 +399,12 @@ func (c *Catalog) listed(ctx context.Context, keys []string) (*flight.FlightInfo
 	}
 	return info, nil
 }
+
+// listedAnyway: a profile whose manifest is missing though its commit log
+// holds its versions (a first commit whose manifest create failed, or a
+// writer killed between the two) is read from the log, and so listed and
+// read with the others (red team round 50's p06).
+func listedAnyway(err error) bool { return errors.Is(err, store.ErrDataLoss) }
 
 // unreadable is err when it says that the storage did not answer or
 // refused the server (fsys.ErrUnavailable): a listing or a read of many

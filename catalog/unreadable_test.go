@@ -74,6 +74,23 @@ func TestListingsFailOnUnreadableProfiles(t *testing.T) {
 		}
 	}
 	ffs.Clear()
+	// A manifest missing under a commit log that holds the profile (a
+	// first commit whose manifest create failed): read from the log, so
+	// listed and read with the others (red team round 50's p06).
+	if err := os.Remove(filepath.Join(dir, "p", "q", "manifest.json")); err != nil {
+		t.Fatal(err)
+	}
+	st.Forget([]string{"p", "q"})
+	if got, err := list([]string{"p"}); err != nil || len(got) != 2 {
+		t.Errorf("listing with p/q's manifest missing: %v, %v; want p/q and p/r", got, err)
+	}
+	r, err := ParseTicket([]byte(`{"prefix": "p"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ks, err := c.Resolve(ctx, r); err != nil || len(ks) != 2 {
+		t.Errorf("read of the prefix p with p/q's manifest missing: %v, %v", ks, err)
+	}
 	// Damage, not unavailability: listed without it.
 	if err := os.WriteFile(filepath.Join(dir, "p", "r", "manifest.json"), []byte("not json"), 0o644); err != nil {
 		t.Fatal(err)

@@ -106,6 +106,18 @@ func statusOfUncapped(err error) error {
 	case errors.As(err, &corrupt):
 		// (A corruption that is also data loss was answered above.)
 		return status.Error(codes.DataLoss, fmt.Sprintf("corrupt file in the store (%s); run the verify action", corrupt.Path))
+	case errors.Is(err, fsys.ErrExist):
+		// A name the put had claimed was found made (another writer
+		// ignoring the claim, or a gateway answering 412 for a write it
+		// made itself: red team round 50's p03): nothing of the put was
+		// committed, and a retry claims anew.
+		return status.Error(codes.Unavailable, PublicMessage(err)+"; a file the put had claimed was found made by another write: nothing was committed: retry")
+	case errors.Is(err, fsys.ErrStorage):
+		// An answer of the storage service of no class the server knows
+		// (a 4xx without a code, 416, 412 where none was asked for): the
+		// service's, not the client's; perhaps passing (red team round
+		// 50's p05: INTERNAL).
+		return status.Error(codes.Unavailable, PublicMessage(err)+"; the storage service answered an error the server did not expect: retry later (a put with the same request_id commits at most once)")
 	}
 	return status.Error(codes.Internal, "internal error (see server log)")
 }

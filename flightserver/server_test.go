@@ -174,6 +174,8 @@ func TestStatusOf(t *testing.T) {
 		{fmt.Errorf("read a: %w", fsys.ErrUnavailable), codes.Unavailable},
 		{&store.CorruptionError{Path: "a/manifest.json", Err: fsys.ErrUnavailable}, codes.Unavailable},
 		{fmt.Errorf("read a: %w", errors.Join(fsys.ErrDenied, fsys.ErrUnavailable)), codes.Unavailable},
+		{fmt.Errorf("read a: %w", fsys.ErrStorage), codes.Unavailable},
+		{fmt.Errorf("write a: %w", fsys.ErrExist), codes.Unavailable},
 		{errors.New("open /srv/secret/data: boom"), codes.Internal},
 		{context.Canceled, codes.Canceled},
 		{status.Error(codes.ResourceExhausted, "too big"), codes.ResourceExhausted},

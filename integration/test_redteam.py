@@ -6,7 +6,7 @@ and 6); redteam_write/ puts, compacts, sweeps and verifies (rounds 7 and
 client scripts c*.py and e*.py, f*.py the CSV round trip after them, round
 14's shared append files g*.py, round 15's h*.py, round 16's i*.py, round
 17's j*.py and its follow-up k*.py, round 18's s*.py, round 19's t*.py, round 20's u*.py, round 21's v*.py, round 22's w*.py, round 24's y*.py, round 25's z*.py, round 26's a*.py). redteam_s3/ holds the attacks on Quiver over S3
-(rounds 48 and on: r48_*.py, r49_*.py), which start versitygw themselves. See
+(rounds 48 and on: r48_*.py, r49_*.py, r50_*.py), which start versitygw themselves. See
 docs/reliability.md, "Bugs found"."""
 
 import os
@@ -22,7 +22,7 @@ from helpers import versitygw_binary
 
 HERE = Path(__file__).parent
 SCRIPTS = [f"{d}/{p.name}" for d in ("redteam_read", "redteam_write") for p in sorted((HERE / d).glob("[abdcefghijklmnopqrstuvwxyz][0-9]*.py"))]
-# Attacks on Quiver over S3 (rounds 48 and 49): each starts its own
+# Attacks on Quiver over S3 (rounds 48 to 50): each starts its own
 # versitygw ($VERSITYGW) and servers (round 49's behind a misbehaving HTTP
 # proxy of their own), and may kill and restart them.
 S3_SCRIPTS = [f"redteam_s3/{p.name}" for p in sorted((HERE / "redteam_s3").glob("r[0-9]*.py"))]

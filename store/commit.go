@@ -713,11 +713,16 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 			return fail(fmt.Errorf("%w: write %s: %w; nothing was committed: retry", ErrUnavailable, p, fe.err))
 		}
 		var le *segmentLinkError
-		if errors.As(err, &le) && errors.Is(err, fsys.ErrUnavailable) && !errors.Is(err, fsys.ErrDenied) {
-			// The storage did not answer the segment's write (object
-			// storage over a network): it may have taken it all the
-			// same. (Only that write: before it, a failure leaves the
-			// segment unmade, and the files it names perhaps aborted.) Had the puts' files been removed on a segment that
+		if errors.As(err, &le) && (errors.Is(err, fsys.ErrUnavailable) || errors.Is(err, fsys.ErrStorage)) {
+			// The segment's write failed in a way that may have made it
+			// all the same: no answer, or any answer of an object store,
+			// whose gateway may have retried it upstream itself and
+			// answered 412 "exists" or 403 (red team round 50's p01,
+			// where the put's files were removed under its own record).
+			// A local disk's own failure (a full disk, an I/O error,
+			// another committer's link) made nothing. (Only that write: before
+			// it, a failure leaves the segment unmade, and the files it
+			// names perhaps aborted.) Had the puts' files been removed on a segment that
 			// landed, the version's committed records would name files
 			// gone: look.
 			switch landed, lerr := s.segmentLanded(ctx, p, all); {

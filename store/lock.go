@@ -274,19 +274,25 @@ func (s *Store) lockProfileSync(ctx context.Context, p profile, release fsys.Syn
 			continue
 		}
 		if !errors.Is(err, fsys.ErrExist) {
-			if errors.Is(err, fsys.ErrUnavailable) && !errors.Is(err, fsys.ErrDenied) {
-				// The storage may have taken the create without its
-				// answer reaching us: the lock would then be ours and
-				// nobody's to release, and every writer, this process's
-				// too, would wait for it until it is stale. It is
-				// stranded, as one whose release failed.
-				s.strand(p, me)
-			}
+			// The storage may have taken the create all the same (no
+			// answer; a refusal from a gateway that retried it upstream;
+			// a request it takes late): the lock would then be ours and
+			// nobody's to release, and every writer, this process's too,
+			// would wait for it until it is stale. It is stranded, as
+			// one whose release failed.
+			s.strand(p, me)
 			return nil, fmt.Errorf("lock manifest of %s: %w", p, raced(p, err))
 		}
 		ls, err := s.inspectLock(ctx, p)
 		if err != nil {
 			return nil, err
+		}
+		if ls.held && bytes.Equal(ls.raw, me) {
+			// This very create made it, though answered "exists" (a
+			// gateway whose own retry met its first attempt: red team
+			// round 50's p02).
+			acquired = true
+			return held(), nil
 		}
 		if ls.held && ls.stale {
 			if err := fsys.ReplaceSync(ctx, s.fs, name, me, ls.token, fsys.SyncNone); err == nil {
@@ -331,6 +337,9 @@ func (s *Store) strand(p profile, raw []byte) {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
+		// Tried until the schedule ends, even while the lock is absent
+		// or another's: a create the storage takes late may land
+		// whenever (red team round 50's p07, 4-6 s late).
 		for delay := strandedRetry; delay <= 64*strandedRetry; delay *= 2 {
 			t := time.NewTimer(delay)
 			select {
@@ -347,6 +356,7 @@ func (s *Store) strand(p profile, raw []byte) {
 			}
 			c.stranded.add(raw)
 		}
+		c.stranded.take(raw) // (its last chance was this process's next lock)
 	}()
 }
 
@@ -354,27 +364,18 @@ func (s *Store) strand(p profile, raw []byte) {
 // attempt, seven in all). A variable for tests.
 var strandedRetry = time.Second
 
-// dropLock removes p's manifest lock if it still holds raw. It reports
-// whether raw is known gone (removed, or the lock is another's or none);
-// false: the storage did not answer.
+// dropLock removes p's manifest lock if it holds raw, and reports
+// whether it did.
 func (s *Store) dropLock(p profile, raw []byte) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	name := p.join(lockName)
 	got, tok, err := s.fs.ReadFile(ctx, name)
-	switch {
-	case isNotExist(err):
-		return true
-	case err != nil:
+	if err != nil || !bytes.Equal(got, raw) {
 		return false
-	case !bytes.Equal(got, raw):
-		return true
 	}
 	if cd, ok := s.fs.(fsys.ConditionalDeleter); ok {
 		err = cd.DeleteIfMatch(ctx, name, tok)
-		if errors.Is(err, fsys.ErrPrecondition) {
-			return true
-		}
 	} else {
 		err = fsys.DeleteSync(ctx, s.fs, name, fsys.SyncFull)
 	}

@@ -292,7 +292,14 @@ func (s *Store) checkLogEnds(ctx context.Context, ps *profileState) error {
 		return fmt.Errorf("%w: %s: the commit log's %s segment (%s) is gone (the log was altered under this server): records were removed", ErrDataLoss, ps.p, what, segmentName(seg))
 	}
 	if last > 1 {
-		_, err := s.fs.Stat(ctx, ps.p.join(logDir, segmentName(1)))
+		first := ps.p.join(logDir, segmentName(1))
+		_, err := s.fs.Stat(ctx, first)
+		if isNotExist(err) {
+			// Confirmed by a read before data loss is declared: a
+			// HEAD's 404 has no body to tell the storage's answer from
+			// an intermediary's (red team round 50's p04).
+			_, _, err = s.fs.ReadFile(ctx, first)
+		}
 		if isNotExist(err) {
 			return gone("first", 1)
 		}

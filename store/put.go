@@ -1007,13 +1007,12 @@ func (s *Store) discardVersion(ctx context.Context, ps *profileState, st *staged
 	}
 }
 
-// commitUnknown records f as a file whose commit failed with err, when
-// err leaves unknown whether it was made (object storage that took the
-// request without its answer reaching us).
-func (st *staged) commitUnknown(err error, f FileRecord) {
-	if !errors.Is(err, fsys.ErrUnavailable) || errors.Is(err, fsys.ErrDenied) {
-		return
-	}
+// commitFailed records f as a file whose commit failed: it may have been
+// made all the same, whatever the answer (object storage that took the
+// request without its answer reaching us, or a gateway that retried it
+// upstream and answered 412 or 403: red team round 50's p03). It is
+// removed with the put only if it is there with f's bytes.
+func (st *staged) commitFailed(f FileRecord) {
 	uncertainMu.Lock()
 	st.uncertain = append(st.uncertain, f)
 	uncertainMu.Unlock()
@@ -1783,7 +1782,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		}
 		if err := k.w.Commit(ctx); err != nil {
 			_ = k.w.Abort()
-			st.commitUnknown(err, FileRecord{Path: strings.TrimPrefix(k.name, p.dir+"/"), Bytes: k.fw.Size(), SHA256: k.fw.SHA256()})
+			st.commitFailed(FileRecord{Path: strings.TrimPrefix(k.name, p.dir+"/"), Bytes: k.fw.Size(), SHA256: k.fw.SHA256()})
 			return fmt.Errorf("write %s: %w", p, err)
 		}
 		return nil
@@ -2201,7 +2200,7 @@ func (s *Store) stream(ctx context.Context, st *staged, rdr array.RecordReader, 
 		ends = startFileEnds(func(k *sink) error {
 			if err := k.w.Commit(ctx); err != nil {
 				_ = k.w.Abort()
-				st.commitUnknown(err, k.endRec)
+				st.commitFailed(k.endRec)
 				return fmt.Errorf("write %s: %w", p, err)
 			}
 			return nil

@@ -27,7 +27,7 @@ Usage: python p01_late_segment_after_readback.py QUIVER VERSITYGW   (exit 1 = bu
 """
 import os, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rt49harness import *  # noqa: E402,F401,F403 (the round's shared harness)
+from harness import *  # noqa: E402,F401,F403 (the rounds' shared harness)
 
 # ---- the reproducer ----
 SEG = re.compile(r"/\.log/\d+\.ndjson")

@@ -21,7 +21,7 @@ Usage: python p02_refused_prefix_listing_reads_as_empty.py QUIVER VERSITYGW   (e
 """
 import os, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rt49harness import *  # noqa: E402,F401,F403 (the round's shared harness)
+from harness import *  # noqa: E402,F401,F403 (the rounds' shared harness)
 
 # ---- the reproducer ----
 B, P = "qbucket49", "qprefix49"

@@ -32,7 +32,7 @@ Usage: python p04_lost_answer_then_refused_retry_loses_commit.py QUIVER VERSITYG
 """
 import os, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rt49harness import *  # noqa: E402,F401,F403 (the round's shared harness)
+from harness import *  # noqa: E402,F401,F403 (the rounds' shared harness)
 
 # ---- the reproducer ----
 SEG = re.compile(r"/\.log/\d+\.ndjson")

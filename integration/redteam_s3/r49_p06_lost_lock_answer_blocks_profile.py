@@ -21,7 +21,7 @@ Usage: python p06_lost_lock_answer_blocks_profile.py QUIVER VERSITYGW   (exit 1 
 """
 import os, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rt49harness import *  # noqa: E402,F401,F403 (the round's shared harness)
+from harness import *  # noqa: E402,F401,F403 (the rounds' shared harness)
 
 # ---- the reproducer ----
 def main():

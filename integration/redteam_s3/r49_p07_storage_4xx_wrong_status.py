@@ -24,7 +24,7 @@ Usage: python p07_storage_4xx_wrong_status.py QUIVER VERSITYGW   (exit 1 = bug p
 """
 import os, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rt49harness import *  # noqa: E402,F401,F403 (the round's shared harness)
+from harness import *  # noqa: E402,F401,F403 (the rounds' shared harness)
 
 # ---- the reproducer ----
 def xml(c):

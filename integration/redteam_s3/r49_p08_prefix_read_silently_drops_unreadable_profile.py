@@ -20,7 +20,7 @@ Usage: python p08_prefix_read_silently_drops_unreadable_profile.py QUIVER VERSIT
 """
 import os, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rt49harness import *  # noqa: E402,F401,F403 (the round's shared harness)
+from harness import *  # noqa: E402,F401,F403 (the rounds' shared harness)
 
 # ---- the reproducer ----
 E403 = '<?xml version="1.0"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>'

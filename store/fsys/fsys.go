@@ -40,6 +40,11 @@ var (
 	// operator mends the server's configuration. s3fs errors of this
 	// kind match ErrUnavailable too.
 	ErrDenied = errors.New("fsys: storage refused the server's credentials or configuration")
+	// ErrStorage: an error the storage service answered (object storage:
+	// an HTTP error status), whatever its class. Callers that know the
+	// class test for it first (ErrNotExist, ErrPrecondition, ErrDenied,
+	// ErrUnavailable); what is left is an answer nobody expected.
+	ErrStorage = errors.New("fsys: the storage service answered an error")
 )
 
 // MaxReadFile bounds what ReadFile reads: metadata (manifests, records,

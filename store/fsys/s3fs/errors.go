@@ -75,7 +75,13 @@ func (e *serviceError) Error() string {
 	return b.String()
 }
 
-func (e *serviceError) Unwrap() error { return e.kind }
+// Unwrap: the class the answer means, if any, and fsys.ErrStorage.
+func (e *serviceError) Unwrap() []error {
+	if e.kind != nil {
+		return []error{e.kind, fsys.ErrStorage}
+	}
+	return []error{fsys.ErrStorage}
+}
 
 // transportError is a request that got no answer (connection refused,
 // reset, timeout), without the address it was sent to.
@@ -130,6 +136,23 @@ func absent(status int, code string, head bool) bool {
 
 // codeless: an error code the SDK gives an answer without one.
 func codeless(code string) bool { return code == "" || code == "NotFound" || code == "UnknownError" }
+
+// existsError is a create refused because the object exists (412 to an
+// If-None-Match): fsys.ErrExist, keeping the service's answer (a gateway
+// may answer so for a write it made itself; callers that settle a write
+// tell it by fsys.ErrStorage).
+type existsError struct{ err error }
+
+func (e *existsError) Error() string   { return "already exists (" + e.err.Error() + ")" }
+func (e *existsError) Unwrap() []error { return []error{fsys.ErrExist, e.err} }
+
+// exists is err, a precondition failed on a create, as fsys.ErrExist.
+func exists(err error) error {
+	if errors.Is(err, fsys.ErrPrecondition) {
+		return &existsError{err}
+	}
+	return err
+}
 
 // errConflict: the service refused a conditional write because another
 // one on the same key was in progress (AWS: 409 ConditionalRequestConflict).
@@ -197,7 +220,11 @@ func classify(err error, head bool, redact []string) error {
 		// The service lacks what was asked (a header, an operation): a
 		// retry would meet the same answer. (The start-up probe finds
 		// what the commit protocol needs.)
-	case se.status >= 500 || transientCodes[se.code]:
+	case se.status >= 300 && se.status < 400:
+		// A redirect: the bucket is elsewhere (another region or
+		// endpoint), which is the server's configuration.
+		se.kind = errRefused
+	case se.status >= 500 || se.status == 429 || transientCodes[se.code]:
 		se.kind = fsys.ErrUnavailable
 	}
 	return se

@@ -40,6 +40,10 @@ func TestCleanClassifiesUnavailable(t *testing.T) {
 		{answered(503, "SlowDown"), fsys.ErrUnavailable},
 		{answered(400, "RequestTimeout"), fsys.ErrUnavailable},
 		{answered(409, "OperationAborted"), fsys.ErrUnavailable},
+		{answered(429, "TooManyRequests"), fsys.ErrUnavailable},
+		{answered(429, ""), fsys.ErrUnavailable},
+		{answered(301, "PermanentRedirect"), fsys.ErrDenied},
+		{answered(307, "TemporaryRedirect"), fsys.ErrDenied},
 		{answered(400, "KMS.DisabledException"), fsys.ErrDenied},
 		{answered(501, "NotImplemented"), nil}, // a retry would meet the same answer
 		// Refusals of the server itself are never absence, whatever

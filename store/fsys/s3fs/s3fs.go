@@ -447,10 +447,7 @@ func (f *FS) CreateExclusive(ctx context.Context, name string, data []byte) erro
 	if err := f.begin(ctx, fsys.ValidName(name)); err != nil {
 		return pathErr(op, name, err)
 	}
-	err := f.put(ctx, f.key(name), data, "")
-	if errors.Is(err, fsys.ErrPrecondition) {
-		err = fsys.ErrExist
-	}
+	err := exists(f.put(ctx, f.key(name), data, ""))
 	if err != nil {
 		return pathErr(op, name, err)
 	}

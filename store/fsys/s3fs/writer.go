@@ -190,9 +190,7 @@ func (w *writer) Commit(ctx context.Context) error {
 	} else {
 		err = w.complete(ctx)
 	}
-	if errors.Is(err, fsys.ErrPrecondition) {
-		err = fsys.ErrExist
-	}
+	err = exists(err)
 	if err != nil {
 		w.state = failed
 		if errors.Is(err, fsys.ErrExist) {

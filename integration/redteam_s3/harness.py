@@ -1,5 +1,6 @@
-"""The harness red team round 49's reproducers (r49_*.py) share: versitygw
-and quiver on free loopback ports, a Flight client, and an HTTP proxy
+"""The harness red team rounds 49 and 50's reproducers (r49_*.py,
+r50_*.py) share: versitygw and quiver on free loopback ports, a Flight
+client, and an HTTP proxy
 between quiver and versitygw that loses answers after forwarding
 requests, delivers them late, resets connections or answers errors of its
 own. QUIVER and VERSITYGW come from the environment (test_redteam_s3), or
