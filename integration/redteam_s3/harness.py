@@ -1,4 +1,4 @@
-"""The harness red team rounds 49 and 50's reproducers (r49_*.py,
+"""The harness the red-team rounds' S3 reproducers (r48_*.py, r49_*.py,
 r50_*.py) share: versitygw and quiver on free loopback ports, a Flight
 client, and an HTTP proxy
 between quiver and versitygw that loses answers after forwarding
