@@ -717,15 +717,14 @@ func (s *Store) cycleLocked(ctx context.Context, ps *profileState, batch []*comm
 			// The segment's write failed in a way that may have made it
 			// all the same: no answer, or any answer of an object store,
 			// whose gateway may have retried it upstream itself and
-			// answered 412 "exists" or 403 (red team round 50's p01,
-			// where the put's files were removed under its own record).
-			// A local disk's own failure (a full disk, an I/O error,
-			// another committer's link) made nothing. (Only that write: before
-			// it, a failure leaves the segment unmade, and the files it
-			// names perhaps aborted.) Had the puts' files been removed on a segment that
-			// landed, the version's committed records would name files
-			// gone: look.
-			switch landed, lerr := s.segmentLanded(ctx, p, all); {
+			// answered 412 "exists" or 403 (red team round 50's p01). Had
+			// the puts' files been removed on a segment that landed, the
+			// version's records would name files gone: settle it. A local
+			// disk's own failure (a full disk, an I/O error, another
+			// committer's link) made nothing, and only the segment's own
+			// write is settled: a failure before it left the segment
+			// unmade, and the files it names perhaps aborted.
+			switch landed, lerr := s.settleSegment(ctx, p, all); {
 			case landed:
 				ps.mu.Lock()
 				ps.log.add(all)
@@ -959,15 +958,15 @@ func (s *Store) commitSegment(ctx context.Context, ps *profileState, recs []*Com
 	return stagedHead(false), nil
 }
 
-// segmentLanded settles the write of the log segment of recs that got no
-// answer: it reports whether the segment is there now with recs' bytes
-// (true), or is not and cannot be (false: another committer's is); an
-// error leaves it unknown. Absence alone proves nothing: the service may
-// yet take the unanswered request (red team round 49's p01, four seconds
-// late, after a read had found nothing). So the segment is created again:
-// made now, it is the commit, and the late request fails on it; found, its
-// bytes tell whose it is.
-func (s *Store) segmentLanded(ctx context.Context, p profile, recs []*CommitRecord) (bool, error) {
+// settleSegment settles the failed write of the log segment of recs: it
+// reports whether the segment is there now with recs' bytes (true), or is
+// not and cannot be (false: another committer's is); an error leaves it
+// unknown. Absence alone proves nothing: the service may yet take the
+// unanswered request (red team round 49's p01, four seconds late, after a
+// read had found nothing). So the segment is created again: made now, it
+// is the commit, and the late request fails on it; found, its bytes tell
+// whose it is.
+func (s *Store) settleSegment(ctx context.Context, p profile, recs []*CommitRecord) (bool, error) {
 	name, data := segmentOf(p, recs)
 	err := s.fs.CreateExclusive(ctx, name, data)
 	if err == nil {
@@ -1023,7 +1022,7 @@ func notDurableErr(p profile, err error) error {
 
 // segmentLinkError is commitSegment's error when the segment's own
 // creation (its link to its name) failed, everything before it done: the
-// one step whose failure may leave the commit made (segmentLanded).
+// one step whose failure may leave the commit made (settleSegment).
 type segmentLinkError struct{ err error }
 
 func (e *segmentLinkError) Error() string { return e.err.Error() }
