@@ -88,8 +88,14 @@ type spillSize struct{ rows, bytes int64 }
 
 func (z spillSize) reached(rows, bytes int64) bool { return rows >= z.rows || bytes >= z.bytes }
 
-// spillBlock is a block's place in the spill file, and its rows.
-type spillBlock struct{ off, n, rows int64 }
+// spillBlock is a block's place in the spill file, and its rows: an IPC
+// stream of its own (seg nil), or run run of a segment (its off is the
+// segment's, n the bytes of its slices).
+type spillBlock struct {
+	off, n, rows int64
+	seg          *spillSeg
+	run          int
+}
 
 // spillName is the name spill I/O errors carry: never a server path.
 const spillName = "spill"
@@ -171,8 +177,25 @@ func (sp *spill) add(ctx context.Context, g *codec.Grouped, workers int) error {
 	if n := g.Data.NumRows(); n > 0 {
 		rowBytes = max(1, util.TotalRecordSize(g.Data)/n)
 	}
-	parts := make([]partWrite, len(g.Parts))
-	for i, part := range g.Parts {
+	// The parts spilled by columns (addColumns), and those that go through
+	// take: all, for a batch that does not spill by columns; else those
+	// whose rows take hands to the encoder as they are.
+	var byColumns, taken []codec.Part
+	columns := spillsByColumns(g.Data)
+	for _, part := range g.Parts {
+		if columns && !sp.completes(part, rowBytes) {
+			byColumns = append(byColumns, part)
+		} else {
+			taken = append(taken, part)
+		}
+	}
+	if len(byColumns) > 0 {
+		if err := sp.addColumns(ctx, g.Data, byColumns, workers); err != nil {
+			return err
+		}
+	}
+	parts := make([]partWrite, len(taken))
+	for i, part := range taken {
 		parts[i] = partWrite{data: g.Data, rows: part.Rows}
 	}
 	for i := 0; i < len(parts); {
@@ -182,7 +205,7 @@ func (sp *spill) add(ctx context.Context, g *codec.Grouped, workers int) error {
 		}
 		for j := i; j < i+n; j++ {
 			if err == nil {
-				err = sp.take(ctx, g.Parts[j], parts[j].rec, rowBytes)
+				err = sp.take(ctx, taken[j], parts[j].rec, rowBytes)
 			}
 			parts[j].rec.Release()
 			parts[j].rec = nil
@@ -193,6 +216,15 @@ func (sp *spill) add(ctx context.Context, g *codec.Grouped, workers int) error {
 		i += n
 	}
 	return nil
+}
+
+// completes reports whether the rows of part (of about rowBytes each)
+// bring its partition's rows not yet replayed to sp.early: take hands
+// them to the encoder without writing them to the file.
+func (sp *spill) completes(part codec.Part, rowBytes int64) bool {
+	p := sp.part(part)
+	n := int64(len(part.Rows))
+	return sp.to.early != nil && sp.early.reached(p.rows+n, p.bytes+n*rowBytes)
 }
 
 // take spills rows (part's rows of a batch, of about rowBytes each) as a
@@ -207,7 +239,7 @@ func (sp *spill) add(ctx context.Context, g *codec.Grouped, workers int) error {
 // 300–310 MiB; docs/benchmarks.md).
 func (sp *spill) take(ctx context.Context, part codec.Part, rows arrow.RecordBatch, rowBytes int64) error {
 	p := sp.part(part)
-	if sp.to.early == nil || !sp.early.reached(p.rows+rows.NumRows(), p.bytes+rows.NumRows()*rowBytes) {
+	if !sp.completes(part, rowBytes) {
 		return sp.block(part, rows)
 	}
 	if err := sp.replayPart(ctx, p, sp.early, sp.to.rows); err != nil {
@@ -470,7 +502,12 @@ var spillChunk int64 = 4 << 20 // (a variable for tests)
 // (docs/benchmarks.md, twenty-first session). Replayed chunks punched out,
 // the spill's pages are the ones it freed a moment before.
 func (sp *spill) count(b spillBlock, sign int64) {
-	for off, n := b.off, b.n; n > 0; {
+	b.ranges(func(off, n int64) { sp.countRange(off, n, sign) })
+}
+
+// countRange is count for the n bytes at off.
+func (sp *spill) countRange(off, n, sign int64) {
+	for n > 0 {
 		c := off / spillChunk
 		end := min(off+n, (c+1)*spillChunk)
 		for int64(len(sp.live)) <= c {
@@ -601,14 +638,23 @@ func (sp *spill) replayPart(ctx context.Context, p *spillPart, batch spillSize, 
 	if err := sp.bw.Flush(); err != nil {
 		return spillFail(err)
 	}
-	var pending []arrow.RecordBatch
+	var pending []spillBlock
 	var n, nb int64
 	emit := func() error {
 		if len(pending) == 0 {
 			return nil
 		}
-		recs := pending
+		blocks := pending
 		pending, n, nb = nil, 0, 0
+		recs, err := sp.readBlocks(blocks)
+		if err != nil {
+			return err
+		}
+		for _, b := range blocks {
+			sp.count(b, -1)
+			p.rows -= b.rows
+			p.bytes -= b.n
+		}
 		joined := joinBatches(recs, sp.mem)
 		for i, rec := range joined {
 			g := &codec.Grouped{Data: rec, Parts: []codec.Part{{Dir: p.dir, Values: p.values, Rows: rowSeq(rec.NumRows())}}}
@@ -620,21 +666,12 @@ func (sp *spill) replayPart(ctx context.Context, p *spillPart, batch spillSize, 
 		return nil
 	}
 	for ; p.next < len(p.blocks); p.next++ {
-		b := p.blocks[p.next]
 		if err := ctx.Err(); err != nil {
-			releaseBatches(pending)
 			return err
 		}
-		rec, err := sp.read(b)
-		if err != nil {
-			releaseBatches(pending)
-			return err
-		}
-		sp.count(b, -1)
-		p.rows -= b.rows
-		p.bytes -= b.n
-		pending = append(pending, rec)
-		n, nb = n+rec.NumRows(), nb+b.n
+		b := p.blocks[p.next]
+		pending = append(pending, b)
+		n, nb = n+b.rows, nb+b.n
 		if batch.reached(n, nb) {
 			if err := emit(); err != nil {
 				p.next++
@@ -643,6 +680,34 @@ func (sp *spill) replayPart(ctx context.Context, p *spillPart, batch spillSize, 
 		}
 	}
 	return emit()
+}
+
+// readBlocks returns the rows of bs, in order: the blocks of segments
+// one after the other read as one batch, each other block as its own.
+func (sp *spill) readBlocks(bs []spillBlock) ([]arrow.RecordBatch, error) {
+	var recs []arrow.RecordBatch
+	for len(bs) > 0 {
+		n := 1
+		if bs[0].seg != nil {
+			for n < len(bs) && bs[n].seg != nil && (bs[n].seg.sc == bs[0].seg.sc || bs[n].seg.sc.Equal(bs[0].seg.sc)) {
+				n++
+			}
+		}
+		var rec arrow.RecordBatch
+		var err error
+		if bs[0].seg != nil {
+			rec, err = sp.readColumns(bs[:n])
+		} else {
+			rec, err = sp.read(bs[0])
+		}
+		if err != nil {
+			releaseBatches(recs)
+			return nil, err
+		}
+		recs = append(recs, rec)
+		bs = bs[n:]
+	}
+	return recs, nil
 }
 
 // joinBatches joins recs (one schema) into one batch, taking them; where

@@ -36,53 +36,20 @@ import (
 // and each row written to its place in the output (a scatter into one
 // stream per run).
 func GatherRuns(ctx context.Context, data arrow.RecordBatch, runs [][]int32, workers int, mem memory.Allocator) (arrow.RecordBatch, error) {
-	rows := int(data.NumRows())
-	total := 0
-	for _, r := range runs {
-		total += len(r)
-	}
 	if mem == nil {
 		mem = compute.GetAllocator(ctx)
 	}
-	// dst[row] is the row's place in the output, or -1; then src and pos
-	// list the rows taken, ascending, and their places. (Scratch memory
-	// from mem too: a pool hands the last chunk's out again.)
-	scratch := pageAllocator(mem)
-	ints := func(n int) ([]int32, func()) {
-		b := scratch.Allocate(n * arrow.Int32SizeBytes)
-		return arrow.Int32Traits.CastFromBytes(b), func() { scratch.Free(b) }
+	plan, err := PlanRuns(data, runs, mem)
+	if err != nil {
+		return nil, err
 	}
-	dst, free := ints(rows)
-	defer free()
-	for i := range dst {
-		dst[i] = -1
-	}
-	k := int32(0)
-	for _, run := range runs {
-		for _, row := range run {
-			if row < 0 || int(row) >= rows || dst[row] >= 0 {
-				return nil, fmt.Errorf("gather rows: row %d of %d out of range or taken twice", row, rows)
-			}
-			dst[row] = k
-			k++
-		}
-	}
-	src, free := ints(total)
-	defer free()
-	pos, free := ints(total)
-	defer free()
-	j := 0
-	for row, k := range dst {
-		if k >= 0 {
-			src[j], pos[j] = int32(row), k
-			j++
-		}
-	}
+	defer plan.Release()
+	total := plan.Rows()
 	cols := make([]arrow.Array, data.NumCols())
 	var direct []int
 	var order *array.Int32 // the output's rows of data, for compute.Take
 	for i, c := range data.Columns() {
-		if scatterable(c) {
+		if Scatterable(c) {
 			direct = append(direct, i)
 			continue
 		}
@@ -90,8 +57,8 @@ func GatherRuns(ctx context.Context, data arrow.RecordBatch, runs [][]int32, wor
 			buf := memory.NewResizableBuffer(compute.GetAllocator(ctx))
 			buf.Resize(total * arrow.Int32SizeBytes)
 			o := arrow.Int32Traits.CastFromBytes(buf.Bytes())
-			for j, row := range src {
-				o[pos[j]] = row
+			for j, row := range plan.src {
+				o[plan.pos[j]] = row
 			}
 			d := array.NewData(arrow.PrimitiveTypes.Int32, total, []*memory.Buffer{nil, buf}, nil, 0, 0)
 			buf.Release()
@@ -105,9 +72,9 @@ func GatherRuns(ctx context.Context, data arrow.RecordBatch, runs [][]int32, wor
 			return nil, fmt.Errorf("gather rows: %w", err)
 		}
 	}
-	err := par.ForEach(len(direct), workers, func(j int) error {
+	err = par.ForEach(len(direct), workers, func(j int) error {
 		i := direct[j]
-		cols[i] = scatter(mem, data.Column(i), src, pos)
+		cols[i] = plan.Column(data.Column(i))
 		return nil
 	})
 	if err != nil {
@@ -123,8 +90,83 @@ func GatherRuns(ctx context.Context, data arrow.RecordBatch, runs [][]int32, wor
 	return out, nil
 }
 
-// scatterable reports whether scatter moves the rows of arr itself.
-func scatterable(arr arrow.Array) bool {
+// RunPlan is where GatherRuns puts each row of a batch: made once, it
+// gathers any number of the batch's columns (Column), one at a time if
+// the caller likes (a spill writes each as it is gathered).
+type RunPlan struct {
+	mem      memory.Allocator
+	src, pos []int32 // the rows taken, ascending, and their places in the output
+	total    int
+	free     []func()
+}
+
+// PlanRuns plans the gathering of runs out of data (GatherRuns' rules;
+// scratch memory from mem). The plan must be released.
+func PlanRuns(data arrow.RecordBatch, runs [][]int32, mem memory.Allocator) (*RunPlan, error) {
+	rows := int(data.NumRows())
+	p := &RunPlan{mem: mem}
+	for _, r := range runs {
+		p.total += len(r)
+	}
+	// dst[row] is the row's place in the output, or -1; then src and pos
+	// list the rows taken, ascending, and their places. (Scratch memory
+	// from mem too: a pool hands the last chunk's out again.)
+	scratch := pageAllocator(mem)
+	ints := func(n int) []int32 {
+		b := scratch.Allocate(n * arrow.Int32SizeBytes)
+		p.free = append(p.free, func() { scratch.Free(b) })
+		return arrow.Int32Traits.CastFromBytes(b)
+	}
+	dst := ints(rows)
+	for i := range dst {
+		dst[i] = -1
+	}
+	k := int32(0)
+	for _, run := range runs {
+		for _, row := range run {
+			if row < 0 || int(row) >= rows || dst[row] >= 0 {
+				p.Release()
+				return nil, fmt.Errorf("gather rows: row %d of %d out of range or taken twice", row, rows)
+			}
+			dst[row] = k
+			k++
+		}
+	}
+	p.src, p.pos = ints(p.total), ints(p.total)
+	j := 0
+	for row, k := range dst {
+		if k >= 0 {
+			p.src[j], p.pos[j] = int32(row), k
+			j++
+		}
+	}
+	return p, nil
+}
+
+// Rows is the rows of the plan's output.
+func (p *RunPlan) Rows() int { return p.total }
+
+// Column returns the planned rows of arr, a column of the plan's batch
+// that Scatterable accepts (of its type: a caller that needs the
+// schema's field type converts it). Columns may be gathered at once on
+// several goroutines. The result must be released.
+func (p *RunPlan) Column(arr arrow.Array) arrow.Array {
+	return scatter(p.mem, arr, p.src, p.pos)
+}
+
+// Release frees the plan's scratch memory.
+func (p *RunPlan) Release() {
+	for _, f := range p.free {
+		f()
+	}
+	p.free = nil
+}
+
+// Scatterable reports whether RunPlan.Column (scatter) moves the rows of
+// arr itself: a column of a fixed-width type of whole bytes, bool, or
+// (large) string or binary, neither nested nor a dictionary nor an
+// extension.
+func Scatterable(arr arrow.Array) bool {
 	d := arr.Data()
 	if len(d.Children()) > 0 || present(d.Dictionary()) {
 		return false
@@ -139,10 +181,10 @@ func scatterable(arr arrow.Array) bool {
 	return false
 }
 
-// newBuffer returns a buffer of size bytes from mem for the caller to
+// NewBuffer returns a buffer of size bytes from mem for the caller to
 // write whole: taken uncleared when mem allows, its padding (up to the
 // allocation's multiple of 64 bytes) cleared.
-func newBuffer(mem memory.Allocator, size int) *memory.Buffer {
+func NewBuffer(mem memory.Allocator, size int) *memory.Buffer {
 	b := memory.NewResizableBuffer(pageAllocator(mem))
 	b.Resize(size)
 	clear(b.Buf()[size:])
@@ -160,14 +202,14 @@ func scatter(mem memory.Allocator, arr arrow.Array, src, pos []int32) arrow.Arra
 	var validity *memory.Buffer
 	nulls := 0
 	if arr.NullN() > 0 {
-		validity = newBuffer(mem, int(bitutil.BytesForBits(int64(n))))
+		validity = NewBuffer(mem, int(bitutil.BytesForBits(int64(n))))
 		nulls = scatterBits(validity.Bytes(), bufs[0].Bytes(), off, src, pos)
 		nulls = n - nulls
 	}
 	out := []*memory.Buffer{validity}
 	switch dt := arr.DataType().(type) {
 	case *arrow.BooleanType:
-		vals := newBuffer(mem, int(bitutil.BytesForBits(int64(n))))
+		vals := NewBuffer(mem, int(bitutil.BytesForBits(int64(n))))
 		scatterBits(vals.Bytes(), bufs[1].Bytes(), off, src, pos)
 		out = append(out, vals)
 	case *arrow.StringType, *arrow.BinaryType:
@@ -176,10 +218,10 @@ func scatter(mem memory.Allocator, arr arrow.Array, src, pos []int32) arrow.Arra
 		if bufs[2] != nil {
 			values = bufs[2].Bytes()
 		}
-		ob := newBuffer(mem, (n+1)*arrow.Int32SizeBytes)
+		ob := NewBuffer(mem, (n+1)*arrow.Int32SizeBytes)
 		o := arrow.Int32Traits.CastFromBytes(ob.Bytes())
 		scatterOffsets(o, offs, src, pos)
-		vb := newBuffer(mem, int(o[n]))
+		vb := NewBuffer(mem, int(o[n]))
 		scatterValues(vb.Bytes(), o, offs, values, src, pos)
 		out = append(out, ob, vb)
 	case *arrow.LargeStringType, *arrow.LargeBinaryType:
@@ -188,15 +230,15 @@ func scatter(mem memory.Allocator, arr arrow.Array, src, pos []int32) arrow.Arra
 		if bufs[2] != nil {
 			values = bufs[2].Bytes()
 		}
-		ob := newBuffer(mem, (n+1)*arrow.Int64SizeBytes)
+		ob := NewBuffer(mem, (n+1)*arrow.Int64SizeBytes)
 		o := arrow.Int64Traits.CastFromBytes(ob.Bytes())
 		scatterOffsets(o, offs, src, pos)
-		vb := newBuffer(mem, int(o[n]))
+		vb := NewBuffer(mem, int(o[n]))
 		scatterValues(vb.Bytes(), o, offs, values, src, pos)
 		out = append(out, ob, vb)
 	case arrow.FixedWidthDataType:
 		w := dt.BitWidth() / 8
-		vals := newBuffer(mem, n*w)
+		vals := NewBuffer(mem, n*w)
 		to := vals.Bytes()
 		var from []byte
 		if bufs[1] != nil {

@@ -160,7 +160,7 @@ func TestGatherRunsUnzeroed(t *testing.T) {
 		if !array.Equal(g, w) || g.NullN() != w.NullN() {
 			t.Errorf("column %q: got %v, want %v", rec.Schema().Field(i).Name, g, w)
 		}
-		if !scatterable(rec.Column(i)) {
+		if !Scatterable(rec.Column(i)) {
 			continue
 		}
 		for j, b := range g.Data().Buffers() {
