@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/arrow/util"
 
 	"github.com/quiverdb/quiver/internal/par"
 	"github.com/quiverdb/quiver/store/codec"
@@ -60,10 +61,17 @@ type segCol struct {
 	ends  []int64 // segVar: the offset of run r's first value; len(runs)+1
 }
 
+// spillColumnBytes bounds a column of a batch spilled by columns: its
+// gathered copy is held until written, two at a time (one per core), and
+// a batch with a larger column (up to the 128 MiB a message may carry)
+// is spilled as IPC blocks, gathered 4 MiB of rows at a time
+// (gatherChunkBytes).
+var spillColumnBytes int64 = 16 << 20 // (a variable for tests)
+
 // spillsByColumns reports whether rec's columns may be spilled by columns.
 func spillsByColumns(rec arrow.RecordBatch) bool {
 	for _, c := range rec.Columns() {
-		if !codec.Scatterable(c) {
+		if !codec.Scatterable(c) || util.TotalArraySize(c) > spillColumnBytes {
 			return false
 		}
 	}

@@ -87,7 +87,8 @@ func randomColumn(rt *rapid.T, mem memory.Allocator, dt arrow.DataType, n, nulls
 // TestSpillByColumnsRoundTrip: batches of random columns (every type the
 // spill writes by columns, with and without nulls, at odd offsets),
 // their rows spread over random partitions, some batches with a
-// dictionary column (IPC blocks, in the same partitions), added to a
+// dictionary column or a column over spillColumnBytes (IPC blocks, in the
+// same partitions), added to a
 // spill and replayed in a random interleaving (a partition at a time,
 // early as the spill's take does, or as its bound picks), with chunks of
 // a few KiB punched as they are freed: every partition's rows come back
@@ -95,11 +96,12 @@ func randomColumn(rt *rapid.T, mem memory.Allocator, dt arrow.DataType, n, nulls
 // batch, and no more than its last chunk at the end (every byte of a
 // segment belongs to one block); and all memory is given back.
 func TestSpillByColumnsRoundTrip(t *testing.T) {
-	orig, origSlack := spillChunk, spillSlack
-	t.Cleanup(func() { spillChunk, spillSlack = orig, origSlack })
+	orig, origSlack, origColumn := spillChunk, spillSlack, spillColumnBytes
+	t.Cleanup(func() { spillChunk, spillSlack, spillColumnBytes = orig, origSlack, origColumn })
 	dir := t.TempDir()
 	ctx := context.Background()
 	rapid.Check(t, func(rt *rapid.T) {
+		spillColumnBytes = int64(rapid.SampledFrom([]int{1 << 30, 1 << 30, 2048}).Draw(rt, "column bytes"))
 		spillChunk = int64(rapid.SampledFrom([]int{4096, 8192, 65536}).Draw(rt, "chunk"))
 		spillSlack = int64(rapid.SampledFrom([]int{0, 16 << 10, 1 << 30}).Draw(rt, "slack"))
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
