@@ -106,7 +106,7 @@ type dictLeaf struct {
 	// The source dictionary last transposed onto vals, and its
 	// positions' places in vals (-1 absent, -2 not looked up yet).
 	src   arrow.ArrayData
-	trans []int32
+	trans transTable
 	// same: src is vals' own source, whole and in order.
 	same bool
 	// dense: the batch being written goes as it is, which makes pqarrow
@@ -387,6 +387,57 @@ func dictOf(d arrow.ArrayData) (*array.Dictionary, arrow.Array) {
 	return arr, array.MakeArrayOfNull(memory.DefaultAllocator, vt, 0)
 }
 
+// transTable maps the positions of a source dictionary of n values to
+// the leaf's (-1: absent; -2: not looked up yet): a slice of n, or, for a
+// large dictionary of which a batch uses few values, a map of those
+// looked up. A slice of the whole dictionary for every partition's file
+// of a put cost 2 MB a partition for a 500,000-value dictionary, and its
+// index as much again: 256 partitions of one 4,000-row batch peaked at
+// 5.2 GiB (red team round 51's p01).
+type transTable struct {
+	n      int
+	dense  []int32
+	sparse map[int32]int32
+}
+
+// sparseTrans is the fewest positions a dictionary has for its
+// transTable to be a map, when a batch uses at most 1/sparseRatio of them.
+const (
+	sparseTrans = 4096
+	sparseRatio = 16
+)
+
+// newTrans returns a transTable of n positions, none looked up, for
+// batches that use about uses of them.
+func newTrans(n, uses int) transTable {
+	if n >= sparseTrans && uses*sparseRatio < n {
+		return transTable{n: n, sparse: make(map[int32]int32, uses)}
+	}
+	t := transTable{n: n, dense: make([]int32, n)}
+	for j := range t.dense {
+		t.dense[j] = -2
+	}
+	return t
+}
+
+func (t *transTable) get(j int) int32 {
+	if t.dense != nil {
+		return t.dense[j]
+	}
+	if v, ok := t.sparse[int32(j)]; ok {
+		return v
+	}
+	return -2
+}
+
+func (t *transTable) set(j int, v int32) {
+	if t.dense != nil {
+		t.dense[j] = v
+		return
+	}
+	t.sparse[int32(j)] = v
+}
+
 // usedPositions marks the dictionary positions the valid rows of arr use,
 // or reports that an index is out of the dictionary's bounds.
 func usedPositions(arr *array.Dictionary, n int) ([]bool, bool) {
@@ -443,10 +494,19 @@ func (l *dictLeaf) set(d arrow.ArrayData, mem memory.Allocator) error {
 		}
 	}
 	keepAll := (unusedBytes <= dictKeep || unusedBytes <= min(dictSlack, usedBytes)) && n <= maxIndex(d.DataType().(*arrow.DictionaryType))+1
+	uses := n // (the positions set looks up)
+	if !keepAll {
+		uses = 0
+		for _, u := range used {
+			if u {
+				uses++
+			}
+		}
+	}
 	// The positions kept, each value once, and where each position goes.
-	index := make(map[uint64]int32, n)
+	index := make(map[uint64]int32, uses)
 	var next []int32
-	trans := make([]int32, n)
+	trans := newTrans(n, uses)
 	var keep []int32
 	lookup := func(s string, null bool) int32 {
 		h := maphash.String(dictHashSeed, s)
@@ -478,8 +538,7 @@ func (l *dictLeaf) set(d arrow.ArrayData, mem memory.Allocator) error {
 	}
 	for j := range n {
 		if !keepAll && !used[j] {
-			trans[j] = -2 // looked up if a later batch uses it
-			continue
+			continue // (-2: looked up if a later batch uses it)
 		}
 		null := dict.IsNull(j)
 		s := ""
@@ -487,10 +546,10 @@ func (l *dictLeaf) set(d arrow.ArrayData, mem memory.Allocator) error {
 			s = val(j)
 		}
 		if p := lookup(s, null); p >= 0 {
-			trans[j] = p
+			trans.set(j, p)
 			continue
 		}
-		trans[j] = insert(s, null, j)
+		trans.set(j, insert(s, null, j))
 	}
 	same := len(keep) == n
 	if same {
@@ -553,17 +612,13 @@ func (l *dictLeaf) transposable(d arrow.ArrayData) bool {
 			l.src = nil
 		}
 		l.same = false
-		l.trans = make([]int32, dict.Len())
-		for j := range l.trans {
-			l.trans[j] = -2
-		}
 		// A dictionary equal to the row group's is the common case:
 		// compare once rather than look every value up.
 		if dict.Len() == l.vals.Len() && array.Equal(dict, l.vals) {
-			for j := range l.trans {
-				l.trans[j] = int32(j)
-			}
+			l.trans = transTable{n: dict.Len()} // (same: never looked at)
 			l.same = true
+		} else {
+			l.trans = newTrans(dict.Len(), arr.Len())
 		}
 		if src != nil {
 			src.Retain()
@@ -579,13 +634,15 @@ func (l *dictLeaf) transposable(d arrow.ArrayData) bool {
 			continue
 		}
 		j := arr.GetValueIndex(i)
-		if j < 0 || j >= len(l.trans) {
+		if j < 0 || j >= l.trans.n {
 			return false
 		}
-		if l.trans[j] == -2 {
-			l.trans[j] = l.find(dict, val, j)
+		t := l.trans.get(j)
+		if t == -2 {
+			t = l.find(dict, val, j)
+			l.trans.set(j, t)
 		}
-		if l.trans[j] < 0 {
+		if t < 0 {
 			return false
 		}
 	}
@@ -610,7 +667,7 @@ func (l *dictLeaf) transpose(d arrow.ArrayData, mem memory.Allocator) arrow.Arra
 	for i := range n {
 		v := 0
 		if arr.IsValid(i) {
-			v = int(l.trans[arr.GetValueIndex(i)])
+			v = int(l.trans.get(arr.GetValueIndex(i)))
 		}
 		switch w {
 		case 1:
