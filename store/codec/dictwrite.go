@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/maphash"
+	"slices"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -438,20 +439,49 @@ func (t *transTable) set(j int, v int32) {
 	t.sparse[int32(j)] = v
 }
 
-// usedPositions marks the dictionary positions the valid rows of arr use,
-// or reports that an index is out of the dictionary's bounds.
-func usedPositions(arr *array.Dictionary, n int) ([]bool, bool) {
-	used := make([]bool, n)
-	for i := 0; i < arr.Len(); i++ {
-		if arr.IsValid(i) {
-			j := arr.GetValueIndex(i)
-			if j < 0 || j >= n {
-				return nil, false
+// usedPositions lists the dictionary positions the valid rows of arr use,
+// each once, ascending, or reports that an index is out of the
+// dictionary's bounds. It costs the rows, not the dictionary's n values:
+// a few rows of a large dictionary are looked up in a map.
+func usedPositions(arr *array.Dictionary, n int) ([]int32, bool) {
+	var list []int32
+	add := func(mark func(j int) bool) bool {
+		for i := 0; i < arr.Len(); i++ {
+			if arr.IsValid(i) {
+				j := arr.GetValueIndex(i)
+				if j < 0 || j >= n {
+					return false
+				}
+				if mark(j) {
+					list = append(list, int32(j))
+				}
 			}
-			used[j] = true
 		}
+		return true
 	}
-	return used, true
+	var ok bool
+	if n <= 8*arr.Len()+64 {
+		seen := make([]bool, n)
+		ok = add(func(j int) bool {
+			first := !seen[j]
+			seen[j] = true
+			return first
+		})
+	} else {
+		seen := make(map[int32]struct{}, min(arr.Len(), n))
+		ok = add(func(j int) bool {
+			if _, ok := seen[int32(j)]; ok {
+				return false
+			}
+			seen[int32(j)] = struct{}{}
+			return true
+		})
+	}
+	if !ok {
+		return nil, false
+	}
+	slices.Sort(list)
+	return list, true
 }
 
 // maxIndex is the largest index dt's index type holds (capped at int32's).
@@ -482,26 +512,23 @@ func (l *dictLeaf) set(d arrow.ArrayData, mem memory.Allocator) error {
 	if !ok {
 		return errIndexBounds
 	}
-	var usedBytes, unusedBytes int64
+	var usedBytes, distinctBytes int64
 	for i := 0; i < arr.Len(); i++ {
 		if arr.IsValid(i) {
 			usedBytes += int64(len(val(arr.GetValueIndex(i))))
 		}
 	}
-	for j := range n {
-		if !used[j] {
-			unusedBytes += int64(len(val(j)))
-		}
+	for _, j := range used {
+		distinctBytes += int64(len(val(int(j))))
 	}
-	keepAll := (unusedBytes <= dictKeep || unusedBytes <= min(dictSlack, usedBytes)) && n <= maxIndex(d.DataType().(*arrow.DictionaryType))+1
+	unusedBytes := valueBytes(dict) - distinctBytes
+	// The whole dictionary is kept only if what its rows leave unused is
+	// small in bytes and in values: a million empty or null values cost
+	// nothing in bytes, but a table of them in every partition's file.
+	keepAll := (unusedBytes <= dictKeep || unusedBytes <= min(dictSlack, usedBytes)) && n-len(used) <= dictKeep && n <= maxIndex(d.DataType().(*arrow.DictionaryType))+1
 	uses := n // (the positions set looks up)
 	if !keepAll {
-		uses = 0
-		for _, u := range used {
-			if u {
-				uses++
-			}
-		}
+		uses = len(used)
 	}
 	// The positions kept, each value once, and where each position goes.
 	index := make(map[uint64]int32, uses)
@@ -536,9 +563,10 @@ func (l *dictLeaf) set(d arrow.ArrayData, mem memory.Allocator) error {
 		index[h] = p
 		return p
 	}
-	for j := range n {
-		if !keepAll && !used[j] {
-			continue // (-2: looked up if a later batch uses it)
+	for k := range uses {
+		j := k
+		if !keepAll {
+			j = int(used[k]) // (the others -2: looked up if a later batch uses them)
 		}
 		null := dict.IsNull(j)
 		s := ""
