@@ -267,12 +267,17 @@ func (sp *spill) block(part codec.Part, rows arrow.RecordBatch) error {
 	if err != nil {
 		return err
 	}
+	sp.list(part, b)
+	return nil
+}
+
+// list adds b, written, to part's partition's blocks.
+func (sp *spill) list(part codec.Part, b spillBlock) {
 	p := sp.part(part)
 	p.blocks = append(p.blocks, b)
 	p.rows += b.rows
 	p.bytes += b.n
 	sp.nblocks++
-	return nil
 }
 
 // spillTo is where a spill's rows go: the put's encoder.

@@ -136,11 +136,7 @@ func (sp *spill) addColumns(ctx context.Context, data arrow.RecordBatch, parts [
 		b := spillBlock{off: start, rows: int64(len(part.Rows)), seg: seg, run: r}
 		b.ranges(func(_, n int64) { b.n += n })
 		sp.count(b, 1)
-		p := sp.part(part)
-		p.blocks = append(p.blocks, b)
-		p.rows += b.rows
-		p.bytes += b.n
-		sp.nblocks++
+		sp.list(part, b)
 	}
 	return nil
 }
