@@ -5,7 +5,7 @@ and 6); redteam_write/ puts, compacts, sweeps and verifies (rounds 7 and
 8; round 10's dictionary scripts are d*.py, rounds 12 and 13's command-line
 client scripts c*.py and e*.py, f*.py the CSV round trip after them, round
 14's shared append files g*.py, round 15's h*.py, round 16's i*.py, round
-17's j*.py and its follow-up k*.py, round 18's s*.py, round 19's t*.py, round 20's u*.py, round 21's v*.py, round 22's w*.py, round 24's y*.py, round 25's z*.py, round 26's a*.py, round 51's p51_*.py). redteam_s3/ holds the attacks on Quiver over S3
+17's j*.py and its follow-up k*.py, round 18's s*.py, round 19's t*.py, round 20's u*.py, round 21's v*.py, round 22's w*.py, round 24's y*.py, round 25's z*.py, round 26's a*.py, rounds 51 and 52's p51_*.py and p52_*.py). redteam_s3/ holds the attacks on Quiver over S3
 (rounds 48 and on: r48_*.py, r49_*.py, r50_*.py), which start versitygw themselves. See
 docs/reliability.md, "Bugs found"."""
 
