@@ -262,13 +262,13 @@ func (sp *spill) readColumns(bs []spillBlock) (arrow.RecordBatch, error) {
 // readColumn returns column i of bs (rows rows in all), of type dt.
 func (sp *spill) readColumn(bs []spillBlock, i int, dt arrow.DataType, rows int64) (arrow.Array, error) {
 	var bufs []*memory.Buffer
-	fail := func(b spillBlock, err error) (arrow.Array, error) {
+	fail := func(err error) (arrow.Array, error) { // (err: spillReadFail's)
 		for _, buf := range bufs {
 			if buf != nil {
 				buf.Release()
 			}
 		}
-		return nil, spillReadFail(b, err)
+		return nil, err
 	}
 	readAt := func(p []byte, off int64) error {
 		_, err := sp.f.ReadAt(p, off)
@@ -277,13 +277,13 @@ func (sp *spill) readColumn(bs []spillBlock, i int, dt arrow.DataType, rows int6
 	// bitmap reads the blocks' bitmaps (at, of each block's column) into
 	// one; a block with none (at returns -1) is all set.
 	var scratch []byte
-	bitmap := func(at func(c *segCol) int64) (*memory.Buffer, int, error) {
+	bitmap := func(at func(c *segCol) int64) (*memory.Buffer, error) {
 		buf := codec.NewBuffer(sp.mem, int(bitutil.BytesForBits(rows)))
 		bufs = append(bufs, buf)
 		out := buf.Bytes()
 		clear(out)
 		k := int64(0)
-		for j, b := range bs {
+		for _, b := range bs {
 			c := &b.seg.cols[i]
 			if off := at(c); off < 0 {
 				bitutil.SetBitsTo(out, k, b.rows, true)
@@ -293,13 +293,13 @@ func (sp *spill) readColumn(bs []spillBlock, i int, dt arrow.DataType, rows int6
 					scratch = make([]byte, n)
 				}
 				if err := readAt(scratch[:n], off+b.seg.bits[b.run]/8); err != nil {
-					return nil, j, err
+					return nil, spillReadFail(b, err)
 				}
 				bitutil.CopyBitmap(scratch[:n], 0, int(b.rows), out, int(k))
 			}
 			k += b.rows
 		}
-		return buf, 0, nil
+		return buf, nil
 	}
 	c0 := &bs[0].seg.cols[i]
 	nulls := 0
@@ -310,9 +310,9 @@ func (sp *spill) readColumn(bs []spillBlock, i int, dt arrow.DataType, rows int6
 		}
 	}
 	if hasNulls {
-		v, j, err := bitmap(func(c *segCol) int64 { return c.valid })
+		v, err := bitmap(func(c *segCol) int64 { return c.valid })
 		if err != nil {
-			return fail(bs[j], err)
+			return fail(err)
 		}
 		nulls = int(rows) - bitutil.CountSetBits(v.Bytes(), 0, int(rows))
 	} else {
@@ -320,8 +320,8 @@ func (sp *spill) readColumn(bs []spillBlock, i int, dt arrow.DataType, rows int6
 	}
 	switch c0.kind {
 	case segBool:
-		if _, j, err := bitmap(func(c *segCol) int64 { return c.data }); err != nil {
-			return fail(bs[j], err)
+		if _, err := bitmap(func(c *segCol) int64 { return c.data }); err != nil {
+			return fail(err)
 		}
 	case segFixed:
 		w := c0.width
@@ -332,7 +332,7 @@ func (sp *spill) readColumn(bs []spillBlock, i int, dt arrow.DataType, rows int6
 		for _, b := range bs {
 			c := &b.seg.cols[i]
 			if err := readAt(out[k*w:(k+b.rows)*w], c.data+b.seg.starts[b.run]*w); err != nil {
-				return fail(b, err)
+				return fail(spillReadFail(b, err))
 			}
 			k += b.rows
 		}
@@ -352,7 +352,7 @@ func (sp *spill) readColumn(bs []spillBlock, i int, dt arrow.DataType, rows int6
 			c := &b.seg.cols[i]
 			first, end := c.ends[b.run], c.ends[b.run+1]
 			if err := readAt(offs[k*w:(k+b.rows)*w], c.data+b.seg.starts[b.run]*w); err != nil {
-				return fail(b, err)
+				return fail(spillReadFail(b, err))
 			}
 			var err error
 			if w == 4 {
@@ -361,10 +361,10 @@ func (sp *spill) readColumn(bs []spillBlock, i int, dt arrow.DataType, rows int6
 				err = rebase(arrow.Int64Traits.CastFromBytes(offs)[k:k+b.rows], first, end, base)
 			}
 			if err != nil {
-				return fail(b, err)
+				return fail(spillReadFail(b, err))
 			}
 			if err := readAt(vals[base:base+end-first], c.vals+first); err != nil {
-				return fail(b, err)
+				return fail(spillReadFail(b, err))
 			}
 			k += b.rows
 			base += end - first

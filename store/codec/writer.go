@@ -508,7 +508,8 @@ func foldDictNulls(d *array.Dictionary, mem memory.Allocator) (arrow.Array, erro
 	dt := d.DataType().(*arrow.DictionaryType)
 	vals := d.Dictionary()
 	n := vals.Len()
-	// The positions looked at: all, or those the rows use.
+	// The positions looked at: those the rows use, or all of a dictionary
+	// that is not large beside the rows.
 	var positions []int32
 	if n > 8*d.Len()+dictKeep {
 		used, ok := usedPositions(d, n)
@@ -516,23 +517,18 @@ func foldDictNulls(d *array.Dictionary, mem memory.Allocator) (arrow.Array, erro
 			return nil, errIndexBounds
 		}
 		positions = used
-	}
-	at := func(k int) int {
-		if positions != nil {
-			return int(positions[k])
+	} else {
+		positions = make([]int32, n)
+		for j := range positions {
+			positions[j] = int32(j)
 		}
-		return k
 	}
-	count := n
-	if positions != nil {
-		count = len(positions)
-	}
-	remap := make(map[int]int64, count) // position → its place in the values kept
+	remap := make(map[int]int64, len(positions)) // position → its place in the values kept
 	keep := array.NewInt64Builder(mem)
 	defer keep.Release()
-	for k := range count {
-		if j := at(k); !vals.IsNull(j) {
-			remap[j] = int64(keep.Len())
+	for _, j := range positions {
+		if !vals.IsNull(int(j)) {
+			remap[int(j)] = int64(keep.Len())
 			keep.Append(int64(j))
 		}
 	}
